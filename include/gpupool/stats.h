@@ -1,0 +1,87 @@
+/* gpupool statistics page: the layout of /dev/shm/gpupool.<pid>, for readers.
+ *
+ * One page per process that allocated through gpupool. Each device slot has exactly one
+ * writer at a time (the holder of that device's pool lock) and a sequence counter: the
+ * writer makes it odd before changing the slot and even after. A reader copies the slot,
+ * and retries while the counter was odd or changed during the copy. Nothing in the page
+ * is a lock: a process killed mid-update leaves an odd counter, never a hung reader.
+ * All integers are native-endian; the page is only read on the host that wrote it. */
+#ifndef GPUPOOL_STATS_H
+#define GPUPOOL_STATS_H
+
+#include <stdint.h>
+
+#define GPUPOOL_PAGE_MAGIC 0x31504f4f4c505047ull /* "GPPLOOP1" little-endian */
+#define GPUPOOL_PAGE_VERSION 1u
+#define GPUPOOL_MAX_DEVICES 16
+#define GPUPOOL_COMM_LEN 16
+#define GPUPOOL_PAGE_PREFIX "/dev/shm/gpupool."
+
+/* Gauges: a current value and its peak. X(name, unit, help). Units: "bytes" or "count". */
+#define GPUPOOL_GAUGES(X)                                                                     \
+	X(requested_bytes, bytes, "bytes asked for by live allocations, before rounding")         \
+	X(allocated_bytes, bytes, "bytes in live blocks, after rounding")                         \
+	X(reserved_bytes, bytes, "bytes in segments taken from the CUDA runtime")                 \
+	X(cached_bytes, bytes, "reserved bytes not in live blocks (free or pending)")             \
+	X(largest_free_block, bytes, "largest free block ready for reuse")                        \
+	X(live_blocks, count, "live (allocated) blocks")                                          \
+	X(free_blocks, count, "free blocks, ready or pending")                                    \
+	X(segments, count, "segments held")                                                       \
+	X(pending_frees, count, "blocks freed with cudaFree waiting for a fence")                 \
+	X(pending_bytes, bytes, "bytes in blocks waiting for a fence")
+
+/* Counters: monotonic totals since the process started using gpupool. */
+#define GPUPOOL_COUNTERS(X)                                                                   \
+	X(allocs, count, "allocation requests served by the pool")                                \
+	X(frees, count, "frees of pool blocks")                                                   \
+	X(requested_bytes_total, bytes, "bytes asked for, summed over all allocations")           \
+	X(hits, count, "allocations served from cached blocks")                                   \
+	X(misses, count, "allocations that needed a new segment")                                 \
+	X(splits, count, "blocks split")                                                          \
+	X(merges, count, "free blocks merged with a neighbour")                                   \
+	X(segment_allocs, count, "real cudaMalloc calls made for segments")                       \
+	X(segment_frees, count, "real cudaFree calls made for segments")                          \
+	X(segment_alloc_failures, count, "real cudaMalloc calls that failed")                     \
+	X(fences, count, "fences completed (device-wide waits that retire pending frees)")        \
+	X(inline_fences, count, "fences run on an allocating thread")                             \
+	X(stream_steals, count, "blocks taken from another stream's free list behind an event")   \
+	X(releases, count, "cache releases (segments handed back to the runtime)")                \
+	X(released_bytes, bytes, "bytes handed back to the runtime by cache releases")            \
+	X(oom_retries, count, "allocations retried after releasing the cache")                    \
+	X(ooms, count, "allocations that failed with out of memory")                              \
+	X(limit_refusals, count, "segments not taken because of the memory limit")                \
+	X(invalid_frees, count, "frees of unknown pointers or double frees")                      \
+	X(passthrough_allocs, count, "allocations passed to the CUDA runtime unchanged")          \
+	X(passthrough_frees, count, "frees passed to the CUDA runtime unchanged")
+
+#define GPUPOOL_GAUGE_FIELD_(name, unit, help) uint64_t name, name##_peak;
+#define GPUPOOL_COUNTER_FIELD_(name, unit, help) uint64_t name;
+
+/* One device's counters. The pool keeps these up to date in place. */
+struct gpupool_device_stats {
+	uint64_t seq;         /* odd while the writer is changing this slot */
+	int32_t device;       /* CUDA device ordinal */
+	uint32_t active;      /* 1 once a pool exists for this device */
+	uint64_t limit_bytes; /* configured limit on reserved bytes; 0 = none */
+	GPUPOOL_GAUGES(GPUPOOL_GAUGE_FIELD_)
+	GPUPOOL_COUNTERS(GPUPOOL_COUNTER_FIELD_)
+};
+
+struct gpupool_page {
+	uint64_t magic;           /* GPUPOOL_PAGE_MAGIC */
+	uint32_t version;         /* GPUPOOL_PAGE_VERSION */
+	uint32_t size;            /* sizeof(struct gpupool_page) */
+	int32_t pid;              /* writer's process id */
+	uint32_t ndevices;        /* slots in use: dev[0..ndevices) */
+	uint64_t start_time_ns;   /* CLOCK_REALTIME when the page was created */
+	char comm[GPUPOOL_COMM_LEN]; /* writer's command name, NUL-terminated */
+	/* Release request: a reader increments release_request; the library releases its
+	 * cached memory on its next allocation call and then stores the value it acted on
+	 * in release_done. */
+	uint64_t release_request;
+	uint64_t release_done;
+	uint64_t reserved_[6];
+	struct gpupool_device_stats dev[GPUPOOL_MAX_DEVICES];
+};
+
+#endif

@@ -1,0 +1,56 @@
+/* Configuration: the environment parsed once into an immutable struct.
+ * Pure: the caller passes the lookup function (getenv, or a table in tests), and every
+ * problem is reported through gp_log as one line naming the variable, the value, what
+ * was expected and what happens instead. Depends on log.h only. */
+#ifndef GP_CONFIG_H
+#define GP_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+enum gp_fence_policy {
+	GP_FENCE_THREAD, /* a background thread fences when frees are pending (default) */
+	GP_FENCE_INLINE, /* only the allocating thread fences, when it would otherwise grow */
+	GP_FENCE_SYNC,   /* every cudaFree fences before it returns, like native cudaFree */
+};
+
+enum gp_report_format { GP_REPORT_TEXT, GP_REPORT_JSON };
+
+#define GP_PATH_MAX 256
+
+struct gp_config {
+	bool disable;                  /* GPUPOOL_DISABLE: pass everything to the runtime */
+	bool strict;                   /* a bad knob makes every hooked call fail */
+	bool bad;                      /* some knob was bad (strict mode acts on this) */
+	int log_level;                 /* enum gp_log_level */
+	size_t limit_bytes;            /* per-device limit on reserved bytes; 0 = none */
+	unsigned limit_percent;        /* limit as % of device memory (1..100); 0 = not used */
+	size_t round;                  /* request rounding */
+	size_t small_max, small_segment, medium_max, medium_segment, large_round;
+	size_t max_split_size;         /* SIZE_MAX = no cap */
+	size_t release_threshold;      /* SIZE_MAX = keep everything cached */
+	enum gp_fence_policy fence;
+	unsigned fence_interval_us;    /* fence thread: wait this long for more frees before fencing */
+	char report[GP_PATH_MAX];      /* "stderr" (default), "none", or a file path */
+	enum gp_report_format report_format;
+	bool stats_page;               /* create /dev/shm/gpupool.<pid> */
+	char trace[GP_PATH_MAX];       /* record the request stream here; "" = off */
+	bool check;                    /* run the pool's invariant checker after every call */
+};
+
+typedef const char *(*gp_getenv_fn)(const char *name);
+
+/* Fills *cfg from the environment. Bad values are logged and replaced by the default;
+ * cfg->bad tells whether any was. Returns 0, or -EINVAL when strict mode is on and a
+ * value was bad. Never allocates. */
+int gp_config_parse(struct gp_config *cfg, gp_getenv_fn get);
+
+/* Parses one size ("512", "64K", "1.5GiB", "2M"); binary suffixes K M G T with optional
+ * "iB" or "B". Returns 0 or -EINVAL. */
+int gp_config_parse_size(const char *s, size_t *out);
+
+/* The knob table as the README shows it (markdown), written to f. */
+void gp_config_print_knobs(FILE *f);
+
+#endif

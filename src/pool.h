@@ -1,0 +1,90 @@
+/* The pool: a caching allocator of device address ranges for one device.
+ * Owns size rounding, segments, blocks, split/merge, best fit, per-stream free lists,
+ * pending (fenced) frees, cache release and the memory limit. It never touches CUDA,
+ * the environment or I/O: device pointers are uintptr_t and never dereferenced, and all
+ * device work goes through the backend (backend.h). Every function is thread-safe: one
+ * mutex per pool, never held across device_sync. */
+#ifndef GP_POOL_H
+#define GP_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "gpupool/stats.h"
+
+typedef struct gp_pool gp_pool;
+
+/* Tuning, in bytes. gp_pool_params_default() gives the documented defaults. */
+struct gp_pool_params {
+	size_t round;            /* requests are rounded up to this (power of two), 512 */
+	size_t small_max;        /* requests <= this come from small segments, 1 MiB */
+	size_t small_segment;    /* size of a small segment, 2 MiB */
+	size_t medium_max;       /* requests < this come from medium segments, 10 MiB */
+	size_t medium_segment;   /* size of a medium segment, 20 MiB */
+	size_t large_round;      /* larger requests get a segment rounded up to this, 2 MiB */
+	size_t max_split_size;   /* blocks this large are not split for smaller requests; SIZE_MAX = no cap */
+	size_t limit;            /* most reserved bytes this pool may hold; 0 = no limit */
+	size_t release_threshold;/* keep at most this many cached bytes after a free; SIZE_MAX = keep all */
+	bool sync_free;          /* cudaFree waits for its own fence before returning (fence policy "sync") */
+	bool check;              /* run the invariant checker after every operation (slow) */
+};
+
+void gp_pool_params_default(struct gp_pool_params *p);
+
+/* Creates a pool for `device`. `stats` is where the pool keeps its counters (a slot of
+ * the statistics page, or private memory); it must outlive the pool. */
+int gp_pool_create(gp_pool **out, int device, const struct gp_pool_params *params,
+		   const struct gp_backend *be, struct gpupool_device_stats *stats);
+/* Hands every segment back to the backend and frees the pool's host memory. Live blocks
+ * are abandoned. Not for use at process exit with the CUDA backend (the runtime may be gone). */
+void gp_pool_destroy(gp_pool *p);
+
+/* Allocates `size` bytes. stream == GP_NO_STREAM for cudaMalloc, else the stream of
+ * cudaMallocAsync. Returns 0, -EINVAL (size 0 or too large), or -ENOMEM after
+ * releasing the cache and retrying once. */
+int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr);
+
+/* Frees the block at `addr`. stream == GP_NO_STREAM for cudaFree (the block waits for a
+ * fence), else the stream of cudaFreeAsync (reusable at once on that stream).
+ * Returns 0, -ENOENT when the pool has no block at addr (not ours: the caller passes it
+ * through), or -EALREADY when addr is a block of this pool that is not live (double free
+ * or a pointer inside a block); nothing is changed on error. */
+int gp_pool_free(gp_pool *p, uintptr_t addr, gp_stream stream);
+
+/* What the pool knows about a live block. */
+struct gp_block_info {
+	uintptr_t addr, size;          /* the block (size after rounding) */
+	uintptr_t segment, segment_size;
+	size_t requested;
+};
+/* 0 and *info when addr lies inside a live block of this pool, else -ENOENT. */
+int gp_pool_lookup(gp_pool *p, uintptr_t addr, struct gp_block_info *info);
+
+/* Runs one fence now: device_sync through the backend, then every block freed before the
+ * fence began becomes reusable. Returns 0, or the backend's error (-EBUSY: a capture is
+ * active; nothing changed). Safe from any thread; the pool lock is not held during the sync. */
+int gp_pool_fence(gp_pool *p);
+/* True when blocks wait for a fence. Lock-free read; may be stale by one operation. */
+bool gp_pool_has_pending(gp_pool *p);
+
+/* Hands whole free segments back to the backend, largest first, until at most `keep`
+ * cached bytes remain (0 = all that can go). Pending blocks are not released. Returns
+ * the bytes released. */
+size_t gp_pool_release(gp_pool *p, size_t keep);
+
+/* Free and total bytes as this process should see them: with a limit, total is the
+ * limit and free what the pool could still hand out (cached free bytes plus room under
+ * the limit, bounded by the device's free memory); without, the device's figures plus the
+ * pool's cached free bytes. */
+int gp_pool_mem_info(gp_pool *p, size_t *free_bytes, size_t *total_bytes);
+
+/* The invariant checker: segments do not overlap, blocks tile their segment exactly,
+ * free lists hold exactly the free ready blocks, the address map exactly the live ones,
+ * counters equal a recount. Returns 0, or -EFAULT and logs what is wrong. */
+int gp_pool_check(gp_pool *p);
+
+int gp_pool_device(const gp_pool *p);
+
+#endif
