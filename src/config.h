@@ -50,6 +50,11 @@ int gp_config_parse(struct gp_config *cfg, gp_getenv_fn get);
  * "iB" or "B". Returns 0 or -EINVAL. */
 int gp_config_parse_size(const char *s, size_t *out);
 
+/* The pool's parameters for one device from the knobs; `device_total` (bytes) resolves a
+ * percentage limit (0 when unknown: no limit from a percentage). */
+struct gp_pool_params;
+void gp_config_pool_params(const struct gp_config *c, size_t device_total, struct gp_pool_params *p);
+
 /* The knob table as the README shows it (markdown), written to f. */
 void gp_config_print_knobs(FILE *f);
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -123,6 +124,7 @@ struct gp_pool {
 	struct gp_chunk *chunks;
 	uint64_t issued;           /* fences begun */
 	uint64_t completed;        /* newest fence completed */
+	uint64_t last_fence_ns;    /* how long the last device_sync took */
 	uint32_t rng;
 	int hash_oom;
 };
@@ -139,6 +141,7 @@ void gp_pool_params_default(struct gp_pool_params *p)
 	p->max_split_size = SIZE_MAX;
 	p->limit = 0;
 	p->release_threshold = SIZE_MAX;
+	p->wait_fence_ns = 1000000;
 }
 
 int gp_pool_device(const gp_pool *p) { return p->device; }
@@ -676,9 +679,13 @@ static int fence_locked(gp_pool *p, int all)
 	uint64_t k = ++p->issued;
 	gp_stats_end(p->st);
 	gp_lock_give(&p->lock);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	int rc = p->be->device_sync(p->be->ctx, p->device);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
 	gp_lock_take(&p->lock);
 	gp_stats_begin(p->st);
+	p->last_fence_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)(t1.tv_nsec - t0.tv_nsec);
 	if (rc == 0) {
 		p->st->fences++;
 		retire(p, k);
@@ -790,6 +797,16 @@ int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
 		retire(p, p->completed);
 		b = find(p, rounded, stream, &home);
 	}
+	if (!b && rounded > p->prm.small_max && p->st->pending_bytes >= rounded &&
+	    p->last_fence_ns <= p->prm.wait_fence_ns) {
+		/* frees in flight may hold a fitting block, and fences are quick: waiting for
+		 * one costs less than a new segment (and keeps the pool from ballooning under
+		 * a cudaMalloc/cudaFree loop of large blocks) */
+		if (fence_locked(p, 0) == 0) {
+			p->st->inline_fences++;
+			b = find(p, rounded, stream, &home);
+		}
+	}
 	if (!b) {
 		b = grow(p, rounded);
 		hit = b == NULL;
@@ -886,6 +903,33 @@ int gp_pool_free(gp_pool *p, uintptr_t addr, gp_stream stream)
 	gp_stats_end(p->st);
 	gp_lock_give(&p->lock);
 	return 0;
+}
+
+void gp_pool_stream_retire(gp_pool *p, gp_stream stream)
+{
+	gp_lock_take(&p->lock);
+	struct gp_slist *sl = stream == GP_NO_STREAM ? NULL : slist_get(p, stream, 0);
+	if (sl) {
+		gp_stats_begin(p->st);
+		for (int t = 0; t < 2; t++) {
+			struct gp_block *rest = sl->root[t];
+			sl->root[t] = NULL;
+			while (rest) {
+				struct gp_block *b = rest;
+				rest = tr_join(b->left, b->right);
+				b->left = b->right = NULL;
+				pending_push(p, b);
+			}
+		}
+		HASH_DEL(p->streams, sl);
+		if (p->last_sl == sl)
+			p->last_sl = NULL;
+		free(sl);
+		largest_recount(p);
+		CHECK_AFTER(p);
+		gp_stats_end(p->st);
+	}
+	gp_lock_give(&p->lock);
 }
 
 int gp_pool_lookup(gp_pool *p, uintptr_t addr, struct gp_block_info *info)

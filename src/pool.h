@@ -28,6 +28,8 @@ struct gp_pool_params {
 	size_t limit;            /* most reserved bytes this pool may hold; 0 = no limit */
 	size_t release_threshold;/* keep at most this many cached bytes after a free; SIZE_MAX = keep all */
 	bool sync_free;          /* cudaFree waits for its own fence before returning (fence policy "sync") */
+	uint64_t wait_fence_ns;  /* a request above small_max that pending frees could serve waits for
+				  * a fence instead of growing while fences take at most this long */
 	bool check;              /* run the invariant checker after every operation (slow) */
 };
 
@@ -52,6 +54,10 @@ int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr);
  * through), or -EALREADY when addr is a block of this pool that is not live (double free
  * or a pointer inside a block); nothing is changed on error. */
 int gp_pool_free(gp_pool *p, uintptr_t addr, gp_stream stream);
+
+/* The stream is gone (cudaStreamDestroy): its free blocks wait for a fence like cudaFree'd
+ * ones, and its list is dropped. Call before the runtime destroys the stream. */
+void gp_pool_stream_retire(gp_pool *p, gp_stream stream);
 
 /* What the pool knows about a live block. */
 struct gp_block_info {

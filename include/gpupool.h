@@ -1,0 +1,38 @@
+/* gpupool: the public C API of libgpupool.so.
+ *
+ * Most programs never call it: LD_PRELOAD=libgpupool.so interposes cudaMalloc, cudaFree,
+ * cudaMallocAsync and cudaFreeAsync. These entry points are for programs and frameworks
+ * that want to steer the pool or read its figures. All are thread-safe. */
+#ifndef GPUPOOL_H
+#define GPUPOOL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "gpupool/stats.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Releases the cached memory of `device` (-1: every device) to the CUDA runtime, after a
+ * fence retires pending frees. Returns the bytes released, or a negative errno. */
+long long gpupool_release(int device);
+
+/* Copies a consistent snapshot of `device`'s counters. 0, or -ENODEV when gpupool holds no
+ * pool for that device, -ENOSYS when the pool is disabled. */
+int gpupool_stats(int device, struct gpupool_device_stats *out);
+
+/* The library's version, "MAJOR.MINOR.PATCH". */
+const char *gpupool_version(void);
+
+/* PyTorch's pluggable allocator interface (torch.cuda.memory.CUDAPluggableAllocator):
+ * stream-ordered allocation on `stream` of `device`; `stream` is a cudaStream_t. */
+void *gpupool_malloc(ssize_t size, int device, void *stream);
+void gpupool_free(void *ptr, ssize_t size, int device, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

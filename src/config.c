@@ -1,0 +1,696 @@
+/* Configuration: GPUPOOL_CONF (key:value,...) and the standalone GPUPOOL_* switches parsed
+ * into struct gp_config, driven by one knob table that also prints the README's table.
+ * Pure: the environment comes through a lookup function; no allocation, no exit, bounded
+ * work on any input. Depends on log.h, and on pool.h for the parameters it maps to. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "log.h"
+#include "pool.h"
+
+/* Longest GPUPOOL_CONF read; a longer one is ignored as a whole (said in one line). */
+#define GP_CONFIG_MAX_LEN 4096
+/* Longest part of a bad value quoted back in a message. */
+#define GP_CONFIG_QUOTE_MAX 80
+
+#define KIB ((size_t)1 << 10)
+#define MIB ((size_t)1 << 20)
+
+enum gp_knob_type {
+	GP_KNOB_CONF,      /* the GPUPOOL_CONF row itself (documentation only) */
+	GP_KNOB_BOOL,      /* bool */
+	GP_KNOB_SIZE,      /* size_t in [min, max] */
+	GP_KNOB_SIZE_NONE, /* size_t in [min, max], or "none" = SIZE_MAX */
+	GP_KNOB_POW2,      /* size_t power of two in [min, max] */
+	GP_KNOB_LIMIT,     /* limit_bytes / limit_percent */
+	GP_KNOB_UINT,      /* unsigned decimal in [min, max] */
+	GP_KNOB_FENCE,     /* enum gp_fence_policy */
+	GP_KNOB_LEVEL,     /* int, enum gp_log_level */
+	GP_KNOB_REPORT,    /* char[GP_PATH_MAX]: stderr, stdout, none or a path */
+	GP_KNOB_FORMAT,    /* enum gp_report_format */
+	GP_KNOB_PATH,      /* char[GP_PATH_MAX]: a path, or "none" = "" */
+};
+
+struct gp_config_knob {
+	const char *name;   /* key in GPUPOOL_CONF, or a whole variable name (GPUPOOL_*) */
+	enum gp_knob_type type;
+	size_t offset;      /* the field of struct gp_config this knob sets */
+	size_t min, max;    /* bounds for sizes and integers */
+	const char *def;    /* default, in the syntax the parser accepts ("" = unset) */
+	const char *range;  /* what is accepted; also the "expected ..." of a warning */
+	const char *effect;
+};
+
+#define F(field) offsetof(struct gp_config, field)
+#define BOOL_RANGE "a boolean: 1, 0, true, false, yes, no"
+#define LEVEL_RANGE "error, warning, info or debug"
+#define REPORT_RANGE "stderr, stdout (or -), none, or a file path (at most 255 bytes)"
+
+/* The one knob table: parser (lookup, defaults, bounds) and documentation. */
+static const struct gp_config_knob knobs[] = {
+	{"GPUPOOL_CONF", GP_KNOB_CONF, 0, 0, 0, "",
+	 "key:value,key:value with the keys below (at most 4096 characters)",
+	 "Sets the knobs below, e.g. `GPUPOOL_CONF=limit:40G,max_split_size:256M`."},
+	{"GPUPOOL_DISABLE", GP_KNOB_BOOL, F(disable), 0, 0, "0", BOOL_RANGE,
+	 "Pass every call to the CUDA runtime unchanged: no pool, no page, no report."},
+	{"GPUPOOL_REPORT", GP_KNOB_REPORT, F(report), 0, 0, "stderr", REPORT_RANGE,
+	 "Where the exit report goes; wins over the report key. A path ending in .json selects JSON."},
+	{"GPUPOOL_LOG", GP_KNOB_LEVEL, F(log_level), 0, 0, "warning", LEVEL_RANGE,
+	 "Log level; wins over the log key."},
+	{"limit", GP_KNOB_LIMIT, F(limit_bytes), 0, SIZE_MAX, "none",
+	 "a size (e.g. 40G, 512MiB) or a percentage of device memory (1%..100%); 0 or none for no limit",
+	 "Most device memory the pool reserves per device; past it allocations fail with cudaErrorMemoryAllocation."},
+	{"round", GP_KNOB_POW2, F(round), 512, 2 * MIB, "512", "a power of two from 512 to 2M",
+	 "Every request is rounded up to a multiple of this."},
+	{"small_max", GP_KNOB_SIZE, F(small_max), 1, SIZE_MAX, "1M",
+	 "a size > 0, at most small_segment and at most medium_max",
+	 "Requests up to this size are served from small segments."},
+	{"small_segment", GP_KNOB_SIZE, F(small_segment), 1, SIZE_MAX, "2M",
+	 "a size > 0, a multiple of round, at least small_max",
+	 "Size of a small segment."},
+	{"medium_max", GP_KNOB_SIZE, F(medium_max), 1, SIZE_MAX, "10M",
+	 "a size > 0, at least small_max, at most medium_segment",
+	 "Requests above small_max and below this are served from medium segments."},
+	{"medium_segment", GP_KNOB_SIZE, F(medium_segment), 1, SIZE_MAX, "20M",
+	 "a size > 0, a multiple of round, at least medium_max",
+	 "Size of a medium segment."},
+	{"large_round", GP_KNOB_SIZE, F(large_round), 1, SIZE_MAX, "2M", "a size > 0, a multiple of round",
+	 "Larger requests get a segment of their own, rounded up to a multiple of this."},
+	{"max_split_size", GP_KNOB_SIZE_NONE, F(max_split_size), 20 * MIB, SIZE_MAX, "none",
+	 "a size of at least 20M, or none",
+	 "Cached blocks larger than this are never split for a smaller request (limits fragmentation)."},
+	{"release_threshold", GP_KNOB_SIZE_NONE, F(release_threshold), 0, SIZE_MAX, "none",
+	 "a size, or none",
+	 "After a free, fully free segments are returned to the runtime while more than this is cached; none keeps everything."},
+	{"fence", GP_KNOB_FENCE, F(fence), 0, 0, "thread", "thread, inline or sync",
+	 "How cudaFree'd blocks are fenced before reuse: a background thread, the allocating thread only, or a sync in every cudaFree."},
+	{"fence_interval_us", GP_KNOB_UINT, F(fence_interval_us), 0, 1000000, "50",
+	 "an integer from 0 to 1000000",
+	 "Microseconds the fence thread waits for more frees before fencing them together."},
+	{"report", GP_KNOB_REPORT, F(report), 0, 0, "stderr", REPORT_RANGE,
+	 "Where the exit report goes (GPUPOOL_REPORT wins)."},
+	{"report_format", GP_KNOB_FORMAT, F(report_format), 0, 0, "text", "text or json",
+	 "Format of the exit report; json when not set and the report path ends in .json."},
+	{"log", GP_KNOB_LEVEL, F(log_level), 0, 0, "warning", LEVEL_RANGE,
+	 "Log level (GPUPOOL_LOG wins)."},
+	{"strict", GP_KNOB_BOOL, F(strict), 0, 0, "0", BOOL_RANGE,
+	 "A bad value anywhere disables the pool and makes every hooked call fail, so the program stops."},
+	{"stats_page", GP_KNOB_BOOL, F(stats_page), 0, 0, "1", BOOL_RANGE,
+	 "Publish live statistics at /dev/shm/gpupool.PID for gpupool-stat."},
+	{"trace", GP_KNOB_PATH, F(trace), 0, 0, "none", "a file path (at most 255 bytes), or none",
+	 "Record the request stream to this file (for gpupool-replay)."},
+	{"check", GP_KNOB_BOOL, F(check), 0, 0, "0", BOOL_RANGE,
+	 "Run the pool's invariant checker after every call (slow; for debugging)."},
+};
+
+#define GP_NKNOBS (sizeof knobs / sizeof knobs[0])
+_Static_assert(sizeof knobs / sizeof knobs[0] <= 64, "the duplicate mask is 64 bits");
+
+/* State of one gp_config_parse call. */
+struct gp_config_ctx {
+	struct gp_config *cfg;
+	bool strict;          /* strict mode, known before the first item is parsed */
+	bool format_set;      /* report_format given explicitly */
+	uint64_t seen;        /* knobs given in GPUPOOL_CONF, by index */
+};
+
+/* ---- small parsers: NUL-terminated, already trimmed input; 0 or -EINVAL ---- */
+
+static bool gp_config_ieq(const char *a, const char *b)
+{
+	for (; *a && *b; a++, b++)
+		if (tolower((unsigned char)*a) != tolower((unsigned char)*b))
+			return false;
+	return *a == *b;
+}
+
+static int gp_config_parse_bool(const char *s, bool *out)
+{
+	static const char *const yes[] = {"1", "true", "yes", "on"};
+	static const char *const no[] = {"0", "false", "no", "off"};
+	for (size_t i = 0; i < 4; i++) {
+		if (gp_config_ieq(s, yes[i])) {
+			*out = true;
+			return 0;
+		}
+		if (gp_config_ieq(s, no[i])) {
+			*out = false;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int gp_config_parse_uint(const char *s, size_t max, size_t *out)
+{
+	size_t v = 0;
+	if (!isdigit((unsigned char)*s))
+		return -EINVAL;
+	for (; isdigit((unsigned char)*s); s++) {
+		size_t d = (size_t)(*s - '0');
+		if (v > (max - d) / 10)
+			return -EINVAL;
+		v = v * 10 + d;
+	}
+	if (*s)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int gp_config_parse_size(const char *s, size_t *out)
+{
+	if (!s)
+		return -EINVAL;
+	while (isspace((unsigned char)*s))
+		s++;
+	if (!isdigit((unsigned char)*s))
+		return -EINVAL; /* empty, sign, leading '.', junk */
+	size_t ip = 0;
+	for (; isdigit((unsigned char)*s); s++) {
+		size_t d = (size_t)(*s - '0');
+		if (ip > (SIZE_MAX - d) / 10)
+			return -EINVAL;
+		ip = ip * 10 + d;
+	}
+	/* Up to 6 fraction digits count; more are accepted and ignored. */
+	unsigned long long num = 0, den = 1;
+	if (*s == '.') {
+		s++;
+		if (!isdigit((unsigned char)*s))
+			return -EINVAL;
+		for (; isdigit((unsigned char)*s); s++) {
+			if (den < 1000000) {
+				num = num * 10 + (unsigned long long)(*s - '0');
+				den *= 10;
+			}
+		}
+	}
+	unsigned shift = 0;
+	switch (tolower((unsigned char)*s)) {
+	case 'k': shift = 10; break;
+	case 'm': shift = 20; break;
+	case 'g': shift = 30; break;
+	case 't': shift = 40; break;
+	default: break;
+	}
+	if (shift) {
+		s++;
+		if (tolower((unsigned char)*s) == 'i') {
+			s++;
+			if (tolower((unsigned char)*s) != 'b')
+				return -EINVAL;
+		}
+	}
+	if (tolower((unsigned char)*s) == 'b')
+		s++;
+	while (isspace((unsigned char)*s))
+		s++;
+	if (*s)
+		return -EINVAL;
+	if (shift >= sizeof(size_t) * 8)
+		return -EINVAL;
+	if (!shift && num)
+		return -EINVAL; /* a fraction of a byte */
+	if (ip > (SIZE_MAX >> shift))
+		return -EINVAL;
+	size_t v = ip << shift;
+	/* num < 10^6 and shift <= 40: the product fits in 64 bits. */
+	unsigned long long frac = (num << shift) / den;
+	if (frac > SIZE_MAX - v)
+		return -EINVAL;
+	*out = v + (size_t)frac;
+	return 0;
+}
+
+/* "80%" -> 80; 1..100 only. */
+static int gp_config_parse_percent(const char *s, unsigned *out)
+{
+	size_t n = strlen(s), v;
+	char digits[8];
+	if (n < 2 || s[n - 1] != '%' || n - 1 >= sizeof digits)
+		return -EINVAL;
+	memcpy(digits, s, n - 1);
+	digits[n - 1] = '\0';
+	if (gp_config_parse_uint(digits, 1000, &v) || v < 1 || v > 100)
+		return -EINVAL;
+	*out = (unsigned)v;
+	return 0;
+}
+
+static int gp_config_parse_level(const char *s, int *out)
+{
+	static const char *const names[] = {"error", "warning", "info", "debug"};
+	for (int i = 0; i < 4; i++) {
+		if (gp_config_ieq(s, names[i])) {
+			*out = i;
+			return 0;
+		}
+	}
+	if (gp_config_ieq(s, "warn")) {
+		*out = GP_LOG_WARN;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static int gp_config_set_path(char *dst, const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n >= GP_PATH_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (iscntrl((unsigned char)s[i]))
+			return -EINVAL;
+	memcpy(dst, s, n + 1);
+	return 0;
+}
+
+/* Sets knob k of cfg from s (trimmed, NUL-terminated). On error cfg is unchanged. */
+static int gp_config_knob_set(const struct gp_config_knob *k, const char *s, struct gp_config *cfg)
+{
+	char *field = (char *)cfg + k->offset;
+	size_t v;
+	switch (k->type) {
+	case GP_KNOB_CONF:
+		return -EINVAL;
+	case GP_KNOB_BOOL: {
+		bool b;
+		if (gp_config_parse_bool(s, &b))
+			return -EINVAL;
+		*(bool *)field = b;
+		return 0;
+	}
+	case GP_KNOB_SIZE_NONE:
+		if (gp_config_ieq(s, "none")) {
+			*(size_t *)field = SIZE_MAX;
+			return 0;
+		}
+		/* fall through */
+	case GP_KNOB_SIZE:
+	case GP_KNOB_POW2:
+		if (gp_config_parse_size(s, &v) || v < k->min || v > k->max)
+			return -EINVAL;
+		if (k->type == GP_KNOB_POW2 && (v & (v - 1)))
+			return -EINVAL;
+		*(size_t *)field = v;
+		return 0;
+	case GP_KNOB_LIMIT: {
+		unsigned pct;
+		if (gp_config_ieq(s, "none")) {
+			cfg->limit_bytes = 0;
+			cfg->limit_percent = 0;
+		} else if (strchr(s, '%')) {
+			if (gp_config_parse_percent(s, &pct))
+				return -EINVAL;
+			cfg->limit_bytes = 0;
+			cfg->limit_percent = pct;
+		} else {
+			if (gp_config_parse_size(s, &v))
+				return -EINVAL;
+			cfg->limit_bytes = v;
+			cfg->limit_percent = 0;
+		}
+		return 0;
+	}
+	case GP_KNOB_UINT:
+		if (gp_config_parse_uint(s, k->max, &v) || v < k->min)
+			return -EINVAL;
+		*(unsigned *)field = (unsigned)v;
+		return 0;
+	case GP_KNOB_FENCE:
+		if (gp_config_ieq(s, "thread"))
+			cfg->fence = GP_FENCE_THREAD;
+		else if (gp_config_ieq(s, "inline"))
+			cfg->fence = GP_FENCE_INLINE;
+		else if (gp_config_ieq(s, "sync"))
+			cfg->fence = GP_FENCE_SYNC;
+		else
+			return -EINVAL;
+		return 0;
+	case GP_KNOB_LEVEL:
+		return gp_config_parse_level(s, (int *)field);
+	case GP_KNOB_REPORT:
+		if (gp_config_ieq(s, "stderr") || gp_config_ieq(s, "stdout") || gp_config_ieq(s, "none")) {
+			char w[8];
+			size_t i;
+			for (i = 0; s[i]; i++)
+				w[i] = (char)tolower((unsigned char)s[i]);
+			w[i] = '\0';
+			memcpy(field, w, i + 1);
+			return 0;
+		}
+		if (strcmp(s, "-") == 0) {
+			memcpy(field, "stdout", sizeof "stdout");
+			return 0;
+		}
+		return gp_config_set_path(field, s);
+	case GP_KNOB_FORMAT:
+		if (gp_config_ieq(s, "text"))
+			cfg->report_format = GP_REPORT_TEXT;
+		else if (gp_config_ieq(s, "json"))
+			cfg->report_format = GP_REPORT_JSON;
+		else
+			return -EINVAL;
+		return 0;
+	case GP_KNOB_PATH:
+		if (gp_config_ieq(s, "none")) {
+			field[0] = '\0';
+			return 0;
+		}
+		return gp_config_set_path(field, s);
+	}
+	return -EINVAL;
+}
+
+static void gp_config_knob_default(const struct gp_config_knob *k, struct gp_config *cfg)
+{
+	if (k->type != GP_KNOB_CONF) {
+		int rc = gp_config_knob_set(k, k->def, cfg);
+		(void)rc; /* the table's defaults parse; the defaults test checks it */
+	}
+}
+
+static const struct gp_config_knob *gp_config_find(const char *name)
+{
+	for (size_t i = 0; i < GP_NKNOBS; i++)
+		if (strncmp(knobs[i].name, "GPUPOOL_", 8) != 0 && strcmp(knobs[i].name, name) == 0)
+			return &knobs[i];
+	return NULL;
+}
+
+static const struct gp_config_knob *gp_config_find_var(const char *name)
+{
+	for (size_t i = 0; i < GP_NKNOBS; i++)
+		if (strcmp(knobs[i].name, name) == 0)
+			return &knobs[i];
+	return NULL;
+}
+
+/* ---- messages ---- */
+
+/* Quotes at most GP_CONFIG_QUOTE_MAX bytes of s, with "..." when cut. */
+static const char *gp_config_quote(const char *s, char buf[GP_CONFIG_QUOTE_MAX + 4])
+{
+	size_t n = strnlen(s, GP_CONFIG_QUOTE_MAX + 1);
+	if (n <= GP_CONFIG_QUOTE_MAX)
+		return s;
+	memcpy(buf, s, GP_CONFIG_QUOTE_MAX);
+	memcpy(buf + GP_CONFIG_QUOTE_MAX, "...", 4);
+	return buf;
+}
+
+/* Logs one warning line "<what>; <consequence>", where the consequence is `instead`,
+ * or in strict mode that the pool is disabled. Marks the config bad. */
+__attribute__((format(printf, 3, 4)))
+static void gp_config_bad(struct gp_config_ctx *c, const char *instead, const char *fmt, ...)
+{
+	char msg[448];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	c->cfg->bad = true;
+	if (c->strict)
+		gp_log(GP_LOG_WARN, "%s; strict mode: the pool is disabled and every hooked CUDA allocation call will fail",
+		       msg);
+	else
+		gp_log(GP_LOG_WARN, "%s; %s", msg, instead);
+}
+
+static void gp_config_bad_value(struct gp_config_ctx *c, const char *var, const struct gp_config_knob *k,
+				const char *val)
+{
+	char q[GP_CONFIG_QUOTE_MAX + 4], instead[96];
+	snprintf(instead, sizeof instead, "using the default (%s)", k->def);
+	if (strcmp(var, k->name) == 0) /* a standalone variable */
+		gp_config_bad(c, instead, "%s=%s: expected %s", var, gp_config_quote(val, q), k->range);
+	else
+		gp_config_bad(c, instead, "%s: %s:%s: expected %s", var, k->name, gp_config_quote(val, q), k->range);
+}
+
+/* Writes a size the way a user would: 2M, 1536K, 1000. */
+static const char *gp_config_fmt_size(size_t v, char buf[32])
+{
+	static const char suffix[] = "TGMK";
+	if (v == SIZE_MAX) {
+		snprintf(buf, 32, "none");
+		return buf;
+	}
+	for (unsigned i = 0; i < 4; i++) {
+		unsigned shift = 40 - 10 * i;
+		if (shift < sizeof(size_t) * 8 && v && (v & (((size_t)1 << shift) - 1)) == 0) {
+			snprintf(buf, 32, "%zu%c", v >> shift, suffix[i]);
+			return buf;
+		}
+	}
+	snprintf(buf, 32, "%zu", v);
+	return buf;
+}
+
+/* ---- GPUPOOL_CONF ---- */
+
+static char *gp_config_trim(char *s, char *end)
+{
+	while (s < end && isspace((unsigned char)*s))
+		s++;
+	while (end > s && isspace((unsigned char)end[-1]))
+		end--;
+	*end = '\0';
+	return s;
+}
+
+/* Splits the next item off *cur (a ',' separated list in a writable buffer): *key and
+ * *val are trimmed and NUL-terminated, *val is NULL when there was no ':'. Returns false
+ * at the end of the list. Empty items come back with an empty key and *val NULL. */
+static bool gp_config_next_item(char **cur, char **key, char **val)
+{
+	char *s = *cur;
+	if (!s)
+		return false;
+	char *comma = strchr(s, ',');
+	char *end = comma ? comma : s + strlen(s);
+	*cur = comma ? comma + 1 : NULL;
+	char *colon = memchr(s, ':', (size_t)(end - s));
+	if (colon) {
+		*val = gp_config_trim(colon + 1, end);
+		*key = gp_config_trim(s, colon);
+	} else {
+		*val = NULL;
+		*key = gp_config_trim(s, end);
+	}
+	return true;
+}
+
+/* Strict mode must be known before the first bad item is reported, wherever it appears. */
+static bool gp_config_prescan_strict(const char *conf)
+{
+	char buf[GP_CONFIG_MAX_LEN + 1], *cur = buf, *key, *val;
+	bool strict = false, b;
+	memcpy(buf, conf, strlen(conf) + 1);
+	while (gp_config_next_item(&cur, &key, &val))
+		if (val && strcmp(key, "strict") == 0 && gp_config_parse_bool(val, &b) == 0)
+			strict = b;
+	return strict;
+}
+
+static void gp_config_list_keys(char *buf, size_t size)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < GP_NKNOBS && used < size; i++) {
+		if (strncmp(knobs[i].name, "GPUPOOL_", 8) == 0)
+			continue;
+		int n = snprintf(buf + used, size - used, "%s%s", used ? ", " : "", knobs[i].name);
+		if (n < 0)
+			break;
+		used += (size_t)n;
+	}
+}
+
+static void gp_config_parse_conf(struct gp_config_ctx *c, const char *conf)
+{
+	char buf[GP_CONFIG_MAX_LEN + 1], *cur = buf, *key, *val;
+	char q[GP_CONFIG_QUOTE_MAX + 4], q2[GP_CONFIG_QUOTE_MAX + 4];
+	size_t len = strnlen(conf, GP_CONFIG_MAX_LEN + 1);
+	if (len > GP_CONFIG_MAX_LEN) {
+		gp_config_bad(c, "ignoring GPUPOOL_CONF: every knob keeps its default",
+			      "GPUPOOL_CONF: %s: longer than %d characters", gp_config_quote(conf, q),
+			      GP_CONFIG_MAX_LEN);
+		return;
+	}
+	c->strict = gp_config_prescan_strict(conf);
+	memcpy(buf, conf, len + 1);
+	while (gp_config_next_item(&cur, &key, &val)) {
+		if (!val) {
+			if (*key)
+				gp_config_bad(c, "ignoring this item",
+					      "GPUPOOL_CONF: %s: expected key:value (e.g. limit:40G)",
+					      gp_config_quote(key, q));
+			continue; /* empty items (a:1,,b:2 or a trailing comma) are harmless */
+		}
+		const struct gp_config_knob *k = gp_config_find(key);
+		if (!k) {
+			char keys[320];
+			gp_config_list_keys(keys, sizeof keys);
+			gp_config_bad(c, "ignoring this item", "GPUPOOL_CONF: %s:%s: unknown key, expected one of %s",
+				      gp_config_quote(key, q), gp_config_quote(val, q2), keys);
+			continue;
+		}
+		uint64_t bit = (uint64_t)1 << (size_t)(k - knobs);
+		if (c->seen & bit)
+			gp_log(GP_LOG_WARN, "GPUPOOL_CONF: %s given more than once; the last one wins (%s:%s)", k->name,
+			       k->name, gp_config_quote(val, q));
+		c->seen |= bit;
+		if (gp_config_knob_set(k, val, c->cfg) != 0) {
+			gp_config_knob_default(k, c->cfg);
+			gp_config_bad_value(c, "GPUPOOL_CONF", k, val);
+		} else if (k->type == GP_KNOB_FORMAT) {
+			c->format_set = true;
+		}
+	}
+}
+
+static void gp_config_reset(struct gp_config *cfg, const char *const *names)
+{
+	for (; *names; names++)
+		gp_config_knob_default(gp_config_find(*names), cfg);
+}
+
+/* Segment geometry: a request must fit the segment of its class, segments are whole
+ * multiples of round. A conflict is one line and puts its group back to the defaults. */
+static void gp_config_check_geometry(struct gp_config_ctx *c)
+{
+	static const char *const small[] = {"small_max", "small_segment", NULL};
+	static const char *const medium[] = {"medium_max", "medium_segment", NULL};
+	static const char *const both[] = {"small_max", "small_segment", "medium_max", "medium_segment", NULL};
+	static const char *const large[] = {"large_round", NULL};
+	struct gp_config *g = c->cfg;
+	char a[32], b[32], r[32];
+
+	if (g->small_max > g->small_segment || g->small_segment % g->round) {
+		gp_config_bad(c, "using the defaults (small_max:1M, small_segment:2M)",
+			      "GPUPOOL_CONF: small_max:%s, small_segment:%s, round:%s: expected small_max <= small_segment "
+			      "and small_segment a multiple of round",
+			      gp_config_fmt_size(g->small_max, a), gp_config_fmt_size(g->small_segment, b),
+			      gp_config_fmt_size(g->round, r));
+		gp_config_reset(g, small);
+	}
+	if (g->medium_max > g->medium_segment || g->medium_segment % g->round) {
+		gp_config_bad(c, "using the defaults (medium_max:10M, medium_segment:20M)",
+			      "GPUPOOL_CONF: medium_max:%s, medium_segment:%s, round:%s: expected medium_max <= "
+			      "medium_segment and medium_segment a multiple of round",
+			      gp_config_fmt_size(g->medium_max, a), gp_config_fmt_size(g->medium_segment, b),
+			      gp_config_fmt_size(g->round, r));
+		gp_config_reset(g, medium);
+	}
+	if (g->small_max > g->medium_max) {
+		gp_config_bad(c,
+			      "using the defaults (small_max:1M, small_segment:2M, medium_max:10M, medium_segment:20M)",
+			      "GPUPOOL_CONF: small_max:%s, medium_max:%s: expected small_max <= medium_max",
+			      gp_config_fmt_size(g->small_max, a), gp_config_fmt_size(g->medium_max, b));
+		gp_config_reset(g, both);
+	}
+	if (g->large_round % g->round) {
+		gp_config_bad(c, "using the default (large_round:2M)",
+			      "GPUPOOL_CONF: large_round:%s, round:%s: expected large_round a multiple of round",
+			      gp_config_fmt_size(g->large_round, a), gp_config_fmt_size(g->round, r));
+		gp_config_reset(g, large);
+	}
+}
+
+/* A standalone variable: unset or empty means "not given". Returns true when it set cfg. */
+static bool gp_config_parse_var(struct gp_config_ctx *c, gp_getenv_fn get, const char *name)
+{
+	const struct gp_config_knob *k = gp_config_find_var(name);
+	const char *v = get(name);
+	char buf[GP_PATH_MAX + 1], q[GP_CONFIG_QUOTE_MAX + 4];
+	if (!v)
+		return false;
+	size_t n = strnlen(v, GP_PATH_MAX + 1);
+	if (n > GP_PATH_MAX) {
+		char instead[96];
+		snprintf(instead, sizeof instead, "using the default (%s)", k->def);
+		gp_config_bad(c, instead, "%s=%s: expected %s", name, gp_config_quote(v, q), k->range);
+		return false;
+	}
+	memcpy(buf, v, n + 1);
+	char *s = gp_config_trim(buf, buf + n);
+	if (!*s)
+		return false;
+	/* Parse into a copy so a bad value leaves the GPUPOOL_CONF value or default alone. */
+	struct gp_config tmp = *c->cfg;
+	if (gp_config_knob_set(k, s, &tmp) != 0) {
+		gp_config_bad_value(c, name, k, s);
+		return false;
+	}
+	*c->cfg = tmp;
+	return true;
+}
+
+static bool gp_config_ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+	return n >= m && gp_config_ieq(s + n - m, suffix);
+}
+
+int gp_config_parse(struct gp_config *cfg, gp_getenv_fn get)
+{
+	struct gp_config_ctx c = {.cfg = cfg};
+	memset(cfg, 0, sizeof *cfg);
+	for (size_t i = 0; i < GP_NKNOBS; i++)
+		gp_config_knob_default(&knobs[i], cfg);
+
+	const char *conf = get("GPUPOOL_CONF");
+	if (conf)
+		gp_config_parse_conf(&c, conf);
+	cfg->strict = c.strict;
+	gp_config_check_geometry(&c);
+
+	gp_config_parse_var(&c, get, "GPUPOOL_DISABLE");
+	gp_config_parse_var(&c, get, "GPUPOOL_LOG");
+	gp_config_parse_var(&c, get, "GPUPOOL_REPORT");
+	if (!c.format_set && gp_config_ends_with(cfg->report, ".json"))
+		cfg->report_format = GP_REPORT_JSON;
+
+	return cfg->strict && cfg->bad ? -EINVAL : 0;
+}
+
+/* ---- documentation ---- */
+
+void gp_config_print_knobs(FILE *f)
+{
+	fprintf(f, "| knob | default | range | effect |\n");
+	fprintf(f, "|------|---------|-------|--------|\n");
+	for (size_t i = 0; i < GP_NKNOBS; i++) {
+		const struct gp_config_knob *k = &knobs[i];
+		if (*k->def)
+			fprintf(f, "| `%s` | `%s` | %s | %s |\n", k->name, k->def, k->range, k->effect);
+		else
+			fprintf(f, "| `%s` | unset | %s | %s |\n", k->name, k->range, k->effect);
+	}
+}
+
+void gp_config_pool_params(const struct gp_config *c, size_t device_total, struct gp_pool_params *p)
+{
+	gp_pool_params_default(p);
+	p->round = c->round;
+	p->small_max = c->small_max;
+	p->small_segment = c->small_segment;
+	p->medium_max = c->medium_max;
+	p->medium_segment = c->medium_segment;
+	p->large_round = c->large_round;
+	p->max_split_size = c->max_split_size;
+	p->release_threshold = c->release_threshold;
+	p->sync_free = c->fence == GP_FENCE_SYNC;
+	p->check = c->check;
+	if (c->limit_percent && device_total)
+		p->limit = device_total / 100 * c->limit_percent + device_total % 100 * c->limit_percent / 100;
+	else
+		p->limit = c->limit_bytes;
+}

@@ -1,0 +1,459 @@
+/* The formatter of statistics pages (see format.h): every field list comes from the
+ * GPUPOOL_GAUGES / GPUPOOL_COUNTERS X-macros, so a new counter shows up everywhere.
+ * Runs at process exit: fixed buffers only, write(2) for fds, no malloc, no locks.
+ * Depends on gpupool/stats.h and libc only. */
+#include "format.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- writer ---------------------------------------------------------------------- */
+
+static void out_init(struct gp_format_out *o)
+{
+	memset(o, 0, offsetof(struct gp_format_out, buf));
+	o->fd = -1;
+}
+
+void gp_format_to_fd(struct gp_format_out *o, int fd)
+{
+	out_init(o);
+	o->fd = fd;
+}
+
+void gp_format_to_file(struct gp_format_out *o, FILE *fp)
+{
+	out_init(o);
+	o->fp = fp;
+}
+
+void gp_format_to_buf(struct gp_format_out *o, char *dst, size_t cap)
+{
+	out_init(o);
+	o->dst = dst;
+	o->cap = cap;
+	if (dst && cap)
+		dst[0] = '\0';
+}
+
+static void drain(struct gp_format_out *o)
+{
+	const char *p = o->buf;
+	size_t left = o->n;
+	o->n = 0;
+	if (o->fd >= 0) {
+		while (left) {
+			ssize_t w = write(o->fd, p, left);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				o->truncated = true;
+				return;
+			}
+			p += w;
+			left -= (size_t)w;
+		}
+	} else if (o->fp) {
+		if (fwrite(p, 1, left, o->fp) != left)
+			o->truncated = true;
+	} else if (o->dst && o->cap) {
+		size_t room = o->cap - 1 - o->len;
+		if (left > room) {
+			left = room;
+			o->truncated = true;
+		}
+		memcpy(o->dst + o->len, p, left);
+		o->len += left;
+		o->dst[o->len] = '\0';
+	} else {
+		o->truncated = true;
+	}
+}
+
+void gp_format_write(struct gp_format_out *o, const char *s, size_t len)
+{
+	while (len) {
+		size_t room = sizeof o->buf - o->n;
+		size_t k = len < room ? len : room;
+		memcpy(o->buf + o->n, s, k);
+		o->n += k;
+		s += k;
+		len -= k;
+		if (o->n == sizeof o->buf)
+			drain(o);
+	}
+}
+
+void gp_format_printf(struct gp_format_out *o, const char *fmt, ...)
+{
+	char tmp[512];
+	va_list ap;
+	va_start(ap, fmt);
+	int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+	va_end(ap);
+	if (k < 0)
+		return;
+	if ((size_t)k >= sizeof tmp) {
+		k = (int)sizeof tmp - 1;
+		o->truncated = true;
+	}
+	gp_format_write(o, tmp, (size_t)k);
+}
+
+int gp_format_flush(struct gp_format_out *o)
+{
+	drain(o);
+	if (o->fp)
+		fflush(o->fp);
+	return o->truncated ? -EIO : 0;
+}
+
+static void puts_(struct gp_format_out *o, const char *s) { gp_format_write(o, s, strlen(s)); }
+
+/* ---- fields ---------------------------------------------------------------------- */
+
+struct metric {
+	const char *name, *unit, *help;
+	bool gauge;
+	size_t off, peak_off;
+};
+
+#define GP_GAUGE_ROW_(n, u, h) {#n, #u, h, true,                      \
+		offsetof(struct gpupool_device_stats, n), offsetof(struct gpupool_device_stats, n##_peak)},
+#define GP_COUNTER_ROW_(n, u, h) {#n, #u, h, false,                   \
+		offsetof(struct gpupool_device_stats, n), 0},
+static const struct metric metrics[] = {GPUPOOL_GAUGES(GP_GAUGE_ROW_) GPUPOOL_COUNTERS(GP_COUNTER_ROW_)};
+#define NMETRICS (sizeof metrics / sizeof metrics[0])
+
+static bool is_bytes(const struct metric *m) { return strcmp(m->unit, "bytes") == 0; }
+
+static uint64_t field(const struct gpupool_device_stats *s, size_t off)
+{
+	uint64_t v;
+	memcpy(&v, (const char *)s + off, sizeof v);
+	return v;
+}
+
+const char *gp_format_bytes(char *buf, size_t cap, uint64_t b)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+	if (b < 1024) {
+		snprintf(buf, cap, "%llu B", (unsigned long long)b);
+		return buf;
+	}
+	int u = 0;
+	double v = (double)b;
+	while (v >= 1024.0 && u < 6) {
+		v /= 1024.0;
+		u++;
+	}
+	if (v >= 1023.95 && u < 6) { /* would print as "1024.0" */
+		v /= 1024.0;
+		u++;
+	}
+	snprintf(buf, cap, "%.1f %s", v, units[u]);
+	return buf;
+}
+
+double gp_format_hit_rate(const struct gpupool_device_stats *s)
+{
+	uint64_t all = s->hits + s->misses;
+	return all ? 100.0 * (double)s->hits / (double)all : -1.0;
+}
+
+int64_t gp_format_calls_saved(const struct gpupool_device_stats *s)
+{
+	return (int64_t)(s->allocs + s->frees) - (int64_t)(s->segment_allocs + s->segment_frees);
+}
+
+/* comm is 15 bytes the program chose: printable ASCII for the table, '?' otherwise */
+static void safe_comm(char *dst, const struct gpupool_page *pg)
+{
+	size_t i = 0;
+	for (; i < GPUPOOL_COMM_LEN - 1 && pg->comm[i]; i++) {
+		unsigned char c = (unsigned char)pg->comm[i];
+		dst[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+	}
+	dst[i] = '\0';
+}
+
+/* ---- table ----------------------------------------------------------------------- */
+
+#define ROW_FMT "%7s %-15s %3s %10s %10s %10s %10s %10s %6s %8s %5s  %s\n"
+
+void gp_format_table(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n)
+{
+	gp_format_printf(o, ROW_FMT, "PID", "COMMAND", "DEV", "RESERVED", "ALLOCATED", "PEAK_RSVD",
+			 "CACHED", "LARGEST", "HIT%", "MALLOCS", "OOMS", "STATE");
+	for (size_t i = 0; i < n; i++) {
+		const struct gpupool_page *pg = procs[i].page;
+		char pid[16], comm[GPUPOOL_COMM_LEN];
+		snprintf(pid, sizeof pid, "%d", (int)pg->pid);
+		safe_comm(comm, pg);
+		const char *state = procs[i].stale ? "stale" : "live";
+		if (pg->ndevices == 0)
+			gp_format_printf(o, ROW_FMT, pid, comm, "-", "-", "-", "-", "-", "-", "-", "-", "-", state);
+		for (uint32_t d = 0; d < pg->ndevices && d < GPUPOOL_MAX_DEVICES; d++) {
+			const struct gpupool_device_stats *s = &pg->dev[d];
+			char dev[16], r[16], a[16], pr[16], c[16], l[16], h[16], m[24], oo[24];
+			snprintf(dev, sizeof dev, "%d", (int)s->device);
+			if (procs[i].inconsistent & (1u << d)) {
+				gp_format_printf(o, ROW_FMT, pid, comm, dev, "?", "?", "?", "?", "?", "?", "?", "?",
+						 "inconsistent (writer died mid-update?)");
+				continue;
+			}
+			if (!s->active)
+				continue;
+			double hr = gp_format_hit_rate(s);
+			if (hr < 0)
+				snprintf(h, sizeof h, "-");
+			else
+				snprintf(h, sizeof h, "%.1f", hr);
+			snprintf(m, sizeof m, "%llu", (unsigned long long)s->segment_allocs);
+			snprintf(oo, sizeof oo, "%llu", (unsigned long long)s->ooms);
+			gp_format_printf(o, ROW_FMT, pid, comm, dev, gp_format_bytes(r, sizeof r, s->reserved_bytes),
+					 gp_format_bytes(a, sizeof a, s->allocated_bytes),
+					 gp_format_bytes(pr, sizeof pr, s->reserved_bytes_peak),
+					 gp_format_bytes(c, sizeof c, s->cached_bytes),
+					 gp_format_bytes(l, sizeof l, s->largest_free_block), h, m, oo, state);
+		}
+	}
+}
+
+/* ---- detail ---------------------------------------------------------------------- */
+
+static void value_cell(char *buf, size_t cap, bool bytes, uint64_t v)
+{
+	if (bytes && v >= 1024) {
+		char h[16];
+		snprintf(buf, cap, "%llu (%s)", (unsigned long long)v, gp_format_bytes(h, sizeof h, v));
+	} else {
+		snprintf(buf, cap, "%llu", (unsigned long long)v);
+	}
+}
+
+void gp_format_detail(struct gp_format_out *o, const struct gp_format_proc *p)
+{
+	const struct gpupool_page *pg = p->page;
+	char comm[GPUPOOL_COMM_LEN];
+	safe_comm(comm, pg);
+	gp_format_printf(o, "pid %d  command %s  %s  devices %u  started %llu.%03llu (unix time)\n",
+			 (int)pg->pid, comm, p->stale ? "STALE (process gone)" : "live", pg->ndevices,
+			 (unsigned long long)(pg->start_time_ns / 1000000000ull),
+			 (unsigned long long)(pg->start_time_ns / 1000000ull % 1000ull));
+	gp_format_printf(o, "release requests %llu, done %llu\n", (unsigned long long)pg->release_request,
+			 (unsigned long long)pg->release_done);
+	for (uint32_t d = 0; d < pg->ndevices && d < GPUPOOL_MAX_DEVICES; d++) {
+		const struct gpupool_device_stats *s = &pg->dev[d];
+		if (p->inconsistent & (1u << d)) {
+			gp_format_printf(o, "\ndevice %d: inconsistent (writer died mid-update?)\n", (int)s->device);
+			continue;
+		}
+		if (!s->active)
+			continue;
+		char lim[40], cur[40], pk[40];
+		if (s->limit_bytes)
+			value_cell(lim, sizeof lim, true, s->limit_bytes);
+		else
+			snprintf(lim, sizeof lim, "none");
+		gp_format_printf(o, "\ndevice %d  limit %s\n", (int)s->device, lim);
+		gp_format_printf(o, "  %-24s %28s %28s\n", "gauge", "current", "peak");
+		for (size_t i = 0; i < NMETRICS; i++) {
+			if (!metrics[i].gauge)
+				continue;
+			value_cell(cur, sizeof cur, is_bytes(&metrics[i]), field(s, metrics[i].off));
+			value_cell(pk, sizeof pk, is_bytes(&metrics[i]), field(s, metrics[i].peak_off));
+			gp_format_printf(o, "  %-24s %28s %28s\n", metrics[i].name, cur, pk);
+		}
+		gp_format_printf(o, "  %-24s %28s\n", "counter", "total");
+		for (size_t i = 0; i < NMETRICS; i++) {
+			if (metrics[i].gauge)
+				continue;
+			value_cell(cur, sizeof cur, is_bytes(&metrics[i]), field(s, metrics[i].off));
+			gp_format_printf(o, "  %-24s %28s\n", metrics[i].name, cur);
+		}
+		double hr = gp_format_hit_rate(s);
+		if (hr >= 0)
+			gp_format_printf(o, "  %-24s %27.1f%%\n", "hit rate", hr);
+		gp_format_printf(o, "  %-24s %28lld\n", "driver calls saved", (long long)gp_format_calls_saved(s));
+	}
+}
+
+/* ---- JSON ------------------------------------------------------------------------ */
+
+static void json_string(struct gp_format_out *o, const char *s, size_t max)
+{
+	puts_(o, "\"");
+	for (size_t i = 0; i < max && s[i]; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '"' || c == '\\')
+			gp_format_printf(o, "\\%c", c);
+		else if (c < 0x20)
+			gp_format_printf(o, "\\u%04x", c);
+		else if (c >= 0x7f) /* not necessarily UTF-8: keep the document valid */
+			puts_(o, "?");
+		else
+			gp_format_write(o, (const char *)&s[i], 1);
+	}
+	puts_(o, "\"");
+}
+
+void gp_format_json(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n)
+{
+	gp_format_printf(o, "{\"version\":%u,\"processes\":[", GPUPOOL_PAGE_VERSION);
+	for (size_t i = 0; i < n; i++) {
+		const struct gpupool_page *pg = procs[i].page;
+		gp_format_printf(o, "%s\n{\"pid\":%d,\"comm\":", i ? "," : "", (int)pg->pid);
+		json_string(o, pg->comm, GPUPOOL_COMM_LEN);
+		gp_format_printf(o, ",\"stale\":%s,\"start_time_ns\":%llu,\"release_request\":%llu,"
+				 "\"release_done\":%llu,\"ndevices\":%u,\"devices\":[",
+				 procs[i].stale ? "true" : "false", (unsigned long long)pg->start_time_ns,
+				 (unsigned long long)pg->release_request, (unsigned long long)pg->release_done,
+				 pg->ndevices);
+		bool first = true;
+		for (uint32_t d = 0; d < pg->ndevices && d < GPUPOOL_MAX_DEVICES; d++) {
+			const struct gpupool_device_stats *s = &pg->dev[d];
+			bool bad = procs[i].inconsistent & (1u << d);
+			if (!bad && !s->active)
+				continue;
+			gp_format_printf(o, "%s{\"device\":%d,\"consistent\":%s", first ? "" : ",",
+					 (int)s->device, bad ? "false" : "true");
+			first = false;
+			if (!bad) {
+				gp_format_printf(o, ",\"limit_bytes\":%llu", (unsigned long long)s->limit_bytes);
+				for (size_t k = 0; k < NMETRICS; k++) {
+					gp_format_printf(o, ",\"%s\":%llu", metrics[k].name,
+							 (unsigned long long)field(s, metrics[k].off));
+					if (metrics[k].gauge)
+						gp_format_printf(o, ",\"%s_peak\":%llu", metrics[k].name,
+								 (unsigned long long)field(s, metrics[k].peak_off));
+				}
+			}
+			puts_(o, "}");
+		}
+		puts_(o, "]}");
+	}
+	puts_(o, "\n]}\n");
+}
+
+/* ---- Prometheus ------------------------------------------------------------------ */
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t a = strlen(s), b = strlen(suffix);
+	return a >= b && memcmp(s + a - b, suffix, b) == 0;
+}
+
+/* gpupool_<name>[_bytes][_peak|_total]: the unit suffix only where the name lacks it */
+static void prom_name(char *buf, size_t cap, const struct metric *m, bool peak)
+{
+	bool add_unit = is_bytes(m) && !ends_with(m->name, "_bytes") && !ends_with(m->name, "_bytes_total");
+	const char *suffix = peak ? "_peak" : (!m->gauge && !ends_with(m->name, "_total")) ? "_total" : "";
+	snprintf(buf, cap, "gpupool_%s%s%s", m->name, add_unit ? "_bytes" : "", suffix);
+}
+
+static void prom_labels(struct gp_format_out *o, const struct gpupool_page *pg, const struct gpupool_device_stats *s)
+{
+	gp_format_printf(o, "{pid=\"%d\",comm=\"", (int)pg->pid);
+	for (size_t i = 0; i < GPUPOOL_COMM_LEN - 1 && pg->comm[i]; i++) {
+		unsigned char c = (unsigned char)pg->comm[i];
+		if (c == '\\' || c == '"')
+			gp_format_printf(o, "\\%c", c);
+		else if (c == '\n')
+			puts_(o, "\\n");
+		else
+			gp_format_write(o, c >= 0x20 && c < 0x7f ? (const char *)&pg->comm[i] : "?", 1);
+	}
+	if (s)
+		gp_format_printf(o, "\",device=\"%d\"}", (int)s->device);
+	else
+		puts_(o, "\"}");
+}
+
+static bool prom_slot_ok(const struct gp_format_proc *p, uint32_t d)
+{
+	return !p->stale && !(p->inconsistent & (1u << d)) && p->page->dev[d].active;
+}
+
+static void prom_family(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n,
+			const char *name, const char *help_prefix, const char *help, const char *type,
+			size_t off)
+{
+	gp_format_printf(o, "# HELP %s %s%s\n# TYPE %s %s\n", name, help_prefix, help, name, type);
+	for (size_t i = 0; i < n; i++) {
+		const struct gpupool_page *pg = procs[i].page;
+		for (uint32_t d = 0; d < pg->ndevices && d < GPUPOOL_MAX_DEVICES; d++) {
+			if (!prom_slot_ok(&procs[i], d))
+				continue;
+			puts_(o, name);
+			prom_labels(o, pg, &pg->dev[d]);
+			gp_format_printf(o, " %llu\n", (unsigned long long)field(&pg->dev[d], off));
+		}
+	}
+}
+
+void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n)
+{
+	char name[96];
+	for (size_t k = 0; k < NMETRICS; k++) {
+		const struct metric *m = &metrics[k];
+		prom_name(name, sizeof name, m, false);
+		prom_family(o, procs, n, name, "", m->help, m->gauge ? "gauge" : "counter", m->off);
+		if (m->gauge) {
+			prom_name(name, sizeof name, m, true);
+			prom_family(o, procs, n, name, "peak of: ", m->help, "gauge", m->peak_off);
+		}
+	}
+	prom_family(o, procs, n, "gpupool_limit_bytes", "", "configured limit on reserved bytes (0 = none)",
+		    "gauge", offsetof(struct gpupool_device_stats, limit_bytes));
+	puts_(o, "# HELP gpupool_process_start_time_seconds when the process started using gpupool (unix time)\n"
+		 "# TYPE gpupool_process_start_time_seconds gauge\n");
+	for (size_t i = 0; i < n; i++) {
+		if (procs[i].stale)
+			continue;
+		const struct gpupool_page *pg = procs[i].page;
+		puts_(o, "gpupool_process_start_time_seconds");
+		prom_labels(o, pg, NULL);
+		gp_format_printf(o, " %llu.%03llu\n", (unsigned long long)(pg->start_time_ns / 1000000000ull),
+				 (unsigned long long)(pg->start_time_ns / 1000000ull % 1000ull));
+	}
+}
+
+/* ---- exit report ----------------------------------------------------------------- */
+
+void gp_format_report(struct gp_format_out *o, const struct gpupool_page *pg)
+{
+	char comm[GPUPOOL_COMM_LEN];
+	safe_comm(comm, pg);
+	gp_format_printf(o, "gpupool: report for pid %d (%s)%s\n", (int)pg->pid, comm,
+			 pg->ndevices ? "" : ": no device memory was allocated");
+	for (uint32_t d = 0; d < pg->ndevices && d < GPUPOOL_MAX_DEVICES; d++) {
+		const struct gpupool_device_stats *s = &pg->dev[d];
+		if (!s->active)
+			continue;
+		char a[16], b[16], h[16];
+		gp_format_printf(o, "  device %-3d %19s %14s\n", (int)s->device, "peak", "final");
+		gp_format_printf(o, "  %-16s %14s %14s\n", "reserved", gp_format_bytes(a, sizeof a, s->reserved_bytes_peak),
+				 gp_format_bytes(b, sizeof b, s->reserved_bytes));
+		gp_format_printf(o, "  %-16s %14s %14s\n", "allocated", gp_format_bytes(a, sizeof a, s->allocated_bytes_peak),
+				 gp_format_bytes(b, sizeof b, s->allocated_bytes));
+		gp_format_printf(o, "  %-16s %14s %14s\n", "", "cudaMalloc", "cudaFree");
+		gp_format_printf(o, "  %-16s %14llu %14llu\n", "real calls", (unsigned long long)s->segment_allocs,
+				 (unsigned long long)s->segment_frees);
+		gp_format_printf(o, "  %-16s %14llu %14llu\n", "pool requests", (unsigned long long)s->allocs,
+				 (unsigned long long)s->frees);
+		double hr = gp_format_hit_rate(s);
+		if (hr < 0)
+			snprintf(h, sizeof h, "-");
+		else
+			snprintf(h, sizeof h, "%.1f%%", hr);
+		gp_format_printf(o, "  driver calls saved %lld, hit rate %s, largest free block %s\n",
+				 (long long)gp_format_calls_saved(s), h,
+				 gp_format_bytes(a, sizeof a, s->largest_free_block));
+		gp_format_printf(o, "  fences %llu, OOMs %llu (retried %llu), invalid frees %llu\n",
+				 (unsigned long long)s->fences, (unsigned long long)s->ooms,
+				 (unsigned long long)s->oom_retries, (unsigned long long)s->invalid_frees);
+	}
+}

@@ -1,0 +1,60 @@
+/* The one formatter of statistics pages: process table, detail view, JSON, Prometheus
+ * text and the exit report, shared by the library (at exit) and gpupool-stat.
+ * Output goes through a small writer with a fixed buffer: to an fd with write(2) (no
+ * malloc, no stdio streams: safe at exit), a FILE*, or a memory buffer. Reads only the
+ * page copies it is given: no CUDA, no locks. Depends on gpupool/stats.h and libc. */
+#ifndef GP_FORMAT_H
+#define GP_FORMAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gpupool/stats.h"
+
+struct gp_format_out {
+	int fd;      /* >= 0: write(2) to it */
+	FILE *fp;    /* else, when set: fwrite to it */
+	char *dst;   /* else: append to dst (NUL-terminated, truncated at cap) */
+	size_t cap, len;
+	bool truncated; /* dst was too small, or a write failed */
+	size_t n;       /* bytes staged in buf */
+	char buf[4096];
+};
+
+void gp_format_to_fd(struct gp_format_out *o, int fd);
+void gp_format_to_file(struct gp_format_out *o, FILE *fp);
+void gp_format_to_buf(struct gp_format_out *o, char *dst, size_t cap);
+void gp_format_printf(struct gp_format_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void gp_format_write(struct gp_format_out *o, const char *s, size_t len);
+/* Pushes staged bytes out; call once at the end. Returns 0 or -EIO (truncated). */
+int gp_format_flush(struct gp_format_out *o);
+
+/* One process as the formatters see it: a consistent page copy (gp_statpage_copy or
+ * gp_statpage_read) plus what the reader learnt about it. */
+struct gp_format_proc {
+	const struct gpupool_page *page;
+	bool stale;            /* writer is gone: shown as stale, left out of Prometheus */
+	uint32_t inconsistent; /* slots without a consistent snapshot */
+};
+
+/* "1.5 GiB", "512 B": binary units, one decimal. Returns buf. */
+const char *gp_format_bytes(char *buf, size_t cap, uint64_t bytes);
+/* Pool hit rate in percent (hits / (hits + misses)); negative when there were none. */
+double gp_format_hit_rate(const struct gpupool_device_stats *s);
+/* Real driver calls the pool avoided: allocs + frees - (segment_allocs + segment_frees). */
+int64_t gp_format_calls_saved(const struct gpupool_device_stats *s);
+
+/* One row per live (or stale) process and active device, with a header line. */
+void gp_format_table(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n);
+/* Every gauge (current, peak), every counter and the limit of one process. */
+void gp_format_detail(struct gp_format_out *o, const struct gp_format_proc *p);
+/* {"version":1,"processes":[{..., "devices":[{...raw integers...}]}]} */
+void gp_format_json(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n);
+/* Prometheus text exposition format 0.0.4; stale processes and inconsistent slots left out. */
+void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n);
+/* The exit report of one process: a short table per active device. Counters only. */
+void gp_format_report(struct gp_format_out *o, const struct gpupool_page *page);
+
+#endif

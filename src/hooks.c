@@ -1,0 +1,85 @@
+/* The exported names, and nothing else: each CUDA entry point gpupool interposes and the
+ * public gpupool_* API, each a one-line forward to the shim. Definitions are unversioned
+ * (libgpupool.map) so that references bound to cudaMalloc@libcudart.so.13 reach them. */
+#include <errno.h>
+
+#include "gpupool.h"
+#include "hooks.h"
+#include "shim.h"
+
+#define GP_EXPORT __attribute__((visibility("default")))
+
+GP_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
+{
+	return gp_shim_malloc(devPtr, size, 0, GP_CALL_SYNC);
+}
+
+GP_EXPORT cudaError_t cudaFree(void *devPtr) { return gp_shim_free(devPtr, 0, GP_CALL_SYNC); }
+
+GP_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
+{
+	return gp_shim_malloc(devPtr, size, hStream, GP_CALL_ASYNC);
+}
+
+GP_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
+{
+	return gp_shim_malloc(devPtr, size, hStream, GP_CALL_ASYNC_PTSZ);
+}
+
+GP_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
+{
+	return gp_shim_free(devPtr, hStream, GP_CALL_ASYNC);
+}
+
+GP_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
+{
+	return gp_shim_free(devPtr, hStream, GP_CALL_ASYNC_PTSZ);
+}
+
+GP_EXPORT cudaError_t cudaMemGetInfo(size_t *free, size_t *total) { return gp_shim_mem_get_info(free, total); }
+
+GP_EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
+{
+	return gp_shim_ipc_get_mem_handle(handle, devPtr);
+}
+
+GP_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+	return gp_shim_begin_capture(stream, mode, false);
+}
+
+GP_EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+	return gp_shim_begin_capture(stream, mode, true);
+}
+
+GP_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+	return gp_shim_end_capture(stream, pGraph, false);
+}
+
+GP_EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+	return gp_shim_end_capture(stream, pGraph, true);
+}
+
+GP_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream) { return gp_shim_stream_destroy(stream); }
+
+GP_EXPORT cudaError_t cudaDeviceReset(void) { return gp_shim_device_reset(); }
+
+GP_EXPORT long long gpupool_release(int device) { return gp_shim_release(device); }
+
+GP_EXPORT int gpupool_stats(int device, struct gpupool_device_stats *out) { return gp_shim_stats(device, out); }
+
+GP_EXPORT const char *gpupool_version(void) { return GP_VERSION; }
+
+GP_EXPORT void *gpupool_malloc(ssize_t size, int device, void *stream)
+{
+	return size > 0 ? gp_shim_torch_malloc((size_t)size, device, (cudaStream_t)stream) : NULL;
+}
+
+GP_EXPORT void gpupool_free(void *ptr, ssize_t size, int device, void *stream)
+{
+	(void)size;
+	gp_shim_torch_free(ptr, device, (cudaStream_t)stream);
+}

@@ -1,0 +1,13 @@
+/* Prototypes of the _ptsz entry points hooks.c defines: the CUDA headers declare them only
+ * when a program is compiled for the per-thread default stream. */
+#ifndef GP_HOOKS_H
+#define GP_HOOKS_H
+
+#include <cuda_runtime_api.h>
+
+cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream);
+cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream);
+cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph);
+
+#endif

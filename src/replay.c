@@ -1,0 +1,297 @@
+/* Trace replay (replay.h). Rows go through gp_pool in trace order; trace pointers map to
+ * pool addresses with uthash. The default fence policy (a background thread fencing
+ * fence_interval_us after the first pending cudaFree) is modelled in trace time: before
+ * each row, a fence runs when the row's t_ns has passed that deadline (+ latency). */
+#define HASH_NONFATAL_OOM 1
+#include "replay.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "log.h"
+#include "tracefile.h"
+
+static _Thread_local int rp_oom;
+#define uthash_nonfatal_oom(e) (rp_oom = 1)
+#include <uthash.h>
+
+struct pmap {
+	uintptr_t tptr;  /* the trace's pointer (key) */
+	uintptr_t addr;  /* the pool's */
+	int dev;
+	UT_hash_handle hh;
+};
+
+struct state {
+	struct gp_fake_backend fb;
+	struct gpupool_device_stats st[GPUPOOL_MAX_DEVICES];
+	gp_pool *pool[GPUPOOL_MAX_DEVICES];
+	bool pending[GPUPOOL_MAX_DEVICES];       /* a cudaFree waits for the modelled thread */
+	uint64_t fence_at[GPUPOOL_MAX_DEVICES];  /* trace time the modelled fence completes */
+	struct pmap *map;
+};
+
+void gp_replay_opts_default(struct gp_replay_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	gp_pool_params_default(&o->params);
+	o->fence = GP_FENCE_THREAD;
+	o->fence_interval_us = 50;
+	o->fence_latency_us = 0;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Trace stream handle -> pool stream key. 0 and 1 (cudaStreamLegacy) name the legacy
+ * stream; 2 (cudaStreamPerThread) names one stream per calling thread; real handles are
+ * 16-byte aligned pointers and are their own key. Never GP_NO_STREAM (sync calls only). */
+static gp_stream stream_key(const struct gp_trace_row *row)
+{
+	if (row->stream == 0 || row->stream == 1)
+		return 0;
+	if (row->stream == 2)
+		return ((gp_stream)(uint32_t)row->tid << 4) | 2;
+	if (row->stream == GP_NO_STREAM)
+		return GP_NO_STREAM - 2;
+	return row->stream;
+}
+
+static gp_pool *pool_for(struct state *s, const struct gp_replay_opts *o, int dev, int *rc)
+{
+	if (s->pool[dev])
+		return s->pool[dev];
+	s->st[dev].device = dev;
+	*rc = gp_pool_create(&s->pool[dev], dev, &o->params, &s->fb.be, &s->st[dev]);
+	if (*rc) {
+		s->pool[dev] = NULL;
+		return NULL;
+	}
+	s->st[dev].active = 1;
+	return s->pool[dev];
+}
+
+static int row_error(struct gp_replay_result *r, const char *path, const struct gp_trace_row *row,
+		     int rc, const char *what)
+{
+	r->error_line = row->line;
+	snprintf(r->error, sizeof r->error, "%.300s:%lu: %s", path, row->line, what);
+	return rc;
+}
+
+static int replay_row(struct state *s, const struct gp_replay_opts *o, struct gp_replay_result *r,
+		      const char *path, const struct gp_trace_row *row)
+{
+	int dev = row->dev, rc = 0;
+	uint64_t t0, t1;
+
+	if (dev >= GPUPOOL_MAX_DEVICES)
+		return row_error(r, path, row, -EINVAL, "device ordinal above the 16 devices gpupool handles");
+	/* the modelled fence thread: fence every device whose deadline has passed */
+	if (o->fence == GP_FENCE_THREAD) {
+		for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
+			if (s->pending[d] && row->t_ns >= s->fence_at[d]) {
+				s->pending[d] = false;
+				if (gp_pool_has_pending(s->pool[d]) && gp_pool_fence(s->pool[d]) == 0)
+					r->model_fences++;
+			}
+		}
+	}
+	if (row->err != 0) {
+		r->skipped_errors++;
+		return 0;
+	}
+	if (row->op == GP_TRACE_MALLOC || row->op == GP_TRACE_MALLOC_ASYNC) {
+		if (row->size == 0 || row->ptr == 0) {
+			r->zero_allocs++;
+			return 0;
+		}
+		gp_pool *p = pool_for(s, o, dev, &rc);
+		if (!p)
+			return row_error(r, path, row, rc, "cannot create a pool");
+		gp_stream sk = row->op == GP_TRACE_MALLOC ? GP_NO_STREAM : stream_key(row);
+		uintptr_t addr;
+		t0 = now_ns();
+		rc = gp_pool_alloc(p, (size_t)row->size, sk, &addr);
+		t1 = now_ns();
+		r->pool_ns += t1 - t0;
+		if (rc) {
+			r->alloc_failures++;
+			return 0;
+		}
+		r->allocs++;
+		struct pmap *m;
+		HASH_FIND(hh, s->map, &row->ptr, sizeof row->ptr, m);
+		if (m) {
+			/* the trace lost a free: the old block stays live in the pool */
+			r->remapped_ptrs++;
+		} else {
+			m = malloc(sizeof *m);
+			if (!m)
+				return row_error(r, path, row, -ENOMEM, "out of host memory");
+			m->tptr = row->ptr;
+			rp_oom = 0;
+			HASH_ADD(hh, s->map, tptr, sizeof m->tptr, m);
+			if (rp_oom) {
+				free(m);
+				return row_error(r, path, row, -ENOMEM, "out of host memory");
+			}
+		}
+		m->addr = addr;
+		m->dev = dev;
+	} else {
+		struct pmap *m;
+		if (row->ptr == 0) {
+			r->null_frees++;
+			return 0;
+		}
+		HASH_FIND(hh, s->map, &row->ptr, sizeof row->ptr, m);
+		if (!m) {
+			if (r->unknown_frees++ == 0)
+				gp_log(GP_LOG_WARN, "replay: %.300s:%lu: free of %lx, a pointer the trace "
+				       "never allocated (counted in unknown_frees; later ones are not reported)",
+				       path, row->line, (unsigned long)row->ptr);
+			return 0;
+		}
+		gp_stream sk = row->op == GP_TRACE_FREE ? GP_NO_STREAM : stream_key(row);
+		gp_pool *p = s->pool[m->dev];
+		t0 = now_ns();
+		rc = gp_pool_free(p, m->addr, sk);
+		t1 = now_ns();
+		r->pool_ns += t1 - t0;
+		HASH_DEL(s->map, m);
+		int mdev = m->dev;
+		free(m);
+		if (rc)
+			return row_error(r, path, row, -EFAULT, "the pool refused the free of a live block");
+		r->frees++;
+		if (sk == GP_NO_STREAM && o->fence == GP_FENCE_THREAD && !s->pending[mdev]) {
+			s->pending[mdev] = true;
+			s->fence_at[mdev] = row->t_ns + (uint64_t)o->fence_interval_us * 1000u +
+					    (uint64_t)o->fence_latency_us * 1000u;
+		}
+	}
+	if (o->params.check) {
+		for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
+			if (s->pool[d] && gp_pool_check(s->pool[d])) {
+				r->check_failures++;
+				return row_error(r, path, row, -EFAULT, "pool invariant check failed");
+			}
+		}
+	}
+	return 0;
+}
+
+int gp_replay_file(const char *path, const struct gp_replay_opts *o, struct gp_replay_result *r)
+{
+	struct gp_tracefile *tf;
+	struct gp_trace_row row;
+	int rc;
+
+	memset(r, 0, sizeof *r);
+	struct state *s = calloc(1, sizeof *s);
+	if (!s)
+		return -ENOMEM;
+	gp_fake_backend_init(&s->fb, 0);
+	rc = gp_tracefile_open(&tf, path, o->sort_window, r->error, sizeof r->error);
+	if (rc) {
+		r->error_line = 1;
+		free(s);
+		return rc;
+	}
+	while (!o->limit_rows || r->ops < o->limit_rows) {
+		rc = gp_tracefile_next(tf, &row);
+		if (rc <= 0)
+			break;
+		r->ops++;
+		rc = replay_row(s, o, r, path, &row);
+		if (rc)
+			break;
+	}
+	if (rc < 0 && !r->error[0]) {
+		snprintf(r->error, sizeof r->error, "%s", gp_tracefile_error(tf));
+		r->error_line = gp_tracefile_line(tf);
+	}
+	r->out_of_order = gp_tracefile_out_of_order(tf);
+	gp_tracefile_close(tf);
+
+	r->live_at_end = HASH_COUNT(s->map);
+	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
+		const struct gpupool_device_stats *st = &s->st[d];
+		if (!s->pool[d])
+			continue;
+		r->devices++;
+		r->peak_requested += st->requested_bytes_peak;
+		r->peak_allocated += st->allocated_bytes_peak;
+		r->peak_reserved += st->reserved_bytes_peak;
+		r->segments_peak += st->segments_peak;
+		r->fences += st->fences;
+		r->inline_fences += st->inline_fences;
+		r->hits += st->hits;
+		r->misses += st->misses;
+		r->splits += st->splits;
+		r->merges += st->merges;
+		r->stream_steals += st->stream_steals;
+	}
+	r->backend_allocs = s->fb.allocs;
+	r->backend_frees = s->fb.frees;
+	if (r->allocs + r->frees)
+		r->ns_per_op = (double)r->pool_ns / (double)(r->allocs + r->frees);
+	if (r->peak_requested)
+		r->reserved_over_requested = (double)r->peak_reserved / (double)r->peak_requested;
+	if (r->peak_allocated)
+		r->reserved_over_allocated = (double)r->peak_reserved / (double)r->peak_allocated;
+
+	struct pmap *m, *tmp;
+	HASH_ITER(hh, s->map, m, tmp) {
+		HASH_DEL(s->map, m);
+		free(m);
+	}
+	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++)
+		if (s->pool[d])
+			gp_pool_destroy(s->pool[d]);
+	free(s);
+	return rc < 0 ? rc : 0;
+}
+
+void gp_replay_print(FILE *f, const struct gp_replay_result *r)
+{
+#define U(k) fprintf(f, #k "=%llu\n", (unsigned long long)r->k)
+	U(ops);
+	U(allocs);
+	U(frees);
+	fprintf(f, "peak_requested_bytes=%llu\n", (unsigned long long)r->peak_requested);
+	fprintf(f, "peak_allocated_bytes=%llu\n", (unsigned long long)r->peak_allocated);
+	fprintf(f, "peak_reserved_bytes=%llu\n", (unsigned long long)r->peak_reserved);
+	fprintf(f, "reserved_over_requested=%.3f\n", r->reserved_over_requested);
+	fprintf(f, "reserved_over_allocated=%.3f\n", r->reserved_over_allocated);
+	U(segments_peak);
+	U(backend_allocs);
+	U(backend_frees);
+	fprintf(f, "ns_per_op=%.1f\n", r->ns_per_op);
+	U(unknown_frees);
+	U(skipped_errors);
+	U(null_frees);
+	U(zero_allocs);
+	U(remapped_ptrs);
+	U(alloc_failures);
+	U(live_at_end);
+	U(out_of_order);
+	U(model_fences);
+	U(fences);
+	U(inline_fences);
+	U(hits);
+	U(misses);
+	U(splits);
+	U(merges);
+	U(stream_steals);
+	fprintf(f, "devices=%d\n", r->devices);
+#undef U
+}

@@ -1,0 +1,58 @@
+/* Trace replay: feeds a trace (tracefile.h) through one gp_pool per device on the fake
+ * backend, in trace order, and reports the pool's peaks, backend calls and time per op.
+ * The engine behind gpupool-replay and the trace tests. Depends on the pool, the fake
+ * backend, the reader, log.h and config.h (the fence policy enum only). */
+#ifndef GP_REPLAY_H
+#define GP_REPLAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config.h"
+#include "pool.h"
+
+struct gp_replay_opts {
+	struct gp_pool_params params;  /* pool knobs (params.check: gp_pool_check after each op) */
+	int fence;                     /* enum gp_fence_policy; GP_FENCE_THREAD by default */
+	unsigned fence_interval_us;    /* modelled fence thread's delay after a cudaFree, 50 */
+	unsigned fence_latency_us;     /* modelled device_sync duration, 0 */
+	size_t sort_window;            /* rows buffered to restore t_ns order, 0 = file order */
+	uint64_t limit_rows;           /* stop after this many data rows; 0 = all */
+};
+
+void gp_replay_opts_default(struct gp_replay_opts *o);
+
+/* What one replay measured. Peaks are summed over devices (exact with one device). */
+struct gp_replay_result {
+	uint64_t ops;              /* data rows read */
+	uint64_t allocs, frees;    /* pool calls that succeeded */
+	uint64_t skipped_errors;   /* rows with err != 0 (they did not allocate) */
+	uint64_t unknown_frees;    /* frees of pointers the trace never allocated (or freed twice) */
+	uint64_t null_frees;       /* cudaFree(0): no-ops */
+	uint64_t zero_allocs;      /* successful mallocs of 0 bytes: nothing to replay */
+	uint64_t remapped_ptrs;    /* a malloc returned a pointer the trace still had live */
+	uint64_t alloc_failures;   /* pool allocations that failed */
+	uint64_t check_failures;   /* gp_pool_check failures (--check) */
+	uint64_t out_of_order;     /* rows older than an earlier row (sort window too small) */
+	uint64_t live_at_end;      /* trace pointers never freed */
+	uint64_t peak_requested, peak_allocated, peak_reserved, segments_peak;
+	uint64_t backend_allocs, backend_frees;
+	uint64_t model_fences, fences, inline_fences, hits, misses, splits, merges, stream_steals;
+	uint64_t pool_ns;          /* ns inside gp_pool_alloc/free (clock read around each call) */
+	double ns_per_op;          /* pool_ns / (allocs + frees) */
+	double reserved_over_requested, reserved_over_allocated;
+	int devices;
+	unsigned long error_line;  /* line of the error when the replay failed */
+	char error[700];           /* "PATH:LINE: message" when the replay failed */
+};
+
+/* Replays `path`. Returns 0 (*r filled), -EINVAL (malformed trace: r->error names the
+ * line), -EIO, -ENOMEM, or -EFAULT (a pool invariant broke, with params.check). */
+int gp_replay_file(const char *path, const struct gp_replay_opts *o, struct gp_replay_result *r);
+
+/* Writes *r as key=value lines. */
+void gp_replay_print(FILE *f, const struct gp_replay_result *r);
+
+#endif

@@ -1,0 +1,29 @@
+/* The shim: everything between the exported hooks and the pool. Lazy initialisation,
+ * one pool per device, the fence thread, the statistics page, the trace, the exit report,
+ * fork. Each function is the body of one hook and speaks cudaError_t. */
+#ifndef GP_SHIM_H
+#define GP_SHIM_H
+
+#include <cuda_runtime_api.h>
+#include <stdbool.h>
+
+#include "gpupool/stats.h"
+
+enum gp_call { GP_CALL_SYNC, GP_CALL_ASYNC, GP_CALL_ASYNC_PTSZ };
+
+cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t stream, enum gp_call call);
+cudaError_t gp_shim_free(void *ptr, cudaStream_t stream, enum gp_call call);
+cudaError_t gp_shim_mem_get_info(size_t *free_bytes, size_t *total_bytes);
+cudaError_t gp_shim_ipc_get_mem_handle(cudaIpcMemHandle_t *handle, void *ptr);
+cudaError_t gp_shim_begin_capture(cudaStream_t s, enum cudaStreamCaptureMode mode, bool ptsz);
+cudaError_t gp_shim_end_capture(cudaStream_t s, cudaGraph_t *graph, bool ptsz);
+cudaError_t gp_shim_stream_destroy(cudaStream_t s);
+cudaError_t gp_shim_device_reset(void);
+
+/* The public API (gpupool.h). */
+long long gp_shim_release(int device);
+int gp_shim_stats(int device, struct gpupool_device_stats *out);
+void *gp_shim_torch_malloc(size_t size, int device, cudaStream_t stream);
+void gp_shim_torch_free(void *ptr, int device, cudaStream_t stream);
+
+#endif

@@ -1,0 +1,535 @@
+/* The statistics page file: creation, slots, release requests and unlink for the writer;
+ * validation, snapshots, staleness and cleanup for readers (see statpage.h).
+ * Depends on libc, log.h and stats.h only: no CUDA, no pool, no stdio streams. Nothing in
+ * the page is a lock; the only lock here is a process-local spin flag for slot activation. */
+#include "statpage.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <sched.h>
+
+#include "log.h"
+#include "stats.h"
+
+#define GP_NS_PER_S 1000000000ull
+/* A process started this long after a page was created cannot be the page's writer. */
+#define GP_START_SLACK_NS (2 * GP_NS_PER_S)
+
+static struct gpupool_page *open_page; /* the page gp_statpage_open made */
+static pid_t open_pid;                 /* ...in this process */
+static char open_path[PATH_MAX];
+static atomic_flag slot_lock = ATOMIC_FLAG_INIT;
+static atomic_bool open_logged;
+
+static void why_set(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void why_set(char *why, size_t len, const char *fmt, ...)
+{
+	if (!why || !len)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, len, fmt, ap);
+	va_end(ap);
+}
+
+const char *gp_statpage_dir(void)
+{
+	const char *d = secure_getenv(GP_STATPAGE_DIR_ENV);
+	return d && *d ? d : GP_STATPAGE_DIR_DEFAULT;
+}
+
+int gp_statpage_name_pid(const char *name)
+{
+	size_t pl = sizeof GP_STATPAGE_NAME - 1;
+	if (strncmp(name, GP_STATPAGE_NAME, pl) != 0)
+		return -1;
+	const char *d = name + pl;
+	if (*d < '1' || *d > '9')
+		return -1;
+	long v = 0;
+	for (; *d; d++) {
+		if (*d < '0' || *d > '9')
+			return -1;
+		v = v * 10 + (*d - '0');
+		if (v > INT_MAX)
+			return -1;
+	}
+	return (int)v;
+}
+
+static uint64_t clock_ns(clockid_t c)
+{
+	struct timespec ts;
+	if (clock_gettime(c, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * GP_NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+/* Reads /proc/<pid>/stat: the start time as CLOCK_REALTIME ns (0 when unknown) and
+ * whether the process is a zombie (it has exited; its page will never be unlinked). */
+static int proc_start(int pid, uint64_t *start_ns, bool *zombie)
+{
+	char path[64], buf[1024];
+	*start_ns = 0;
+	*zombie = false;
+	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
+	if (!p || p[1] != ' ')
+		return -EIO;
+	p += 2;
+	*zombie = (*p == 'Z' || *p == 'X');
+	/* field 3 is the state; starttime is field 22 */
+	for (int field = 3; field < 22; field++) {
+		p = strchr(p, ' ');
+		if (!p)
+			return -EIO;
+		p++;
+	}
+	char *end;
+	errno = 0;
+	unsigned long long ticks = strtoull(p, &end, 10);
+	long hz = sysconf(_SC_CLK_TCK);
+	if (errno || end == p || hz <= 0)
+		return -EIO;
+	uint64_t boot = clock_ns(CLOCK_BOOTTIME), now = clock_ns(CLOCK_REALTIME);
+	uint64_t since_boot = (uint64_t)ticks / (uint64_t)hz * GP_NS_PER_S +
+			      (uint64_t)ticks % (uint64_t)hz * GP_NS_PER_S / (uint64_t)hz;
+	if (!boot || !now || now < boot)
+		return -EIO;
+	*start_ns = now - boot + since_boot;
+	return 0;
+}
+
+bool gp_statpage_pid_stale(int pid, uint64_t start_time_ns)
+{
+	if (pid <= 0)
+		return true;
+	if (kill(pid, 0) != 0 && errno == ESRCH)
+		return true;
+	uint64_t st;
+	bool zombie;
+	if (proc_start(pid, &st, &zombie) != 0)
+		return false; /* alive by kill(2); /proc hidden or another pid namespace */
+	if (zombie)
+		return true;
+	return start_time_ns && st > start_time_ns + GP_START_SLACK_NS;
+}
+
+/* ---- writer ---------------------------------------------------------------------- */
+
+static void log_open_failure(const char *what, const char *path, int err)
+{
+	if (!atomic_exchange(&open_logged, true))
+		gp_log(GP_LOG_INFO, "statistics page %s: %s: %s; counters stay private", path, what,
+		       strerror(err));
+}
+
+void gp_statpage_init(struct gpupool_page *pg)
+{
+	pg->version = GPUPOOL_PAGE_VERSION;
+	pg->size = (uint32_t)sizeof *pg;
+	pg->pid = (int32_t)getpid();
+	pg->start_time_ns = clock_ns(CLOCK_REALTIME);
+	memset(pg->comm, 0, sizeof pg->comm);
+	int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, pg->comm, sizeof pg->comm - 1);
+		close(fd);
+		if (n < 0)
+			n = 0;
+		pg->comm[n] = '\0';
+		char *nl = strchr(pg->comm, '\n');
+		if (nl)
+			*nl = '\0';
+	}
+	/* readers check the magic first: publish it after the rest of the header */
+	__atomic_store_n(&pg->magic, GPUPOOL_PAGE_MAGIC, __ATOMIC_RELEASE);
+}
+
+/* True when the existing file at path is a page left by a dead process that had our pid:
+ * a regular file we own whose header is not a valid page created after we started. */
+static bool is_leftover(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	struct stat st;
+	struct gpupool_page hdr;
+	bool left = false;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid()) {
+		uint64_t mine;
+		bool z;
+		ssize_t n = pread(fd, &hdr, offsetof(struct gpupool_page, dev), 0);
+		if (n != (ssize_t)offsetof(struct gpupool_page, dev) || hdr.magic != GPUPOOL_PAGE_MAGIC)
+			left = true;
+		else if (proc_start(getpid(), &mine, &z) == 0 && hdr.start_time_ns + GP_START_SLACK_NS < mine)
+			left = true;
+	}
+	close(fd);
+	return left;
+}
+
+struct gpupool_page *gp_statpage_open(void)
+{
+	pid_t pid = getpid();
+	char path[PATH_MAX];
+	if (open_page && open_pid == pid) {
+		log_open_failure("open", "(this process)", EBUSY);
+		return NULL;
+	}
+	int len = snprintf(path, sizeof path, "%s/%s%d", gp_statpage_dir(), GP_STATPAGE_NAME, (int)pid);
+	if (len < 0 || (size_t)len >= sizeof path) {
+		log_open_failure("path", gp_statpage_dir(), ENAMETOOLONG);
+		return NULL;
+	}
+	int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+	int fd = open(path, flags, 0600);
+	if (fd < 0 && errno == EEXIST && is_leftover(path)) {
+		gp_log(GP_LOG_INFO, "replacing %s, left by a dead process", path);
+		unlink(path);
+		fd = open(path, flags, 0600);
+	}
+	if (fd < 0) {
+		log_open_failure("create", path, errno);
+		return NULL;
+	}
+	struct gpupool_page *pg = MAP_FAILED;
+	int err = 0;
+	if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)sizeof *pg) != 0)
+		err = errno;
+	else {
+		pg = mmap(NULL, sizeof *pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (pg == MAP_FAILED)
+			err = errno;
+	}
+	close(fd);
+	if (err) {
+		unlink(path);
+		log_open_failure("map", path, err);
+		return NULL;
+	}
+	gp_statpage_init(pg);
+	memcpy(open_path, path, (size_t)len + 1);
+	open_pid = pid;
+	open_page = pg;
+	return pg;
+}
+
+struct gpupool_device_stats *gp_statpage_slot(struct gpupool_page *pg, int device)
+{
+	struct gpupool_device_stats *s = NULL;
+	if (!pg || device < 0)
+		return NULL;
+	while (atomic_flag_test_and_set_explicit(&slot_lock, memory_order_acquire))
+		sched_yield();
+	uint32_t n = pg->ndevices;
+	for (uint32_t i = 0; i < n && i < GPUPOOL_MAX_DEVICES; i++)
+		if (pg->dev[i].active && pg->dev[i].device == device)
+			s = &pg->dev[i];
+	if (!s && n < GPUPOOL_MAX_DEVICES) {
+		s = &pg->dev[n];
+		gp_stats_begin(s);
+		s->device = device;
+		s->active = 1;
+		gp_stats_end(s);
+		/* a reader that sees the new count sees an initialised slot */
+		__atomic_store_n(&pg->ndevices, n + 1, __ATOMIC_RELEASE);
+	}
+	atomic_flag_clear_explicit(&slot_lock, memory_order_release);
+	return s;
+}
+
+void gp_statpage_close(struct gpupool_page *pg)
+{
+	if (!pg || pg != open_page)
+		return;
+	if (open_pid == getpid())
+		unlink(open_path);
+	munmap(pg, sizeof *pg);
+	open_page = NULL;
+}
+
+void gp_statpage_forget(struct gpupool_page *pg)
+{
+	/* the parent's threads may have held the flag at fork: nobody holds it here */
+	atomic_flag_clear(&slot_lock);
+	if (!pg || pg != open_page)
+		return;
+	munmap(pg, sizeof *pg);
+	open_page = NULL;
+}
+
+bool gp_statpage_release_pending(const struct gpupool_page *pg, uint64_t *req)
+{
+	if (!pg)
+		return false;
+	uint64_t r = __atomic_load_n(&pg->release_request, __ATOMIC_ACQUIRE);
+	if (r == __atomic_load_n(&pg->release_done, __ATOMIC_RELAXED))
+		return false;
+	*req = r;
+	return true;
+}
+
+void gp_statpage_release_ack(struct gpupool_page *pg, uint64_t req)
+{
+	if (pg)
+		__atomic_store_n(&pg->release_done, req, __ATOMIC_RELEASE);
+}
+
+/* A busy writer keeps its slot odd for most of each pool call: spin a little, then let it
+ * run, for at most GP_STATPAGE_ROUNDS rounds (a few ms when the writer died mid-update). */
+static bool snapshot_patiently(const struct gpupool_device_stats *s, struct gpupool_device_stats *d)
+{
+	for (int round = 0; round < GP_STATPAGE_ROUNDS; round++) {
+		if (gp_stats_snapshot(s, d, GP_STATPAGE_TRIES))
+			return true;
+		if (round < 10) {
+			sched_yield();
+		} else {
+			struct timespec nap = {0, 20000};
+			nanosleep(&nap, NULL);
+		}
+	}
+	return false;
+}
+
+uint32_t gp_statpage_copy(const struct gpupool_page *src, struct gpupool_page *dst)
+{
+	uint32_t bad = 0;
+	uint32_t n = __atomic_load_n(&src->ndevices, __ATOMIC_ACQUIRE);
+	memcpy(dst, src, offsetof(struct gpupool_page, dev));
+	dst->comm[GPUPOOL_COMM_LEN - 1] = '\0';
+	if (n > GPUPOOL_MAX_DEVICES)
+		n = GPUPOOL_MAX_DEVICES;
+	dst->ndevices = n;
+	memset(dst->dev, 0, sizeof dst->dev);
+	for (uint32_t i = 0; i < n; i++) {
+		const struct gpupool_device_stats *s = &src->dev[i];
+		struct gpupool_device_stats *d = &dst->dev[i];
+		if (!__atomic_load_n(&s->active, __ATOMIC_ACQUIRE))
+			continue;
+		if (!snapshot_patiently(s, d)) {
+			memset(d, 0, sizeof *d);
+			d->device = __atomic_load_n(&s->device, __ATOMIC_RELAXED);
+			bad |= 1u << i;
+		}
+	}
+	return bad;
+}
+
+/* ---- reader ---------------------------------------------------------------------- */
+
+static const char *kind_of(mode_t m)
+{
+	return S_ISLNK(m) ? "a symbolic link" : S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a fifo"
+	       : S_ISSOCK(m) ? "a socket" : S_ISCHR(m) || S_ISBLK(m) ? "a device" : "not a regular file";
+}
+
+/* Checks what `name` is before opening it (so a fifo or device is never opened), opens it
+ * without following links, and checks again on the descriptor. Returns the fd or -errno. */
+static int open_checked(int dirfd, const char *name, uid_t uid, int oflags, char *why, size_t wl)
+{
+	struct stat st, fst;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+		int e = errno;
+		why_set(why, wl, "%s: %s", name, strerror(e));
+		return -e;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		why_set(why, wl, "skipped: %s is %s", name, kind_of(st.st_mode));
+		return -EINVAL;
+	}
+	if (uid != 0 && st.st_uid != uid) {
+		why_set(why, wl, "skipped: %s owned by uid %u", name, (unsigned)st.st_uid);
+		return -EPERM;
+	}
+	int fd = openat(dirfd, name, oflags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		why_set(why, wl, "skipped: %s: %s", name, strerror(e));
+		return -e;
+	}
+	if (fstat(fd, &fst) != 0 || !S_ISREG(fst.st_mode) || fst.st_ino != st.st_ino ||
+	    fst.st_dev != st.st_dev || (uid != 0 && fst.st_uid != uid)) {
+		close(fd);
+		why_set(why, wl, "skipped: %s changed while being opened", name);
+		return -EAGAIN;
+	}
+	if (fst.st_size != (off_t)sizeof(struct gpupool_page)) {
+		close(fd);
+		why_set(why, wl, "skipped: %s truncated/wrong size (%lld bytes, expected %zu)%s", name,
+			(long long)fst.st_size, sizeof(struct gpupool_page),
+			fst.st_size == 0 ? ", being created?" : "");
+		return -EBADMSG;
+	}
+	return fd;
+}
+
+static int check_header(const struct gpupool_page *h, const char *name, int pid, char *why, size_t wl)
+{
+	if (h->magic != GPUPOOL_PAGE_MAGIC) {
+		why_set(why, wl, "skipped: %s: bad magic 0x%016llx%s", name, (unsigned long long)h->magic,
+			h->magic == 0 ? " (being created?)" : "");
+		return -EBADMSG;
+	}
+	if (h->version != GPUPOOL_PAGE_VERSION) {
+		why_set(why, wl, "skipped: %s: page version %u, this tool reads %u", name, h->version,
+			GPUPOOL_PAGE_VERSION);
+		return -EPROTO;
+	}
+	if (h->size != sizeof(struct gpupool_page)) {
+		why_set(why, wl, "skipped: %s: header size %u, expected %zu", name, h->size,
+			sizeof(struct gpupool_page));
+		return -EBADMSG;
+	}
+	if (h->ndevices > GPUPOOL_MAX_DEVICES) {
+		why_set(why, wl, "skipped: %s: %u devices, at most %d", name, h->ndevices, GPUPOOL_MAX_DEVICES);
+		return -EBADMSG;
+	}
+	if (h->pid != pid) {
+		why_set(why, wl, "skipped: %s: page names pid %d", name, (int)h->pid);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+int gp_statpage_read(int dirfd, const char *name, uid_t uid, struct gp_statpage_info *out,
+		     char *why, size_t whylen)
+{
+	int pid = gp_statpage_name_pid(name);
+	if (pid < 0) {
+		why_set(why, whylen, "skipped: %s: not a page name", name);
+		return -EINVAL;
+	}
+	int fd = open_checked(dirfd, name, uid, O_RDONLY, why, whylen);
+	if (fd < 0)
+		return fd;
+	const struct gpupool_page *map = mmap(NULL, sizeof *map, PROT_READ, MAP_SHARED, fd, 0);
+	int e = errno;
+	close(fd);
+	if (map == MAP_FAILED) {
+		why_set(why, whylen, "skipped: %s: mmap: %s", name, strerror(e));
+		return -e;
+	}
+	memset(out, 0, sizeof *out);
+	snprintf(out->name, sizeof out->name, "%s", name);
+	out->pid = pid;
+	/* validate a private copy of the header: the mapping may change under us */
+	struct gpupool_page *h = &out->page;
+	memcpy(h, map, offsetof(struct gpupool_page, dev));
+	int rc = check_header(h, name, pid, why, whylen);
+	if (rc == 0) {
+		out->inconsistent = gp_statpage_copy(map, h);
+		rc = check_header(h, name, pid, why, whylen); /* the header is copied again */
+		out->stale = gp_statpage_pid_stale(pid, h->start_time_ns);
+	}
+	munmap((void *)map, sizeof *map);
+	return rc;
+}
+
+int gp_statpage_clean_one(int dirfd, const char *name, uid_t uid, char *why, size_t whylen)
+{
+	int pid = gp_statpage_name_pid(name);
+	if (pid < 0) {
+		why_set(why, whylen, "%s: not a page name", name);
+		return 0;
+	}
+	struct stat st;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+		int e = errno;
+		why_set(why, whylen, "%s: %s", name, strerror(e));
+		return -e;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		why_set(why, whylen, "kept %s: it is %s", name, kind_of(st.st_mode));
+		return 0;
+	}
+	if (uid != 0 && st.st_uid != uid) {
+		why_set(why, whylen, "kept %s: owned by uid %u", name, (unsigned)st.st_uid);
+		return 0;
+	}
+	/* the start time only counts when the header is a valid page of this pid */
+	uint64_t start = 0;
+	char tmp[8];
+	int fd = open_checked(dirfd, name, uid, O_RDONLY, tmp, sizeof tmp);
+	if (fd >= 0) {
+		struct gpupool_page h;
+		if (pread(fd, &h, offsetof(struct gpupool_page, dev), 0) ==
+			    (ssize_t)offsetof(struct gpupool_page, dev) &&
+		    check_header(&h, name, pid, tmp, sizeof tmp) == 0)
+			start = h.start_time_ns;
+		close(fd);
+	}
+	if (!gp_statpage_pid_stale(pid, start)) {
+		why_set(why, whylen, "kept %s: pid %d is alive", name, pid);
+		return 0;
+	}
+	if (unlinkat(dirfd, name, 0) != 0) {
+		int e = errno;
+		why_set(why, whylen, "cannot remove %s: %s", name, strerror(e));
+		return -e;
+	}
+	why_set(why, whylen, "removed %s: pid %d is gone%s", name, pid,
+		kill(pid, 0) == 0 ? " (pid reused or zombie)" : "");
+	return 1;
+}
+
+int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_page **map,
+				uint64_t *req, char *why, size_t whylen)
+{
+	char name[32];
+	snprintf(name, sizeof name, "%s%d", GP_STATPAGE_NAME, pid);
+	if (pid <= 0) {
+		why_set(why, whylen, "invalid pid %d", pid);
+		return -EINVAL;
+	}
+	int fd = open_checked(dirfd, name, uid, O_RDWR, why, whylen);
+	if (fd < 0)
+		return fd;
+	struct gpupool_page *m = mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	int e = errno;
+	close(fd);
+	if (m == MAP_FAILED) {
+		why_set(why, whylen, "%s: mmap: %s", name, strerror(e));
+		return -e;
+	}
+	struct gpupool_page h;
+	memcpy(&h, m, offsetof(struct gpupool_page, dev));
+	int rc = check_header(&h, name, pid, why, whylen);
+	if (rc == 0 && gp_statpage_pid_stale(pid, h.start_time_ns)) {
+		why_set(why, whylen, "%s is stale: pid %d is gone", name, pid);
+		rc = -ESRCH;
+	}
+	if (rc != 0) {
+		munmap(m, sizeof *m);
+		return rc;
+	}
+	*req = __atomic_add_fetch(&m->release_request, 1, __ATOMIC_SEQ_CST);
+	*map = m;
+	return 0;
+}
+
+void gp_statpage_unmap(struct gpupool_page *map)
+{
+	if (map)
+		munmap(map, sizeof *map);
+}

@@ -1,0 +1,93 @@
+/* The statistics page: the writer's side (create /dev/shm/gpupool.<pid>, hand out device
+ * slots, answer release requests, unlink at exit) and the reader's side used by
+ * gpupool-stat and the tests (validate and snapshot one page file, find stale pages).
+ * CUDA-free, no locks in shared memory; depends on libc, log.h and stats.h only. */
+#ifndef GP_STATPAGE_H
+#define GP_STATPAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "gpupool/stats.h"
+
+/* Environment variable naming the directory of pages, for the writer and the reader
+ * alike (tests point it at a private directory). Default "/dev/shm". */
+#define GP_STATPAGE_DIR_ENV "GPUPOOL_SHM_DIR"
+#define GP_STATPAGE_DIR_DEFAULT "/dev/shm"
+#define GP_STATPAGE_NAME "gpupool."
+
+/* ---- writer ---------------------------------------------------------------------- */
+
+/* Creates and maps this process's page (mode 0600, O_EXCL: a leftover file of a dead
+ * process with the same pid, owned by us, is replaced). NULL on failure, logged once
+ * at info level; the caller then keeps its counters in a private page (gp_statpage_init).
+ * One page per process: a second call before close/forget returns NULL. */
+struct gpupool_page *gp_statpage_open(void);
+/* Fills the header of a zeroed page (magic last). Usable on private memory. */
+void gp_statpage_init(struct gpupool_page *pg);
+/* The slot of `device`, activated on first use (device, active, ndevices). Thread-safe;
+ * NULL when device is out of range or all slots are taken. Works on a private page too. */
+struct gpupool_device_stats *gp_statpage_slot(struct gpupool_page *pg, int device);
+/* Unlinks and unmaps the page opened by gp_statpage_open (normal exit). A private page
+ * (not from gp_statpage_open) is left alone. */
+void gp_statpage_close(struct gpupool_page *pg);
+/* In a forked child: unmaps the parent's page without unlinking it and forgets it, so
+ * the child can open its own. */
+void gp_statpage_forget(struct gpupool_page *pg);
+/* True when a reader asked for a cache release not yet acknowledged; *req is the
+ * request to acknowledge once the cache is released. Two loads: cheap per call. */
+bool gp_statpage_release_pending(const struct gpupool_page *pg, uint64_t *req);
+void gp_statpage_release_ack(struct gpupool_page *pg, uint64_t req);
+
+/* A consistent copy of `src` into `dst` (header by value, each active slot through
+ * gp_stats_snapshot, bounded retries). Returns the mask of active slots that never
+ * settled (their copy in dst is zero but for the device). Safe at exit: no locks, no
+ * allocation; may sleep ~10 ms per slot left odd by a dead writer. */
+uint32_t gp_statpage_copy(const struct gpupool_page *src, struct gpupool_page *dst);
+
+/* ---- reader ---------------------------------------------------------------------- */
+
+/* The directory of pages: $GPUPOOL_SHM_DIR or /dev/shm. */
+const char *gp_statpage_dir(void);
+/* pid from a canonical "gpupool.<digits>" name (no sign, no leading zero), else -1. */
+int gp_statpage_name_pid(const char *name);
+
+struct gp_statpage_info {
+	char name[32];          /* directory entry, "gpupool.<pid>" */
+	int pid;
+	bool stale;             /* the process is gone, or its pid now names another process */
+	uint32_t inconsistent;  /* active slots with no consistent snapshot (writer died mid-update?) */
+	struct gpupool_page page; /* header and consistent slot snapshots */
+};
+
+/* Snapshot attempts per slot before "inconsistent": GP_STATPAGE_ROUNDS rounds of
+ * GP_STATPAGE_TRIES, yielding then sleeping 20 us between rounds (bounded, ~10 ms). */
+#define GP_STATPAGE_TRIES 200
+#define GP_STATPAGE_ROUNDS 300
+
+/* Reads and validates one page file in directory `dirfd`: a regular file (never follows
+ * links, never opens fifos or devices), owned by `uid` unless uid is 0, of the exact size,
+ * with the right magic/version/size/ndevices and the pid of its name. Returns 0 and fills
+ * *out, or a negative errno with a one-line reason in why[] (nothing printed).
+ * Never crashes on a corrupt file; a file truncated *while* mapped can raise SIGBUS,
+ * which callers that must survive that (the CLI) catch. */
+int gp_statpage_read(int dirfd, const char *name, uid_t uid, struct gp_statpage_info *out,
+		     char *why, size_t whylen);
+/* True when `pid` is gone or no longer the process that created a page at
+ * start_time_ns (CLOCK_REALTIME): kill(pid, 0) == ESRCH or a later /proc start time. */
+bool gp_statpage_pid_stale(int pid, uint64_t start_time_ns);
+/* Removes `name` from dirfd when it is a page file of a dead process owned by `uid`
+ * (any content: corrupt leftovers go too). Returns 1 removed, 0 kept (live, not ours,
+ * not a regular file), or a negative errno; why[] says which. */
+int gp_statpage_clean_one(int dirfd, const char *name, uid_t uid, char *why, size_t whylen);
+
+/* Opens `pid`'s page in dir read-write and increments its release request. Returns 0 with
+ * *req the request to wait for and *map the mapping (unmap with gp_statpage_unmap), or a
+ * negative errno with why[]. */
+int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_page **map,
+				uint64_t *req, char *why, size_t whylen);
+void gp_statpage_unmap(struct gpupool_page *map);
+
+#endif

@@ -1,0 +1,374 @@
+/* The trace recorder (trace.h): fixed per-thread row buffers claimed from a static
+ * registry, formatted to CSV and written through zlib (gzip, or plain with mode "T")
+ * under one file lock when full, at thread exit and at close. Lock order: a buffer's
+ * mutex, then the file mutex. No CUDA, no pool, no getenv; never allocates per call. */
+#include "trace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "log.h"
+
+struct rec {
+	uint64_t t_ns, size, dur_ns;
+	uintptr_t stream, ptr;
+	int32_t tid, err;
+	int16_t dev;
+	int8_t op;
+};
+
+struct tbuf {
+	pthread_mutex_t mu;
+	atomic_int used;  /* claimed by a live thread */
+	unsigned gen;     /* generation it was claimed in, under mu; 0 = none */
+	unsigned n;       /* rows in rows[] */
+	struct rec rows[GP_TRACE_BUF_ROWS];
+};
+
+/* A formatted row is at most 20+13+10+5+16+15+16+20+11+9 bytes < 160. */
+#define ROW_MAX 160
+/* Rows formatted per write: the stack buffer is FMT_ROWS * ROW_MAX bytes. */
+#define FMT_ROWS 64
+
+static struct tbuf g_bufs[GP_TRACE_NBUF];
+static pthread_mutex_t g_file_mu = PTHREAD_MUTEX_INITIALIZER;
+static gzFile g_gz;                               /* under g_file_mu */
+static int g_fd = -1;                             /* g_gz's descriptor */
+static int g_werr;                                /* under g_file_mu: last write error */
+static uint64_t g_rows;                           /* under g_file_mu */
+static atomic_bool g_on;
+static atomic_uint g_gen;
+static uint64_t g_start_ns; /* CLOCK_BOOTTIME ns at process start; set before g_on */
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static pthread_key_t g_key;
+static bool g_key_ok;
+
+static _Thread_local struct tbuf *tl_buf;
+static _Thread_local unsigned tl_gen;
+static _Thread_local int32_t tl_tid;
+
+static uint64_t boottime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Process start as CLOCK_BOOTTIME ns: field 22 of /proc/self/stat (clock ticks since
+ * boot). Resolution is one tick (10 ms); falls back to "now" when /proc is unreadable. */
+static uint64_t process_start_ns(void)
+{
+	char buf[1024];
+	uint64_t now = boottime_ns();
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return now;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return now;
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')'); /* comm may contain spaces and parentheses */
+	if (!p)
+		return now;
+	/* after ')' come fields 3, 4, ...: skip to field 22 */
+	for (int field = 2; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	if (!p)
+		return now;
+	unsigned long long ticks = strtoull(p + 1, NULL, 10);
+	long hz = sysconf(_SC_CLK_TCK);
+	if (hz <= 0)
+		return now;
+	uint64_t start = (uint64_t)(ticks / (unsigned long long)hz) * 1000000000u +
+			 (uint64_t)(ticks % (unsigned long long)hz) * (1000000000u / (uint64_t)hz);
+	return start <= now ? start : now;
+}
+
+static char *put_dec(char *o, uint64_t v)
+{
+	char tmp[20];
+	int n = 0;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n)
+		*o++ = tmp[--n];
+	return o;
+}
+
+static char *put_hex(char *o, uint64_t v)
+{
+	char tmp[16];
+	int n = 0;
+	do {
+		tmp[n++] = "0123456789abcdef"[v & 15];
+		v >>= 4;
+	} while (v);
+	while (n)
+		*o++ = tmp[--n];
+	return o;
+}
+
+static char *put_row(char *o, const struct rec *r)
+{
+	const char *name = gp_trace_op_name(r->op);
+	o = put_dec(o, r->t_ns);
+	*o++ = ',';
+	size_t l = strlen(name);
+	memcpy(o, name, l);
+	o += l;
+	*o++ = ',';
+	o = put_dec(o, (uint64_t)(uint32_t)r->tid);
+	*o++ = ',';
+	o = put_dec(o, (uint64_t)(uint16_t)r->dev);
+	*o++ = ',';
+	o = put_hex(o, r->stream);
+	*o++ = ',';
+	o = put_dec(o, r->size);
+	*o++ = ',';
+	o = put_hex(o, r->ptr);
+	*o++ = ',';
+	o = put_dec(o, r->dur_ns);
+	*o++ = ',';
+	o = put_dec(o, (uint64_t)(uint32_t)r->err);
+	*o++ = '\n';
+	return o;
+}
+
+/* Writes formatted text. Caller holds g_file_mu. */
+static void write_text_locked(const char *text, unsigned len, unsigned rows)
+{
+	if (!g_gz || len == 0)
+		return;
+	if (gzwrite(g_gz, text, len) != (int)len) {
+		int zerr;
+		const char *msg = gzerror(g_gz, &zerr);
+		if (!g_werr)
+			gp_log(GP_LOG_WARN, "trace: write failed: %s; rows are being lost",
+			       zerr == Z_ERRNO ? strerror(errno) : msg);
+		g_werr = -EIO;
+		return;
+	}
+	g_rows += rows;
+}
+
+/* Formats rows on the stack in chunks (so threads format in parallel) and writes each
+ * chunk under the file lock. */
+static void write_rows(const struct rec *rows, unsigned n)
+{
+	char text[FMT_ROWS * ROW_MAX];
+	for (unsigned i = 0; i < n; i += FMT_ROWS) {
+		unsigned k = n - i < FMT_ROWS ? n - i : FMT_ROWS;
+		char *o = text;
+		for (unsigned j = 0; j < k; j++)
+			o = put_row(o, &rows[i + j]);
+		pthread_mutex_lock(&g_file_mu);
+		write_text_locked(text, (unsigned)(o - text), k);
+		pthread_mutex_unlock(&g_file_mu);
+	}
+}
+
+/* Flushes b. Caller holds b->mu. */
+static void flush_buf(struct tbuf *b)
+{
+	if (b->n == 0)
+		return;
+	write_rows(b->rows, b->n);
+	b->n = 0;
+}
+
+/* pthread key destructor: the thread exits; flush its rows and free the buffer. */
+static void thread_exit(void *v)
+{
+	struct tbuf *b = v;
+	if (b != tl_buf)
+		return; /* close took it back; it may belong to another thread now */
+	pthread_mutex_lock(&b->mu);
+	if (b->gen != 0 && b->gen == tl_gen) {
+		flush_buf(b);
+		b->gen = 0;
+		atomic_store(&b->used, 0);
+	}
+	pthread_mutex_unlock(&b->mu);
+	tl_buf = NULL;
+}
+
+static void atexit_close(void)
+{
+	gp_trace_close();
+}
+
+static void once_init(void)
+{
+	for (int i = 0; i < GP_TRACE_NBUF; i++)
+		pthread_mutex_init(&g_bufs[i].mu, NULL);
+	g_key_ok = pthread_key_create(&g_key, thread_exit) == 0;
+	atexit(atexit_close);
+}
+
+/* This thread's buffer for generation gen, claiming one when needed; NULL when all are taken. */
+static struct tbuf *get_buf(unsigned gen)
+{
+	if (tl_buf && tl_gen == gen)
+		return tl_buf;
+	tl_buf = NULL;
+	for (int i = 0; i < GP_TRACE_NBUF; i++) {
+		struct tbuf *b = &g_bufs[i];
+		int expect = 0;
+		if (atomic_load_explicit(&b->used, memory_order_relaxed) ||
+		    !atomic_compare_exchange_strong(&b->used, &expect, 1))
+			continue;
+		pthread_mutex_lock(&b->mu);
+		b->gen = gen;
+		b->n = 0;
+		pthread_mutex_unlock(&b->mu);
+		tl_buf = b;
+		tl_gen = gen;
+		if (g_key_ok)
+			pthread_setspecific(g_key, b);
+		return b;
+	}
+	return NULL;
+}
+
+void gp_trace_record(int op, int dev, uintptr_t stream, size_t size, uintptr_t ptr,
+		     uint64_t dur_ns, int err)
+{
+	if (!atomic_load_explicit(&g_on, memory_order_acquire))
+		return;
+	unsigned gen = atomic_load_explicit(&g_gen, memory_order_acquire);
+	if (!tl_tid)
+		tl_tid = (int32_t)gettid();
+	struct rec r = {
+		.t_ns = boottime_ns() - g_start_ns,
+		.size = size,
+		.dur_ns = dur_ns,
+		.stream = stream,
+		.ptr = ptr,
+		.tid = tl_tid,
+		.err = err,
+		.dev = (int16_t)dev,
+		.op = (int8_t)op,
+	};
+	if (op < 0 || op > 3)
+		return;
+	struct tbuf *b = get_buf(gen);
+	if (!b) { /* more threads than buffers: write through */
+		write_rows(&r, 1);
+		return;
+	}
+	pthread_mutex_lock(&b->mu);
+	if (b->gen == gen) { /* else close took the buffer back: the row is dropped */
+		b->rows[b->n++] = r;
+		if (b->n == GP_TRACE_BUF_ROWS)
+			flush_buf(b);
+	}
+	pthread_mutex_unlock(&b->mu);
+}
+
+int gp_trace_open(const char *path)
+{
+	if (!path || !*path)
+		return -EINVAL;
+	if (atomic_load(&g_on))
+		return -EALREADY;
+	pthread_once(&g_once, once_init);
+	size_t l = strlen(path);
+	bool gz = l > 3 && strcmp(path + l - 3, ".gz") == 0;
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	gzFile f = gzdopen(fd, gz ? "wb1" : "wT");
+	if (!f) {
+		close(fd);
+		return -ENOMEM;
+	}
+	gzbuffer(f, 256 * 1024);
+	if (gzputs(f, GP_TRACE_HEADER "\n") < 0) {
+		gzclose(f);
+		return -EIO;
+	}
+	g_start_ns = process_start_ns();
+	pthread_mutex_lock(&g_file_mu);
+	g_gz = f;
+	g_fd = fd;
+	g_werr = 0;
+	g_rows = 0;
+	pthread_mutex_unlock(&g_file_mu);
+	unsigned gen = atomic_load(&g_gen) + 1;
+	if (gen == 0)
+		gen = 1;
+	atomic_store(&g_gen, gen);
+	atomic_store_explicit(&g_on, true, memory_order_release);
+	return 0;
+}
+
+int gp_trace_close(void)
+{
+	if (!atomic_exchange(&g_on, false))
+		return 0;
+	/* every thread's rows, including threads that are still running */
+	for (int i = 0; i < GP_TRACE_NBUF; i++) {
+		struct tbuf *b = &g_bufs[i];
+		if (!atomic_load(&b->used))
+			continue;
+		pthread_mutex_lock(&b->mu);
+		if (b->gen != 0)
+			flush_buf(b);
+		b->gen = 0;
+		b->n = 0;
+		/* the owner sees gen 0 != its generation and never writes here again */
+		atomic_store(&b->used, 0);
+		pthread_mutex_unlock(&b->mu);
+	}
+	pthread_mutex_lock(&g_file_mu);
+	int rc = g_werr;
+	if (g_gz && gzclose(g_gz) != Z_OK && !rc)
+		rc = -EIO;
+	g_gz = NULL;
+	g_fd = -1;
+	pthread_mutex_unlock(&g_file_mu);
+	return rc;
+}
+
+void gp_trace_forget(void)
+{
+	/* The child has one thread; locks may be held by threads that no longer exist. */
+	atomic_store(&g_on, false);
+	pthread_mutex_init(&g_file_mu, NULL);
+	/* the parent's gzFile holds unwritten parent data: closing it here would write it
+	 * twice. Leak the small struct, close only our fd copy. */
+	if (g_gz) {
+		close(g_fd);
+		g_gz = NULL;
+		g_fd = -1;
+	}
+	for (int i = 0; i < GP_TRACE_NBUF; i++) {
+		pthread_mutex_init(&g_bufs[i].mu, NULL);
+		g_bufs[i].n = 0;
+		g_bufs[i].gen = 0;
+		atomic_store(&g_bufs[i].used, 0);
+	}
+	tl_buf = NULL;
+	tl_tid = 0;
+	atomic_fetch_add(&g_gen, 1);
+}
+
+uint64_t gp_trace_rows_written(void)
+{
+	pthread_mutex_lock(&g_file_mu);
+	uint64_t n = g_rows;
+	pthread_mutex_unlock(&g_file_mu);
+	return n;
+}

@@ -1,0 +1,58 @@
+/* The trace recorder: appends one row per hooked allocation call to a CSV file (gzip'd
+ * when the name ends in .gz) in the format of ../shared/traces/README.md. Rows are kept
+ * in fixed per-thread buffers and written under one lock when a buffer fills and at
+ * close/exit. Depends on zlib and libc only: no CUDA, no pool, no getenv. */
+#ifndef GP_TRACE_H
+#define GP_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The op column. */
+enum gp_trace_op {
+	GP_TRACE_MALLOC = 0,
+	GP_TRACE_FREE = 1,
+	GP_TRACE_MALLOC_ASYNC = 2,
+	GP_TRACE_FREE_ASYNC = 3,
+};
+
+#define GP_TRACE_HEADER "t_ns,op,tid,dev,stream,size,ptr,dur_ns,err"
+
+/* Rows per thread buffer and number of buffers: memory is bounded by their product
+ * (GP_TRACE_NBUF * GP_TRACE_BUF_ROWS * 48 bytes = 1.5 MiB). A thread that finds no free
+ * buffer (more than GP_TRACE_NBUF threads recording at once) writes its rows straight to
+ * the file under the lock: slower, never unbounded. */
+#define GP_TRACE_NBUF 64
+#define GP_TRACE_BUF_ROWS 512
+
+/* "malloc", "free", "malloc_async", "free_async"; NULL for anything else. */
+const char *gp_trace_op_name(int op);
+
+/* Starts recording to `path` (truncated). Reads the process start time once. Registers
+ * an atexit handler that calls gp_trace_close. Returns 0, -EALREADY when a trace is open,
+ * -EINVAL, or the negative errno of open/gzdopen. Not thread-safe against itself: call it
+ * once, from the shim's lazy init. */
+int gp_trace_open(const char *path);
+
+/* Records one call. Thread-safe and lock-free in the common case (a per-thread buffer
+ * with an uncontended per-buffer mutex); takes the file lock when the buffer is full.
+ * t_ns (ns since the process started, CLOCK_BOOTTIME minus /proc/self/stat starttime) and
+ * tid (gettid) are taken here. No-op when no trace is open. Never allocates. */
+void gp_trace_record(int op, int dev, uintptr_t stream, size_t size, uintptr_t ptr,
+		     uint64_t dur_ns, int err);
+
+/* Flushes every thread's buffer and closes the file. Rows of one thread are in call order;
+ * across threads the file is in flush order (readers sort with a window, see tracefile.h).
+ * Idempotent; safe at exit (no CUDA, no allocation). Returns 0 or the negative errno of
+ * the last failed write/close. Rows recorded after close are dropped. */
+int gp_trace_close(void);
+
+/* For a forked child (pthread_atfork child handler): drops the parent's trace without
+ * writing anything (the parent owns the file and its unflushed rows), resets the locks,
+ * and leaves recording off. Async-signal-safe enough for an atfork child handler. */
+void gp_trace_forget(void);
+
+/* Number of rows written to the file so far (tests, the exit report). */
+uint64_t gp_trace_rows_written(void);
+
+#endif

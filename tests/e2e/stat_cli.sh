@@ -1,0 +1,116 @@
+#!/bin/sh
+# The gpupool-stat CLI against live pages: a helper writer (stat_writer) in a private
+# GPUPOOL_SHM_DIR; checks the table, the PID view, --json (python3), --prometheus,
+# --watch, --release (acked and idle), --clean, junk in the directory, the exit report.
+set -eu
+STAT=$1
+WRITER=$2
+D=$(mktemp -d)
+export GPUPOOL_SHM_DIR="$D/shm"
+mkdir "$GPUPOOL_SHM_DIR"
+WPID=
+IPID=
+cleanup() {
+	[ -n "$WPID" ] && kill -9 "$WPID" 2>/dev/null || true
+	[ -n "$IPID" ] && kill -9 "$IPID" 2>/dev/null || true
+	rm -rf "$D"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+wait_ready() { # name
+	i=0
+	while ! grep -q ready "$D/$1.out" 2>/dev/null; do
+		i=$((i + 1)); [ $i -lt 500 ] || fail "writer $1 not ready"; sleep 0.02
+	done
+}
+# started here, not in a subshell, so that this shell can wait for them
+"$WRITER" 3000 >"$D/w.out" 2>"$D/w.err" &
+WPID=$!
+"$WRITER" 500 idle >"$D/idle.out" 2>"$D/idle.err" &
+IPID=$!
+wait_ready w
+wait_ready idle
+
+# junk the reader must skip with one line each
+head -c 100 /dev/urandom >"$GPUPOOL_SHM_DIR/gpupool.4000005"
+mkdir "$GPUPOOL_SHM_DIR/gpupool.4000006"
+mkfifo "$GPUPOOL_SHM_DIR/gpupool.4000007"
+ln -s /dev/zero "$GPUPOOL_SHM_DIR/gpupool.4000008"
+touch "$GPUPOOL_SHM_DIR/not-a-page"
+
+# default table
+"$STAT" >"$D/table" 2>"$D/table.err" || fail "table exit status"
+cat "$D/table"
+grep -q "^ *$WPID stat_writer *0 .* live" "$D/table" || fail "table row dev 0"
+grep -q "^ *$WPID stat_writer *1 .* live" "$D/table" || fail "table row dev 1"
+grep -q "^ *$IPID stat_writer" "$D/table" || fail "idle writer row"
+[ "$(wc -l <"$D/table.err")" -eq 4 ] || { cat "$D/table.err"; fail "expected 4 skip lines"; }
+grep -q "gpupool.4000005 truncated/wrong size" "$D/table.err" || fail "truncated"
+grep -q "gpupool.4000006 is a directory" "$D/table.err" || fail "directory"
+grep -q "gpupool.4000007 is a fifo" "$D/table.err" || fail "fifo"
+grep -q "gpupool.4000008 is a symbolic link" "$D/table.err" || fail "symlink"
+
+# one process
+"$STAT" "$WPID" >"$D/detail" 2>/dev/null || fail "detail exit status"
+grep -q "^pid $WPID  command stat_writer  live  devices 2" "$D/detail" || fail "detail header"
+grep -q "device 1  limit 68719476736 (64.0 GiB)" "$D/detail" || fail "detail limit"
+for f in reserved_bytes largest_free_block segment_allocs passthrough_frees "driver calls saved"; do
+	grep -q "$f" "$D/detail" || fail "detail lacks $f"
+done
+if "$STAT" 4000009 >/dev/null 2>&1; then fail "unknown pid should exit 1"; fi
+
+# JSON
+"$STAT" --json >"$D/json" 2>/dev/null || fail "json exit status"
+python3 - "$D/json" "$WPID" <<'EOF' || fail "json content"
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = [p for p in d["processes"] if p["pid"] == int(sys.argv[2])][0]
+assert p["comm"] == "stat_writer" and not p["stale"] and len(p["devices"]) == 2
+for v in p["devices"]:
+    assert v["consistent"] and v["allocated_bytes"] <= v["reserved_bytes"]
+    assert v["reserved_bytes_peak"] >= v["reserved_bytes"] and v["allocs"] > 0
+EOF
+"$STAT" --json "$WPID" 2>/dev/null | python3 -c 'import json,sys; assert len(json.load(sys.stdin)["processes"]) == 1' ||
+	fail "json for one pid"
+
+# Prometheus
+"$STAT" --prometheus >"$D/prom" 2>/dev/null || fail "prometheus exit status"
+grep -q '^# TYPE gpupool_allocs_total counter$' "$D/prom" || fail "prom TYPE"
+grep -q "^gpupool_reserved_bytes{pid=\"$WPID\",comm=\"stat_writer\",device=\"1\"} [0-9]*$" "$D/prom" || fail "prom sample"
+bad=$(grep -v '^# \(HELP\|TYPE\) ' "$D/prom" | grep -cv '^gpupool_[a-z_]*{pid="[0-9]*",comm="[^"]*"\(,device="[0-9]*"\)\?} [0-9.]*$' || true)
+[ "$bad" -eq 0 ] || fail "prom grammar: $bad bad lines"
+
+# watch: two refreshes with the ANSI clear
+"$STAT" --watch 0.2 --count 2 >"$D/watch" 2>/dev/null || fail "watch exit status"
+[ "$(grep -o "$(printf '\033')\[2J" "$D/watch" | wc -l)" -eq 2 ] || fail "watch refreshes"
+
+# release: acked by the busy writer, timed out by the idle one
+"$STAT" --release "$WPID" >"$D/rel" || fail "release exit status"
+cat "$D/rel"
+grep -q "^pid $WPID released its cache: request 1 done after" "$D/rel" || fail "release text"
+if "$STAT" --release "$IPID" --timeout 0.3 >"$D/rel2"; then fail "idle release should exit 1"; fi
+cat "$D/rel2"
+grep -q "did not answer release request 1 within" "$D/rel2" || fail "idle release text"
+
+# clean: the killed idle writer's page and the junk file go, the live page stays
+kill -9 "$IPID"
+wait "$IPID" 2>/dev/null || true
+"$STAT" 2>/dev/null | grep -q "^ *$IPID stat_writer .* stale" || fail "stale row"
+"$STAT" --clean >"$D/clean" 2>/dev/null || fail "clean exit status"
+cat "$D/clean"
+grep -q "removed gpupool.$IPID: pid $IPID is gone" "$D/clean" || fail "clean idle page"
+grep -q "removed gpupool.4000005" "$D/clean" || fail "clean junk"
+[ ! -e "$GPUPOOL_SHM_DIR/gpupool.$IPID" ] || fail "stale page still there"
+[ -e "$GPUPOOL_SHM_DIR/gpupool.$WPID" ] || fail "live page removed"
+IPID=
+
+# normal exit: the exit report, page unlinked
+kill -TERM "$WPID"
+wait "$WPID" || fail "writer exit status"
+cat "$D/w.err"
+grep -q "report for pid $WPID (stat_writer)" "$D/w.err" || fail "exit report"
+grep -q "driver calls saved" "$D/w.err" || fail "exit report content"
+[ ! -e "$GPUPOOL_SHM_DIR/gpupool.$WPID" ] || fail "page not unlinked at exit"
+WPID=
+echo "stat_cli: all checks passed"

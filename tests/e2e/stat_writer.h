@@ -1,0 +1,74 @@
+/* A statistics page writer for the stats tests: two pools (devices 0 and 1) on the fake
+ * backend, driven with a random alloc/free mix, counters kept in a page's slots, release
+ * requests answered between operations. Header-only so test_statpage and the CLI
+ * test's helper process (stat_writer.c) share it. Test code only. */
+#ifndef GP_TEST_STAT_WRITER_H
+#define GP_TEST_STAT_WRITER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "pool.h"
+#include "statpage.h"
+
+struct gp_test_writer {
+	struct gp_fake_backend fb;
+	gp_pool *pools[2];
+	uintptr_t live[2][128];
+	unsigned seed;
+	bool answer_release;
+};
+
+static inline int gp_test_writer_init(struct gp_test_writer *w, struct gpupool_page *pg, unsigned seed)
+{
+	struct gp_pool_params prm;
+	memset(w, 0, sizeof *w);
+	gp_fake_backend_init(&w->fb, 0);
+	gp_pool_params_default(&prm);
+	w->seed = seed;
+	w->answer_release = true;
+	for (int d = 0; d < 2; d++) {
+		struct gpupool_device_stats *s = gp_statpage_slot(pg, d);
+		if (!s)
+			return -ENOSPC;
+		prm.limit = d ? (size_t)64 << 30 : 0;
+		int rc = gp_pool_create(&w->pools[d], d, &prm, &w->fb.be, s);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* One allocation call's worth of work, as the shim does it: first the release request,
+ * then an alloc or free on a random device. */
+static inline void gp_test_writer_step(struct gp_test_writer *w, struct gpupool_page *pg)
+{
+	uint64_t req;
+	if (w->answer_release && gp_statpage_release_pending(pg, &req)) {
+		for (int d = 0; d < 2; d++) {
+			gp_pool_fence(w->pools[d]);
+			gp_pool_release(w->pools[d], 0);
+		}
+		gp_statpage_release_ack(pg, req);
+	}
+	unsigned r = (unsigned)rand_r(&w->seed);
+	int d = r & 1, i = (int)((r >> 1) % 128);
+	uintptr_t *slot = &w->live[d][i];
+	if (*slot) {
+		gp_stream s = (r >> 9) & 1 ? GP_NO_STREAM : (gp_stream)1;
+		gp_pool_free(w->pools[d], *slot, s);
+		*slot = 0;
+	} else {
+		size_t size = (r >> 10) % 4 == 0 ? ((size_t)(r >> 12) % 64 + 1) << 20 : (size_t)(r >> 12) % 65536 + 1;
+		if (gp_pool_alloc(w->pools[d], size, (r >> 9) & 1 ? GP_NO_STREAM : (gp_stream)1, slot) != 0)
+			*slot = 0;
+	}
+	if ((r >> 20) % 64 == 0)
+		gp_pool_fence(w->pools[d]);
+}
+
+#endif

@@ -1,0 +1,504 @@
+/* Tests of the fake CUDA runtime itself (tests/fake/fakecuda.c): memory and errors, stream
+ * order, fences, events, per-thread streams, capture and graphs, IPC, counters and fault
+ * injection (API and FAKECUDA_FAIL in a child process). Links only against the fake. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "fakecuda.h"
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int all_bytes(const void *p, size_t n, unsigned char v)
+{
+	const unsigned char *b = p;
+	for (size_t i = 0; i < n; i++)
+		if (b[i] != v)
+			return 0;
+	return 1;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	assert_int_equal(cudaSetDevice(0), cudaSuccess);
+	assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
+	gpfake_fail_clear();
+	gpfake_set_capacity(0, (size_t)1 << 30);
+	gpfake_set_capacity(1, (size_t)1 << 30);
+	(void)cudaGetLastError();
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
+	assert_int_equal(gpfake_allocations(-1), 0);
+	assert_int_equal(gpfake_faults(), 0);
+	return 0;
+}
+
+static void *peek_other_thread(void *arg)
+{
+	cudaError_t *out = arg;
+	out[0] = cudaPeekAtLastError();
+	out[1] = cudaGetLastError();
+	return NULL;
+}
+
+static void test_memory_and_errors(void **state)
+{
+	(void)state;
+	void *p = NULL, *q = (void *)1;
+	size_t fr, tot;
+	gpfake_set_capacity(0, 8192);
+	assert_int_equal(cudaMalloc(&p, 4000), cudaSuccess);
+	assert_non_null(p);
+	assert_int_equal((uintptr_t)p % 512, 0);
+	assert_int_equal(gpfake_used(0), 4096);
+	assert_int_equal(cudaMemGetInfo(&fr, &tot), cudaSuccess);
+	assert_int_equal(tot, 8192);
+	assert_int_equal(fr, 4096);
+
+	/* Beyond capacity: OOM, sticky last error until read, per thread. */
+	assert_int_equal(cudaMalloc(&q, 4097), cudaErrorMemoryAllocation);
+	assert_ptr_equal(q, (void *)1);
+	assert_int_equal(gpfake_used(0), 4096);
+	cudaError_t other[2];
+	pthread_t t;
+	pthread_create(&t, NULL, peek_other_thread, other);
+	pthread_join(t, NULL);
+	assert_int_equal(other[0], cudaSuccess);
+	assert_int_equal(other[1], cudaSuccess);
+	assert_int_equal(cudaPeekAtLastError(), cudaErrorMemoryAllocation);
+	assert_int_equal(cudaPeekAtLastError(), cudaErrorMemoryAllocation);
+	assert_int_equal(cudaGetLastError(), cudaErrorMemoryAllocation);
+	assert_int_equal(cudaGetLastError(), cudaSuccess);
+
+	/* Device 1 has its own capacity and accounting. */
+	assert_int_equal(cudaSetDevice(1), cudaSuccess);
+	assert_int_equal(cudaMalloc(&q, 4097), cudaSuccess);
+	assert_int_equal(gpfake_used(1), 4608);
+	struct cudaPointerAttributes at;
+	assert_int_equal(cudaPointerGetAttributes(&at, (char *)q + 100), cudaSuccess);
+	assert_int_equal(at.type, cudaMemoryTypeDevice);
+	assert_int_equal(at.device, 1);
+	assert_ptr_equal(at.devicePointer, (char *)q + 100);
+	assert_int_equal(cudaPointerGetAttributes(&at, &at), cudaSuccess);
+	assert_int_equal(at.type, cudaMemoryTypeUnregistered);
+	assert_int_equal(cudaFree(q), cudaSuccess);
+	assert_int_equal(gpfake_used(1), 0);
+	assert_int_equal(cudaSetDevice(7), cudaErrorInvalidDevice);
+	int d = -1, n = 0;
+	assert_int_equal(cudaGetDevice(&d), cudaSuccess);
+	assert_int_equal(d, 1);
+	assert_int_equal(cudaGetDeviceCount(&n), cudaSuccess);
+	assert_int_equal(n, 2);
+	assert_int_equal(cudaSetDevice(0), cudaSuccess);
+
+	/* Argument rules. */
+	assert_int_equal(cudaMalloc(NULL, 16), cudaErrorInvalidValue);
+	q = (void *)1;
+	assert_int_equal(cudaMalloc(&q, 0), cudaSuccess);
+	assert_null(q);
+	assert_int_equal(cudaFree(NULL), cudaSuccess);
+	assert_int_equal(cudaFree((char *)p + 512), cudaErrorInvalidValue);
+	assert_int_equal(cudaGetLastError(), cudaErrorInvalidValue);
+	assert_int_equal(cudaFree(p), cudaSuccess);
+	assert_int_equal(cudaFree(p), cudaErrorInvalidValue);
+	assert_int_equal(gpfake_used(0), 0);
+	assert_string_equal(cudaGetErrorName(cudaErrorMemoryAllocation), "cudaErrorMemoryAllocation");
+	assert_string_equal(cudaGetErrorString(cudaErrorMemoryAllocation), "out of memory");
+	int v = 0;
+	assert_int_equal(cudaRuntimeGetVersion(&v), cudaSuccess);
+	assert_int_equal(v, 13000);
+	(void)cudaGetLastError();
+}
+
+static void test_fill_stream_order(void **state)
+{
+	(void)state;
+	enum { N = 4096 };
+	unsigned char *p, host[N];
+	cudaStream_t s;
+	assert_int_equal(cudaStreamCreate(&s), cudaSuccess);
+	assert_int_equal(cudaMalloc((void **)&p, N), cudaSuccess);
+	double t0 = now_ms();
+	assert_int_equal(gpfake_launch_fill(p, N, 0xAA, 150000, s), cudaSuccess);
+	assert_int_equal(cudaMemsetAsync(p, 0x55, N / 2, s), cudaSuccess);
+	assert_int_equal(cudaMemcpyAsync(host, p, N, cudaMemcpyDeviceToHost, s), cudaSuccess);
+	assert_int_equal(cudaStreamQuery(s), cudaErrorNotReady);
+	assert_int_equal(cudaGetLastError(), cudaSuccess);     /* NotReady is not an error */
+	assert_int_equal(p[0], 0);                              /* the fill has not landed yet */
+	assert_int_equal(cudaStreamSynchronize(s), cudaSuccess);
+	assert_true(now_ms() - t0 >= 140);
+	assert_int_equal(cudaStreamQuery(s), cudaSuccess);
+	assert_true(all_bytes(host, N / 2, 0x55));
+	assert_true(all_bytes(host + N / 2, N / 2, 0xAA));
+
+	/* Legacy stream waits for earlier work of blocking streams (sync memcpy sees the fill). */
+	assert_int_equal(gpfake_launch_fill(p, N, 0x11, 100000, s), cudaSuccess);
+	memset(host, 0, N);
+	assert_int_equal(cudaMemcpy(host, p, N, cudaMemcpyDeviceToHost), cudaSuccess);
+	assert_true(all_bytes(host, N, 0x11));
+
+	/* A non-blocking stream is not ordered with the legacy stream. */
+	cudaStream_t nb;
+	unsigned char *r;
+	assert_int_equal(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), cudaSuccess);
+	assert_int_equal(cudaMalloc((void **)&r, N), cudaSuccess);
+	assert_int_equal(gpfake_launch_fill(p, N, 0x22, 300000, nb), cudaSuccess);
+	t0 = now_ms();
+	assert_int_equal(cudaMemset(r, 0x33, N), cudaSuccess);
+	assert_true(now_ms() - t0 < 250);
+	assert_int_equal(r[N - 1], 0x33);
+	assert_int_equal(cudaStreamQuery(nb), cudaErrorNotReady);
+	assert_int_equal(cudaStreamDestroy(nb), cudaSuccess);   /* queued work still runs */
+	assert_int_equal(cudaStreamDestroy(nb), cudaErrorInvalidResourceHandle);
+	(void)cudaGetLastError();
+	assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
+	assert_int_equal(p[N - 1], 0x22);
+
+	/* Bad arguments. */
+	assert_int_equal(cudaMemsetAsync(p, 0, N + 1, s), cudaErrorInvalidValue);
+	assert_int_equal(cudaMemcpy(host, p, 1, (enum cudaMemcpyKind)9),
+	                 cudaErrorInvalidMemcpyDirection);
+	(void)cudaGetLastError();
+	assert_int_equal(cudaFree(r), cudaSuccess);
+	assert_int_equal(cudaFree(p), cudaSuccess);
+	assert_int_equal(cudaStreamDestroy(s), cudaSuccess);
+}
+
+static void test_free_is_fence(void **state)
+{
+	(void)state;
+	unsigned char *p;
+	cudaStream_t s;
+	assert_int_equal(cudaStreamCreate(&s), cudaSuccess);
+	assert_int_equal(cudaMalloc((void **)&p, 1 << 20), cudaSuccess);
+	double t0 = now_ms();
+	assert_int_equal(gpfake_launch_fill(p, 1 << 20, 0x7f, 150000, s), cudaSuccess);
+	assert_int_equal(cudaFree(p), cudaSuccess);   /* must wait for the fill, then free */
+	assert_true(now_ms() - t0 >= 140);
+	assert_int_equal(cudaStreamQuery(s), cudaSuccess);
+	assert_int_equal(gpfake_used(0), 0);
+
+	/* cudaFreeAsync: released when the stream reaches it. */
+	assert_int_equal(cudaMallocAsync((void **)&p, 1000, s), cudaSuccess);
+	assert_int_equal(gpfake_launch_fill(p, 1000, 1, 100000, s), cudaSuccess);
+	assert_int_equal(cudaFreeAsync(p, s), cudaSuccess);
+	assert_int_equal(gpfake_used(0), 1024);
+	assert_int_equal(cudaFreeAsync(p, s), cudaErrorInvalidValue);
+	assert_int_equal(cudaFree(p), cudaErrorInvalidValue);
+	(void)cudaGetLastError();
+	assert_int_equal(cudaStreamSynchronize(s), cudaSuccess);
+	assert_int_equal(gpfake_used(0), 0);
+	assert_int_equal(cudaStreamDestroy(s), cudaSuccess);
+}
+
+static void test_events(void **state)
+{
+	(void)state;
+	enum { N = 8192 };
+	unsigned char *a, *b;
+	cudaStream_t s1, s2;
+	cudaEvent_t ev, e0;
+	assert_int_equal(cudaStreamCreate(&s1), cudaSuccess);
+	assert_int_equal(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), cudaSuccess);
+	assert_int_equal(cudaEventCreate(&ev), cudaSuccess);
+	assert_int_equal(cudaEventCreate(&e0), cudaSuccess);
+	assert_int_equal(cudaEventQuery(ev), cudaSuccess);        /* never recorded */
+	assert_int_equal(cudaMalloc((void **)&a, N), cudaSuccess);
+	assert_int_equal(cudaMalloc((void **)&b, N), cudaSuccess);
+	assert_int_equal(cudaEventRecord(e0, s1), cudaSuccess);
+	assert_int_equal(gpfake_launch_fill(a, N, 0x5a, 150000, s1), cudaSuccess);
+	assert_int_equal(cudaEventRecord(ev, s1), cudaSuccess);
+	assert_int_equal(cudaEventQuery(ev), cudaErrorNotReady);
+	assert_int_equal(cudaStreamWaitEvent(s2, ev, 0), cudaSuccess);
+	assert_int_equal(cudaMemcpyAsync(b, a, N, cudaMemcpyDeviceToDevice, s2), cudaSuccess);
+	assert_int_equal(cudaStreamSynchronize(s2), cudaSuccess);
+	assert_true(all_bytes(b, N, 0x5a));
+	assert_int_equal(cudaEventQuery(ev), cudaSuccess);
+	assert_int_equal(cudaEventSynchronize(ev), cudaSuccess);
+	float ms = 0;
+	assert_int_equal(cudaEventElapsedTime(&ms, e0, ev), cudaSuccess);
+	assert_true(ms >= 140.0f);
+	/* Destroying an event with a queued record is fine. */
+	assert_int_equal(gpfake_launch_fill(a, N, 1, 20000, s1), cudaSuccess);
+	assert_int_equal(cudaEventRecord(ev, s1), cudaSuccess);
+	assert_int_equal(cudaEventDestroy(ev), cudaSuccess);
+	assert_int_equal(cudaEventDestroy(e0), cudaSuccess);
+	assert_int_equal(cudaStreamSynchronize(s1), cudaSuccess);
+	assert_int_equal(cudaFree(a), cudaSuccess);
+	assert_int_equal(cudaFree(b), cudaSuccess);
+	assert_int_equal(cudaStreamDestroy(s1), cudaSuccess);
+	assert_int_equal(cudaStreamDestroy(s2), cudaSuccess);
+}
+
+struct ids {
+	unsigned long long pt, pt0, legacy;
+};
+
+static void *get_ids(void *arg)
+{
+	struct ids *r = arg;
+	assert_int_equal(cudaStreamGetId(cudaStreamPerThread, &r->pt), cudaSuccess);
+	assert_int_equal(cudaStreamGetId_ptsz(NULL, &r->pt0), cudaSuccess);
+	assert_int_equal(cudaStreamGetId(NULL, &r->legacy), cudaSuccess);
+	return NULL;
+}
+
+static void test_per_thread_streams(void **state)
+{
+	(void)state;
+	struct ids m, t1, t2, again;
+	pthread_t th;
+	get_ids(&m);
+	get_ids(&again);
+	pthread_create(&th, NULL, get_ids, &t1);
+	pthread_join(th, NULL);
+	pthread_create(&th, NULL, get_ids, &t2);
+	pthread_join(th, NULL);
+	assert_true(m.pt == m.pt0 && m.pt == again.pt);
+	assert_true(t1.pt == t1.pt0 && t2.pt == t2.pt0);
+	assert_true(m.pt != t1.pt && m.pt != t2.pt && t1.pt != t2.pt);
+	assert_true(m.legacy == t1.legacy && m.legacy == t2.legacy);
+	assert_true(m.legacy != m.pt);
+
+	/* _ptsz with stream 0 uses the per-thread stream: a fill there is not on the legacy one. */
+	unsigned char *p;
+	assert_int_equal(cudaMalloc((void **)&p, 512), cudaSuccess);
+	assert_int_equal(cudaMemsetAsync_ptsz(p, 9, 512, NULL), cudaSuccess);
+	assert_int_equal(cudaStreamSynchronize_ptsz(NULL), cudaSuccess);
+	assert_int_equal(p[511], 9);
+	assert_int_equal(gpfake_calls("cudaMemsetAsync_ptsz"), 1);
+	assert_int_equal(cudaFreeAsync_ptsz(p, NULL), cudaSuccess);
+	assert_int_equal(cudaStreamSynchronize(cudaStreamPerThread), cudaSuccess);
+}
+
+static void test_capture(void **state)
+{
+	(void)state;
+	unsigned char *p;
+	cudaStream_t s;
+	cudaGraph_t g = (cudaGraph_t)1;
+	enum cudaStreamCaptureStatus st;
+	assert_int_equal(cudaStreamCreate(&s), cudaSuccess);
+	assert_int_equal(cudaMalloc((void **)&p, 1024), cudaSuccess);
+
+	/* DeviceSynchronize during a global capture fails and invalidates it. */
+	assert_int_equal(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+	assert_int_equal(cudaStreamIsCapturing(s, &st), cudaSuccess);
+	assert_int_equal(st, cudaStreamCaptureStatusActive);
+	assert_int_equal(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal),
+	                 cudaErrorIllegalState);
+	assert_int_equal(cudaMemsetAsync(p, 3, 1024, s), cudaSuccess);
+	assert_int_equal(cudaStreamIsCapturing(NULL, &st), cudaErrorStreamCaptureImplicit);
+	assert_int_equal(cudaDeviceSynchronize(), cudaErrorStreamCaptureUnsupported);
+	assert_int_equal(cudaGetLastError(), cudaErrorStreamCaptureUnsupported);
+	assert_int_equal(cudaStreamIsCapturing(s, &st), cudaSuccess);
+	assert_int_equal(st, cudaStreamCaptureStatusInvalidated);
+	assert_int_equal(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+	assert_null(g);
+	assert_int_equal(p[0], 0);                       /* captured work never ran */
+
+	/* cudaMalloc and cudaFree are unsafe during a global capture too. */
+	void *q;
+	assert_int_equal(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+	assert_int_equal(cudaMalloc(&q, 16), cudaErrorStreamCaptureUnsupported);
+	assert_int_equal(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+	assert_int_equal(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+	assert_int_equal(cudaFree(p), cudaErrorStreamCaptureUnsupported);
+	assert_int_equal(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+
+	/* Relaxed mode allows them. */
+	assert_int_equal(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess);
+	assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
+	assert_int_equal(cudaStreamEndCapture(s, &g), cudaSuccess);
+	assert_int_equal(cudaGraphDestroy(g), cudaSuccess);
+
+	/* A clean capture gives a graph that replays the work. */
+	assert_int_equal(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+	assert_int_equal(cudaMemsetAsync(p, 4, 1024, s), cudaSuccess);
+	assert_int_equal(gpfake_launch_fill(p, 10, 5, 1000, s), cudaSuccess);
+	assert_int_equal(cudaStreamEndCapture(s, &g), cudaSuccess);
+	assert_non_null(g);
+	assert_int_equal(p[0], 0);
+	cudaGraphExec_t x;
+	assert_int_equal(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
+	assert_int_equal(cudaGraphDestroy(g), cudaSuccess);
+	assert_int_equal(cudaGraphLaunch(x, s), cudaSuccess);
+	assert_int_equal(cudaStreamSynchronize(s), cudaSuccess);
+	assert_int_equal(p[0], 5);
+	assert_int_equal(p[10], 4);
+	assert_int_equal(cudaGraphExecDestroy(x), cudaSuccess);
+	assert_int_equal(cudaStreamEndCapture(s, &g), cudaErrorIllegalState);
+	assert_int_equal(cudaStreamBeginCapture(NULL, cudaStreamCaptureModeGlobal),
+	                 cudaErrorStreamCaptureUnsupported);
+	(void)cudaGetLastError();
+	assert_int_equal(cudaFree(p), cudaSuccess);
+	assert_int_equal(cudaStreamDestroy(s), cudaSuccess);
+}
+
+static void test_ipc(void **state)
+{
+	(void)state;
+	char *p;
+	void *o = NULL;
+	cudaIpcMemHandle_t h;
+	assert_int_equal(cudaMalloc((void **)&p, 1 << 16), cudaSuccess);
+	assert_int_equal(cudaIpcGetMemHandle(&h, p + 4096), cudaSuccess);
+	assert_int_equal(cudaIpcOpenMemHandle(&o, h, cudaIpcMemLazyEnablePeerAccess), cudaSuccess);
+	assert_ptr_equal(o, p);                          /* the whole allocation, not p + 4096 */
+	assert_int_equal(cudaIpcCloseMemHandle(o), cudaSuccess);
+	assert_int_equal(cudaIpcCloseMemHandle(o), cudaErrorInvalidValue);
+	int local;
+	assert_int_equal(cudaIpcGetMemHandle(&h, &local), cudaErrorInvalidValue);
+	(void)cudaGetLastError();
+	assert_int_equal(cudaFree(p), cudaSuccess);
+}
+
+static void test_counters_and_injection(void **state)
+{
+	(void)state;
+	void *p = (void *)1, *q;
+	typedef unsigned long (*calls_fn)(const char *);
+	calls_fn f = (calls_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "gpfake_calls");
+	assert_non_null(f);
+	gpfake_reset_counters();
+	assert_int_equal(gpfake_calls("cudaMalloc"), 0);
+	assert_int_equal(gpfake_fail_nth("cudaMalloc", 2, cudaErrorMemoryAllocation), 0);
+	assert_int_equal(gpfake_fail_nth("noSuchFunction", 1, cudaErrorUnknown), -1);
+	assert_int_equal(cudaMalloc(&q, 100), cudaSuccess);
+	size_t used = gpfake_used(0);
+	assert_int_equal(cudaMalloc(&p, 100), cudaErrorMemoryAllocation);
+	assert_ptr_equal(p, (void *)1);                  /* no side effects */
+	assert_int_equal(gpfake_used(0), used);
+	assert_int_equal(cudaGetLastError(), cudaErrorMemoryAllocation);
+	assert_int_equal(cudaMalloc(&p, 100), cudaSuccess);
+	assert_int_equal(f("cudaMalloc"), 3);
+	assert_int_equal(gpfake_fail_nth("cudaFree", 1, cudaErrorIllegalAddress), 0);
+	assert_int_equal(cudaFree(p), cudaErrorIllegalAddress);
+	assert_int_equal(cudaGetLastError(), cudaErrorIllegalAddress);
+	assert_int_equal(cudaFree(p), cudaSuccess);
+	assert_int_equal(cudaFree(q), cudaSuccess);
+	assert_int_equal(gpfake_calls("cudaFree"), 3);
+	assert_int_equal(gpfake_calls("cudaMallocAsync"), 0);
+	gpfake_reset_counters();
+	assert_int_equal(gpfake_calls("cudaFree"), 0);
+}
+
+/* Several threads, each on its own per-thread stream, with allocation, copies and async frees
+ * interleaved: every thread must read back exactly its own bytes. */
+static void *stress_thread(void *arg)
+{
+	unsigned char tag = (unsigned char)(uintptr_t)arg;
+	unsigned char host[3000];
+	int bad = 0;
+	for (int i = 0; i < 200; i++) {
+		unsigned char *p = NULL;
+		size_t n = 100 + (size_t)(i * 13 % 2900);
+		if (cudaMallocAsync_ptsz((void **)&p, n, NULL) != cudaSuccess)
+			return (void *)1;
+		cudaMemsetAsync_ptsz(p, tag, n, NULL);
+		if (i % 7 == 0)
+			gpfake_launch_fill(p, n / 2, (unsigned char)(tag + 1), 100, cudaStreamPerThread);
+		cudaMemcpyAsync_ptsz(host, p, n, cudaMemcpyDeviceToHost, NULL);
+		cudaFreeAsync_ptsz(p, NULL);
+		cudaStreamSynchronize(cudaStreamPerThread);
+		if (!all_bytes(host + n / 2, n - n / 2, tag) ||
+		    !all_bytes(host, n / 2, i % 7 == 0 ? (unsigned char)(tag + 1) : tag))
+			bad++;
+	}
+	return (void *)(uintptr_t)bad;
+}
+
+static void test_threads(void **state)
+{
+	(void)state;
+	pthread_t t[6];
+	for (uintptr_t i = 0; i < 6; i++)
+		pthread_create(&t[i], NULL, stress_thread, (void *)(i * 16 + 3));
+	for (int i = 0; i < 6; i++) {
+		void *r;
+		pthread_join(t[i], &r);
+		assert_null(r);
+	}
+	assert_int_equal(gpfake_used(0), 0);
+}
+
+/* Run this program again as a child with FAKECUDA_* set; it checks itself (child_main). */
+static void test_env_injection(void **state)
+{
+	(void)state;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setenv("FAKECUDA_FAIL", "cudaMalloc:3,cudaMemGetInfo:1:cudaErrorInvalidDevice", 1);
+		setenv("FAKECUDA_DEVICES", "3", 1);
+		setenv("FAKECUDA_CAPACITY", "1M", 1);
+		execl("/proc/self/exe", "test-fake", "--child", (char *)NULL);
+		_exit(127);
+	}
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static int child_main(void)
+{
+	int fails = 0, n = 0;
+	void *p[4] = { 0 };
+	size_t fr = 0, tot = 0;
+#define CHILD_CHECK(c) do { if (!(c)) { fprintf(stderr, "child: %s failed\n", #c); fails++; } } while (0)
+	CHILD_CHECK(cudaGetDeviceCount(&n) == cudaSuccess && n == 3);
+	CHILD_CHECK(cudaMemGetInfo(&fr, &tot) == cudaErrorInvalidDevice);
+	CHILD_CHECK(cudaMemGetInfo(&fr, &tot) == cudaSuccess && tot == (1u << 20));
+	CHILD_CHECK(cudaMalloc(&p[0], 1000) == cudaSuccess);
+	CHILD_CHECK(cudaMalloc(&p[1], 1000) == cudaSuccess);
+	CHILD_CHECK(cudaMalloc(&p[2], 1000) == cudaErrorMemoryAllocation);
+	CHILD_CHECK(cudaGetLastError() == cudaErrorMemoryAllocation);
+	CHILD_CHECK(cudaMalloc(&p[3], 1000) == cudaSuccess);
+	CHILD_CHECK(cudaMalloc(&p[2], (1u << 20)) == cudaErrorMemoryAllocation);
+	CHILD_CHECK(gpfake_calls("cudaMalloc") == 5);
+	for (int i = 0; i < 4; i++)
+		if (i != 2)
+			CHILD_CHECK(cudaFree(p[i]) == cudaSuccess);
+	return fails ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "--child") == 0)
+		return child_main();
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_memory_and_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fill_stream_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_free_is_fence, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_events, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_per_thread_streams, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_capture, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ipc, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_counters_and_injection, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_env_injection, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,650 @@
+/* Unit tests of config.c: defaults, every knob, every kind of bad value (default kept,
+ * cfg->bad set, exactly one log line naming the variable and the value), strict mode, the
+ * standalone switches, and docs/knobs.md against gp_config_print_knobs().
+ * Depends on config.c and log.c only. Run with --print-knobs to regenerate the table. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "log.h"
+
+#define MIB ((size_t)1 << 20)
+
+/* The fake environment the parser reads. */
+static const char *env_conf, *env_disable, *env_report, *env_log;
+
+static const char *fake_getenv(const char *name)
+{
+	if (strcmp(name, "GPUPOOL_CONF") == 0)
+		return env_conf;
+	if (strcmp(name, "GPUPOOL_DISABLE") == 0)
+		return env_disable;
+	if (strcmp(name, "GPUPOOL_REPORT") == 0)
+		return env_report;
+	if (strcmp(name, "GPUPOOL_LOG") == 0)
+		return env_log;
+	return NULL;
+}
+
+static int reset_env(void **state)
+{
+	(void)state;
+	env_conf = env_disable = env_report = env_log = NULL;
+	return 0;
+}
+
+/* What gp_log wrote to fd 2 during the last parse. */
+static char logbuf[8192];
+
+static int parse_capture(struct gp_config *cfg)
+{
+	FILE *tmp = tmpfile();
+	assert_non_null(tmp);
+	fflush(stderr);
+	int saved = dup(2);
+	assert_true(saved >= 0);
+	assert_true(dup2(fileno(tmp), 2) >= 0);
+	int rc = gp_config_parse(cfg, fake_getenv);
+	assert_true(dup2(saved, 2) >= 0);
+	close(saved);
+	rewind(tmp);
+	size_t n = fread(logbuf, 1, sizeof logbuf - 1, tmp);
+	logbuf[n] = '\0';
+	fclose(tmp);
+	return rc;
+}
+
+static int log_lines(void)
+{
+	int n = 0;
+	for (const char *p = logbuf; *p; p++)
+		n += *p == '\n';
+	return n;
+}
+
+static void assert_log_has(const char *needle)
+{
+	if (!strstr(logbuf, needle))
+		fail_msg("log lacks \"%s\":\n%s", needle, logbuf);
+}
+
+/* All knobs at their documented defaults (bad aside). */
+static void assert_defaults(const struct gp_config *c)
+{
+	assert_false(c->disable);
+	assert_false(c->strict);
+	assert_int_equal(c->log_level, GP_LOG_WARN);
+	assert_int_equal(c->limit_bytes, 0);
+	assert_int_equal(c->limit_percent, 0);
+	assert_int_equal(c->round, 512);
+	assert_int_equal(c->small_max, 1 * MIB);
+	assert_int_equal(c->small_segment, 2 * MIB);
+	assert_int_equal(c->medium_max, 10 * MIB);
+	assert_int_equal(c->medium_segment, 20 * MIB);
+	assert_int_equal(c->large_round, 2 * MIB);
+	assert_true(c->max_split_size == SIZE_MAX);
+	assert_true(c->release_threshold == SIZE_MAX);
+	assert_int_equal(c->fence, GP_FENCE_THREAD);
+	assert_int_equal(c->fence_interval_us, 50);
+	assert_string_equal(c->report, "stderr");
+	assert_int_equal(c->report_format, GP_REPORT_TEXT);
+	assert_true(c->stats_page);
+	assert_string_equal(c->trace, "");
+	assert_false(c->check);
+}
+
+static void test_defaults(void **state)
+{
+	(void)state;
+	struct gp_config c;
+	assert_int_equal(parse_capture(&c), 0);
+	assert_defaults(&c);
+	assert_false(c.bad);
+	assert_int_equal(log_lines(), 0);
+	env_conf = "  ";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_defaults(&c);
+	assert_false(c.bad);
+	assert_int_equal(log_lines(), 0);
+}
+
+static void test_every_key_valid(void **state)
+{
+	(void)state;
+	struct gp_config c;
+	env_conf = "limit:40G,round:1K,small_max:512K,small_segment:4M,medium_max:8M,medium_segment:16M,"
+		   "large_round:4M,max_split_size:256M,release_threshold:8G,fence:sync,fence_interval_us:200,"
+		   "report:/tmp/r.txt,report_format:json,log:debug,strict:1,stats_page:0,trace:/tmp/t.bin,check:true";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_int_equal(log_lines(), 0);
+	assert_false(c.bad);
+	assert_int_equal(c.limit_bytes, (size_t)40 << 30);
+	assert_int_equal(c.limit_percent, 0);
+	assert_int_equal(c.round, 1024);
+	assert_int_equal(c.small_max, 512 * 1024);
+	assert_int_equal(c.small_segment, 4 * MIB);
+	assert_int_equal(c.medium_max, 8 * MIB);
+	assert_int_equal(c.medium_segment, 16 * MIB);
+	assert_int_equal(c.large_round, 4 * MIB);
+	assert_int_equal(c.max_split_size, 256 * MIB);
+	assert_int_equal(c.release_threshold, (size_t)8 << 30);
+	assert_int_equal(c.fence, GP_FENCE_SYNC);
+	assert_int_equal(c.fence_interval_us, 200);
+	assert_string_equal(c.report, "/tmp/r.txt");
+	assert_int_equal(c.report_format, GP_REPORT_JSON);
+	assert_int_equal(c.log_level, GP_LOG_DEBUG);
+	assert_true(c.strict);
+	assert_false(c.stats_page);
+	assert_string_equal(c.trace, "/tmp/t.bin");
+	assert_true(c.check);
+	assert_false(c.disable);
+}
+
+static void test_more_valid_values(void **state)
+{
+	(void)state;
+	struct gp_config c;
+	env_conf = " limit : 80% , fence:inline,release_threshold:0, max_split_size:20M ,log:WARN,trace:none,";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_int_equal(log_lines(), 0);
+	assert_false(c.bad);
+	assert_int_equal(c.limit_percent, 80);
+	assert_int_equal(c.limit_bytes, 0);
+	assert_int_equal(c.fence, GP_FENCE_INLINE);
+	assert_int_equal(c.release_threshold, 0);
+	assert_int_equal(c.max_split_size, 20 * MIB);
+	assert_int_equal(c.log_level, GP_LOG_WARN);
+	assert_string_equal(c.trace, "");
+
+	env_conf = "limit:100%,max_split_size:none,report:none";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_int_equal(c.limit_percent, 100);
+	assert_true(c.max_split_size == SIZE_MAX);
+	assert_string_equal(c.report, "none");
+
+	env_conf = "limit:0,report:-,report_format:text";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_int_equal(c.limit_bytes, 0);
+	assert_int_equal(c.limit_percent, 0);
+	assert_string_equal(c.report, "stdout");
+	assert_false(c.bad);
+}
+
+static void test_empty_items_tolerated(void **state)
+{
+	(void)state;
+	struct gp_config c;
+	env_conf = ",limit:1G,,round:2K, ,";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_int_equal(log_lines(), 0);
+	assert_false(c.bad);
+	assert_int_equal(c.limit_bytes, (size_t)1 << 30);
+	assert_int_equal(c.round, 2048);
+}
+
+static void test_parse_size(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *s;
+		size_t v;
+	} good[] = {
+		{"512", 512}, {"0", 0}, {"4096B", 4096}, {"64K", 65536}, {"64k", 65536}, {"2MiB", 2 * MIB},
+		{"2mib", 2 * MIB}, {"2MB", 2 * MIB}, {"1.5G", (size_t)3 << 29}, {"0.5K", 512}, {" 7M ", 7 * MIB},
+		{"1T", (size_t)1 << 40}, {"1.0", 1}, {"18446744073709551615", SIZE_MAX}, {"16383.999999T", 0},
+	};
+	static const char *const bad[] = {
+		"", " ", "-1", "+1", "K", "1Q", "12Q", "1.5", "1.", ".5", "1 K", "1KK", "1Ki", "1KiBx", "1e3",
+		"0x10", "18446744073709551616", "16777216T", "99999999999999999999999G", "1,5G", "1B2",
+	};
+	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+		size_t v = 12345;
+		if (gp_config_parse_size(good[i].s, &v) != 0)
+			fail_msg("\"%s\" rejected", good[i].s);
+		if (good[i].v && v != good[i].v)
+			fail_msg("\"%s\" -> %zu, expected %zu", good[i].s, v, good[i].v);
+	}
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		size_t v = 12345;
+		if (gp_config_parse_size(bad[i], &v) != -EINVAL)
+			fail_msg("\"%s\" accepted as %zu", bad[i], v);
+		assert_int_equal(v, 12345);
+	}
+	assert_int_equal(gp_config_parse_size(NULL, NULL), -EINVAL);
+}
+
+/* One bad item in GPUPOOL_CONF: rc 0, defaults kept, bad set, exactly one line naming
+ * GPUPOOL_CONF and `needle` (the item as the user wrote it). */
+static void check_one_bad(const char *conf, const char *needle)
+{
+	struct gp_config c;
+	env_conf = conf;
+	assert_int_equal(parse_capture(&c), 0);
+	assert_true(c.bad);
+	assert_defaults(&c);
+	if (log_lines() != 1)
+		fail_msg("GPUPOOL_CONF=%s: expected one line, got:\n%s", conf, logbuf);
+	assert_log_has("gpupool: warning: GPUPOOL_CONF: ");
+	assert_log_has(needle);
+}
+
+static void test_bad_size(void **state)
+{
+	(void)state;
+	check_one_bad("limit:12Q", "limit:12Q: expected a size");
+	assert_log_has("using the default (none)");
+}
+
+static void test_bad_suffix(void **state)
+{
+	(void)state;
+	check_one_bad("release_threshold:8X", "release_threshold:8X: expected a size");
+}
+
+static void test_trailing_garbage(void **state)
+{
+	(void)state;
+	check_one_bad("small_max:1Mfoo", "small_max:1Mfoo: expected");
+	assert_log_has("using the default (1M)");
+}
+
+static void test_overflow(void **state)
+{
+	(void)state;
+	check_one_bad("limit:99999999999T", "limit:99999999999T");
+}
+
+static void test_negative(void **state)
+{
+	(void)state;
+	check_one_bad("release_threshold:-1G", "release_threshold:-1G");
+}
+
+static void test_empty_value(void **state)
+{
+	(void)state;
+	check_one_bad("limit:", "limit:: expected");
+}
+
+static void test_percent_out_of_range(void **state)
+{
+	(void)state;
+	check_one_bad("limit:101%", "limit:101%: expected");
+	check_one_bad("limit:0%", "limit:0%");
+	check_one_bad("limit:50.5%", "limit:50.5%");
+}
+
+static void test_unknown_key(void **state)
+{
+	(void)state;
+	check_one_bad("limt:40G", "limt:40G: unknown key");
+	assert_log_has("ignoring this item");
+	assert_log_has("max_split_size");
+}
+
+static void test_bad_enum(void **state)
+{
+	(void)state;
+	check_one_bad("fence:sometimes", "fence:sometimes: expected thread, inline or sync");
+	check_one_bad("report_format:xml", "report_format:xml");
+	check_one_bad("log:loud", "log:loud");
+}
+
+static void test_bad_bool(void **state)
+{
+	(void)state;
+	check_one_bad("stats_page:maybe", "stats_page:maybe: expected a boolean");
+	assert_log_has("using the default (1)");
+	check_one_bad("check:2", "check:2");
+}
+
+static void test_bad_uint(void **state)
+{
+	(void)state;
+	check_one_bad("fence_interval_us:1000001", "fence_interval_us:1000001");
+	check_one_bad("fence_interval_us:5ms", "fence_interval_us:5ms");
+}
+
+static void test_missing_colon(void **state)
+{
+	(void)state;
+	check_one_bad("limit40G", "limit40G: expected key:value");
+}
+
+static void test_round_not_power_of_two(void **state)
+{
+	(void)state;
+	check_one_bad("round:768", "round:768: expected a power of two");
+	check_one_bad("round:256", "round:256");
+	check_one_bad("round:4M", "round:4M");
+}
+
+static void test_max_split_below_20m(void **state)
+{
+	(void)state;
+	check_one_bad("max_split_size:16M", "max_split_size:16M: expected a size of at least 20M");
+}
+
+static void test_conflicting_segments(void **state)
+{
+	(void)state;
+	check_one_bad("small_max:4M", "small_max:4M, small_segment:2M");
+	assert_log_has("using the defaults (small_max:1M, small_segment:2M)");
+	check_one_bad("medium_max:30M", "medium_max:30M, medium_segment:20M");
+	check_one_bad("small_segment:3K", "small_segment:3K");
+	check_one_bad("small_max:16M,small_segment:16M,medium_max:12M", "small_max:16M, medium_max:12M");
+
+	struct gp_config c;
+	env_conf = "round:2M,large_round:3M";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_true(c.bad);
+	assert_int_equal(log_lines(), 1);
+	assert_log_has("GPUPOOL_CONF: large_round:3M, round:2M: expected large_round a multiple of round; "
+		       "using the default (large_round:2M)");
+	assert_int_equal(c.round, 2 * MIB);
+	assert_int_equal(c.large_round, 2 * MIB);
+
+	/* A good group survives a conflict in another group. */
+	env_conf = "small_max:4M,medium_max:16M,medium_segment:32M";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_true(c.bad);
+	assert_int_equal(log_lines(), 1);
+	assert_int_equal(c.small_max, 1 * MIB);
+	assert_int_equal(c.medium_max, 16 * MIB);
+	assert_int_equal(c.medium_segment, 32 * MIB);
+}
+
+static void test_too_long(void **state)
+{
+	(void)state;
+	static char big[6000];
+	memset(big, 'x', sizeof big - 1);
+	memcpy(big, "limit:1G,", 9);
+	check_one_bad(big, "limit:1G,xxx");
+	assert_log_has("longer than 4096 characters");
+	assert_null(strstr(logbuf, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"));
+}
+
+static void test_long_value_quoted_short(void **state)
+{
+	(void)state;
+	static char v[3000];
+	memcpy(v, "trace:", 6);
+	memset(v + 6, 'p', sizeof v - 7);
+	check_one_bad(v, "trace:ppp");
+	assert_log_has("...");
+}
+
+static void test_duplicate_key(void **state)
+{
+	(void)state;
+	struct gp_config c;
+	env_conf = "limit:1G,round:1K,limit:2G";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_false(c.bad);
+	assert_int_equal(log_lines(), 1);
+	assert_log_has("GPUPOOL_CONF: limit given more than once; the last one wins (limit:2G)");
+	assert_int_equal(c.limit_bytes, (size_t)2 << 30);
+}
+
+static void test_bad_after_good_duplicate_gives_default(void **state)
+{
+	(void)state;
+	struct gp_config c;
+	env_conf = "limit:1G,limit:junk";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_true(c.bad);
+	assert_int_equal(log_lines(), 2);
+	assert_int_equal(c.limit_bytes, 0);
+}
+
+static void test_strict(void **state)
+{
+	(void)state;
+	struct gp_config c;
+	env_conf = "limit:12Q,round:1K,strict:1";
+	assert_int_equal(parse_capture(&c), -EINVAL);
+	assert_true(c.bad);
+	assert_true(c.strict);
+	assert_int_equal(log_lines(), 1);
+	assert_log_has("GPUPOOL_CONF: limit:12Q: expected a size");
+	assert_log_has("strict mode: the pool is disabled and every hooked CUDA allocation call will fail");
+
+	env_conf = "strict:yes,limit:1G";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_true(c.strict);
+	assert_false(c.bad);
+	assert_int_equal(log_lines(), 0);
+
+	/* A bad standalone variable counts too. */
+	env_conf = "strict:true";
+	env_disable = "perhaps";
+	assert_int_equal(parse_capture(&c), -EINVAL);
+	assert_int_equal(log_lines(), 1);
+	assert_log_has("GPUPOOL_DISABLE=perhaps: expected a boolean");
+	assert_log_has("strict mode");
+
+	/* A geometry conflict too. */
+	env_disable = NULL;
+	env_conf = "small_max:4M,strict:1";
+	assert_int_equal(parse_capture(&c), -EINVAL);
+	assert_int_equal(log_lines(), 1);
+
+	/* A bad strict value is itself bad, and strict stays off. */
+	env_conf = "strict:sure";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_false(c.strict);
+	assert_true(c.bad);
+	assert_int_equal(log_lines(), 1);
+}
+
+static void test_disable(void **state)
+{
+	(void)state;
+	static const char *const on[] = {"1", "true", "yes", "YES", " on "};
+	static const char *const off[] = {"0", "false", "no", "", "  "};
+	struct gp_config c;
+	for (size_t i = 0; i < 5; i++) {
+		env_disable = on[i];
+		assert_int_equal(parse_capture(&c), 0);
+		assert_true(c.disable);
+		assert_false(c.bad);
+		env_disable = off[i];
+		assert_int_equal(parse_capture(&c), 0);
+		assert_false(c.disable);
+		assert_false(c.bad);
+		assert_int_equal(log_lines(), 0);
+	}
+	env_disable = "maybe";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_false(c.disable);
+	assert_true(c.bad);
+	assert_int_equal(log_lines(), 1);
+	assert_log_has("gpupool: warning: GPUPOOL_DISABLE=maybe: expected a boolean: 1, 0, true, false, yes, no; "
+		       "using the default (0)");
+}
+
+static void test_report(void **state)
+{
+	(void)state;
+	struct gp_config c;
+	env_report = "/tmp/gpupool-report.json";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_string_equal(c.report, "/tmp/gpupool-report.json");
+	assert_int_equal(c.report_format, GP_REPORT_JSON);
+
+	/* The standalone variable wins over the key; an explicit format wins over the suffix. */
+	env_conf = "report:/tmp/other.txt,report_format:text";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_string_equal(c.report, "/tmp/gpupool-report.json");
+	assert_int_equal(c.report_format, GP_REPORT_TEXT);
+	assert_int_equal(log_lines(), 0);
+
+	env_conf = "report:/tmp/other.JSON";
+	env_report = "none";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_string_equal(c.report, "none");
+	assert_int_equal(c.report_format, GP_REPORT_TEXT);
+
+	env_conf = NULL;
+	env_report = "-";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_string_equal(c.report, "stdout");
+
+	/* A bad standalone value leaves the GPUPOOL_CONF value in place. */
+	static char longpath[400];
+	memset(longpath, 'a', sizeof longpath - 1);
+	env_conf = "report:/tmp/r.txt";
+	env_report = longpath;
+	assert_int_equal(parse_capture(&c), 0);
+	assert_true(c.bad);
+	assert_string_equal(c.report, "/tmp/r.txt");
+	assert_int_equal(log_lines(), 1);
+	assert_log_has("GPUPOOL_REPORT=aaaa");
+}
+
+static void test_log_level(void **state)
+{
+	(void)state;
+	struct gp_config c;
+	env_log = "debug";
+	env_conf = "log:error";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_int_equal(c.log_level, GP_LOG_DEBUG);
+	env_log = "Info";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_int_equal(c.log_level, GP_LOG_INFO);
+	env_log = "chatty";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_int_equal(c.log_level, GP_LOG_ERROR); /* the key's value stays */
+	assert_true(c.bad);
+	assert_int_equal(log_lines(), 1);
+	assert_log_has("GPUPOOL_LOG=chatty: expected error, warning, info or debug");
+}
+
+/* ---- the documentation ---- */
+
+static void print_knobs_to(char *buf, size_t size)
+{
+	FILE *f = tmpfile();
+	assert_non_null(f);
+	gp_config_print_knobs(f);
+	rewind(f);
+	size_t n = fread(buf, 1, size - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	assert_true(n < size - 1);
+}
+
+static FILE *open_doc(void)
+{
+	char path[1024];
+	const char *dir = getenv("GP_SOURCE_DIR");
+#ifdef GP_SOURCE_DIR
+	if (!dir)
+		dir = GP_SOURCE_DIR;
+#endif
+	if (dir) {
+		snprintf(path, sizeof path, "%s/docs/knobs.md", dir);
+		return fopen(path, "r");
+	}
+	/* __FILE__ is .../tests/unit/test_config.c, absolute or relative to the build dir
+	 * (meson runs tests from there). */
+	snprintf(path, sizeof path, "%s", __FILE__);
+	char *cut = strstr(path, "tests/unit/test_config.c");
+	if (!cut)
+		return NULL;
+	snprintf(cut, sizeof path - (size_t)(cut - path), "docs/knobs.md");
+	return fopen(path, "r");
+}
+
+static void test_doc_matches_table(void **state)
+{
+	(void)state;
+	static char table[16384], doc[65536];
+	print_knobs_to(table, sizeof table);
+	FILE *f = open_doc();
+	if (!f)
+		fail_msg("docs/knobs.md not found: set GP_SOURCE_DIR to the source tree");
+	size_t n = fread(doc, 1, sizeof doc - 1, f);
+	doc[n] = '\0';
+	fclose(f);
+	char *begin = strstr(doc, "<!-- knobs:begin -->\n");
+	char *end = strstr(doc, "<!-- knobs:end -->");
+	assert_non_null(begin);
+	assert_non_null(end);
+	begin += strlen("<!-- knobs:begin -->\n");
+	assert_true(end >= begin);
+	*end = '\0';
+	if (strcmp(begin, table) != 0)
+		fail_msg("docs/knobs.md is stale; regenerate with: test_config --print-knobs");
+}
+
+static void test_table_rows(void **state)
+{
+	(void)state;
+	static char table[16384];
+	print_knobs_to(table, sizeof table);
+	static const char *const names[] = {
+		"GPUPOOL_CONF", "GPUPOOL_DISABLE", "GPUPOOL_REPORT", "GPUPOOL_LOG", "limit", "round", "small_max",
+		"small_segment", "medium_max", "medium_segment", "large_round", "max_split_size", "release_threshold",
+		"fence", "fence_interval_us", "report", "report_format", "log", "strict", "stats_page", "trace", "check",
+	};
+	char row[64];
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		snprintf(row, sizeof row, "\n| `%s` |", names[i]);
+		if (!strstr(table, row))
+			fail_msg("no row for %s", names[i]);
+	}
+	assert_string_equal(strstr(table, "| knob | default | range | effect |\n"), table);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "--print-knobs") == 0) {
+		gp_config_print_knobs(stdout);
+		return 0;
+	}
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_defaults, reset_env),
+		cmocka_unit_test_setup(test_every_key_valid, reset_env),
+		cmocka_unit_test_setup(test_more_valid_values, reset_env),
+		cmocka_unit_test_setup(test_empty_items_tolerated, reset_env),
+		cmocka_unit_test_setup(test_parse_size, reset_env),
+		cmocka_unit_test_setup(test_bad_size, reset_env),
+		cmocka_unit_test_setup(test_bad_suffix, reset_env),
+		cmocka_unit_test_setup(test_trailing_garbage, reset_env),
+		cmocka_unit_test_setup(test_overflow, reset_env),
+		cmocka_unit_test_setup(test_negative, reset_env),
+		cmocka_unit_test_setup(test_empty_value, reset_env),
+		cmocka_unit_test_setup(test_percent_out_of_range, reset_env),
+		cmocka_unit_test_setup(test_unknown_key, reset_env),
+		cmocka_unit_test_setup(test_bad_enum, reset_env),
+		cmocka_unit_test_setup(test_bad_bool, reset_env),
+		cmocka_unit_test_setup(test_bad_uint, reset_env),
+		cmocka_unit_test_setup(test_missing_colon, reset_env),
+		cmocka_unit_test_setup(test_round_not_power_of_two, reset_env),
+		cmocka_unit_test_setup(test_max_split_below_20m, reset_env),
+		cmocka_unit_test_setup(test_conflicting_segments, reset_env),
+		cmocka_unit_test_setup(test_too_long, reset_env),
+		cmocka_unit_test_setup(test_long_value_quoted_short, reset_env),
+		cmocka_unit_test_setup(test_duplicate_key, reset_env),
+		cmocka_unit_test_setup(test_bad_after_good_duplicate_gives_default, reset_env),
+		cmocka_unit_test_setup(test_strict, reset_env),
+		cmocka_unit_test_setup(test_disable, reset_env),
+		cmocka_unit_test_setup(test_report, reset_env),
+		cmocka_unit_test_setup(test_log_level, reset_env),
+		cmocka_unit_test_setup(test_table_rows, reset_env),
+		cmocka_unit_test_setup(test_doc_matches_table, reset_env),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,392 @@
+/* Tests of the formatter (format.c) on synthetic pages: the table, the detail view, the
+ * exit report, JSON read back by python3's json module, and Prometheus text parsed back
+ * line by line against the exposition grammar with every value compared to the page. */
+#include <errno.h>
+#include <regex.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "format.h"
+#include "statpage.h"
+
+struct field {
+	const char *name;
+	bool bytes, gauge;
+	size_t off, peak_off;
+};
+#define T_GAUGE_(n, u, h) {#n, #u[0] == 'b', true, offsetof(struct gpupool_device_stats, n), \
+		offsetof(struct gpupool_device_stats, n##_peak)},
+#define T_COUNTER_(n, u, h) {#n, #u[0] == 'b', false, offsetof(struct gpupool_device_stats, n), 0},
+static const struct field fields[] = {GPUPOOL_GAUGES(T_GAUGE_) GPUPOOL_COUNTERS(T_COUNTER_)};
+#define NFIELDS (sizeof fields / sizeof fields[0])
+
+static uint64_t get(const struct gpupool_device_stats *s, size_t off)
+{
+	uint64_t v;
+	memcpy(&v, (const char *)s + off, sizeof v);
+	return v;
+}
+
+static void set(struct gpupool_device_stats *s, size_t off, uint64_t v) { memcpy((char *)s + off, &v, sizeof v); }
+
+static struct gpupool_page pages[2];
+static struct gp_format_proc procs[2];
+static char out[1 << 20];
+
+/* Two processes: pid 4242 "train" with devices 0 and 3 (distinct values in every field),
+ * pid 77 with an awkward comm and one inconsistent slot; pid 77 is stale. */
+static int setup(void **state)
+{
+	(void)state;
+	memset(pages, 0, sizeof pages);
+	for (int p = 0; p < 2; p++) {
+		gp_statpage_init(&pages[p]);
+		pages[p].pid = p ? 77 : 4242;
+		struct gpupool_device_stats *s0 = gp_statpage_slot(&pages[p], 0);
+		struct gpupool_device_stats *s1 = gp_statpage_slot(&pages[p], 3);
+		assert_non_null(s0);
+		assert_non_null(s1);
+		for (size_t i = 0; i < NFIELDS; i++) {
+			for (int d = 0; d < 2; d++) {
+				struct gpupool_device_stats *s = d ? s1 : s0;
+				uint64_t v = (uint64_t)(p * 1000000 + d * 100000 + (int)i * 100 + 1);
+				if (fields[i].bytes)
+					v <<= 20;
+				set(s, fields[i].off, v);
+				if (fields[i].gauge)
+					set(s, fields[i].peak_off, v * 2);
+			}
+		}
+		s0->limit_bytes = 40ull << 30;
+	}
+	/* reserved 1.5 GiB on pid 4242 device 0 for the table */
+	pages[0].dev[0].reserved_bytes = 3ull << 29;
+	memcpy(pages[0].comm, "train", 6);
+	memcpy(pages[1].comm, "we\"ird\\x\n\xff", 11);
+	procs[0] = (struct gp_format_proc){&pages[0], false, 0};
+	procs[1] = (struct gp_format_proc){&pages[1], false, 1u << 1};
+	return 0;
+}
+
+static void test_bytes(void **state)
+{
+	(void)state;
+	char b[16];
+	assert_string_equal(gp_format_bytes(b, sizeof b, 0), "0 B");
+	assert_string_equal(gp_format_bytes(b, sizeof b, 1023), "1023 B");
+	assert_string_equal(gp_format_bytes(b, sizeof b, 1024), "1.0 KiB");
+	assert_string_equal(gp_format_bytes(b, sizeof b, 3ull << 29), "1.5 GiB");
+	assert_string_equal(gp_format_bytes(b, sizeof b, (1ull << 30) - 1), "1.0 GiB");
+	assert_string_equal(gp_format_bytes(b, sizeof b, UINT64_MAX), "16.0 EiB");
+}
+
+static void test_writer_targets(void **state)
+{
+	(void)state;
+	struct gp_format_out o;
+	char small[10];
+	gp_format_to_buf(&o, small, sizeof small);
+	gp_format_printf(&o, "%s", "0123456789abc");
+	assert_int_equal(gp_format_flush(&o), -EIO);
+	assert_string_equal(small, "012345678");
+	/* more than the staging buffer, through a pipe with write(2) */
+	int fds[2];
+	assert_int_equal(pipe(fds), 0);
+	gp_format_to_fd(&o, fds[1]);
+	for (int i = 0; i < 1000; i++)
+		gp_format_printf(&o, "%09d\n", i);
+	assert_int_equal(gp_format_flush(&o), 0);
+	close(fds[1]);
+	char *buf = malloc(20000);
+	size_t got = 0;
+	ssize_t r;
+	while ((r = read(fds[0], buf + got, 20000 - got)) > 0)
+		got += (size_t)r;
+	close(fds[0]);
+	assert_int_equal(got, 10000);
+	assert_memory_equal(buf + 9990, "000000999\n", 10);
+	free(buf);
+}
+
+static const char *render(void (*fn)(struct gp_format_out *, const struct gp_format_proc *, size_t), size_t n)
+{
+	struct gp_format_out o;
+	gp_format_to_buf(&o, out, sizeof out);
+	fn(&o, procs, n);
+	assert_int_equal(gp_format_flush(&o), 0);
+	return out;
+}
+
+static void test_table(void **state)
+{
+	(void)state;
+	procs[1].stale = true;
+	const char *t = render(gp_format_table, 2);
+	procs[1].stale = false;
+	assert_non_null(strstr(t, "PID"));
+	assert_non_null(strstr(t, "4242 train"));
+	assert_non_null(strstr(t, "1.5 GiB"));
+	assert_non_null(strstr(t, "we\"ird\\x??")); /* control and high bytes shown as '?' */
+	assert_non_null(strstr(t, "inconsistent (writer died mid-update?)"));
+	assert_non_null(strstr(t, "stale"));
+	int lines = 0;
+	for (const char *p = t; *p; p++)
+		lines += *p == '\n';
+	assert_int_equal(lines, 5); /* header + 2 processes x 2 devices */
+}
+
+static void test_detail_and_report(void **state)
+{
+	(void)state;
+	struct gp_format_out o;
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_detail(&o, &procs[0]);
+	assert_int_equal(gp_format_flush(&o), 0);
+	for (size_t i = 0; i < NFIELDS; i++)
+		assert_non_null(strstr(out, fields[i].name));
+	assert_non_null(strstr(out, "limit 42949672960 (40.0 GiB)"));
+	assert_non_null(strstr(out, "device 3"));
+
+	const struct gpupool_device_stats *s = &pages[0].dev[0];
+	char want[128];
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_report(&o, &pages[0]);
+	assert_int_equal(gp_format_flush(&o), 0);
+	snprintf(want, sizeof want, "driver calls saved %lld,",
+		 (long long)(s->allocs + s->frees) - (long long)(s->segment_allocs + s->segment_frees));
+	assert_non_null(strstr(out, want));
+	assert_non_null(strstr(out, "report for pid 4242 (train)"));
+	assert_non_null(strstr(out, "device 3"));
+	snprintf(want, sizeof want, "%14llu %14llu", (unsigned long long)s->segment_allocs,
+		 (unsigned long long)s->segment_frees);
+	assert_non_null(strstr(out, want));
+
+	/* the report through an fd, as at exit */
+	FILE *tmp = tmpfile();
+	gp_format_to_fd(&o, fileno(tmp));
+	gp_format_report(&o, &pages[1]);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_true(lseek(fileno(tmp), 0, SEEK_END) > 200);
+	fclose(tmp);
+}
+
+static const struct field *find_field(const char *name, bool *peak)
+{
+	for (size_t i = 0; i < NFIELDS; i++) {
+		size_t l = strlen(fields[i].name);
+		*peak = false;
+		if (strcmp(fields[i].name, name) == 0)
+			return &fields[i];
+		if (fields[i].gauge && strncmp(fields[i].name, name, l) == 0 && strcmp(name + l, "_peak") == 0) {
+			*peak = true;
+			return &fields[i];
+		}
+	}
+	return NULL;
+}
+
+/* python3 reads the JSON back and prints "pid device key value" for every number */
+static void test_json(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/gp_test_json_XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	struct gp_format_out o;
+	gp_format_to_fd(&o, fd);
+	gp_format_json(&o, procs, 2);
+	assert_int_equal(gp_format_flush(&o), 0);
+	close(fd);
+	char cmd[1024];
+	snprintf(cmd, sizeof cmd,
+		 "python3 -c 'import json,sys\n"
+		 "d=json.load(open(sys.argv[1]))\n"
+		 "assert d[\"version\"]==1\n"
+		 "for p in d[\"processes\"]:\n"
+		 "  print(\"P\", p[\"pid\"], json.dumps(p[\"comm\"]), p[\"stale\"], len(p[\"devices\"]))\n"
+		 "  for v in p[\"devices\"]:\n"
+		 "    for k,x in v.items():\n"
+		 "      if type(x) is int: print(p[\"pid\"], v[\"device\"], k, x)\n"
+		 "      else: print(\"B\", p[\"pid\"], v[\"device\"], k, x)\n' %s",
+		 path);
+	FILE *py = popen(cmd, "r");
+	assert_non_null(py);
+	char line[512];
+	int numbers = 0, procs_seen = 0, inconsistent_seen = 0;
+	while (fgets(line, sizeof line, py)) {
+		char key[128], word[64];
+		int pid, dev;
+		unsigned long long v;
+		if (line[0] == 'P') {
+			procs_seen++;
+			assert_true(strstr(line, "4242 \"train\" False 2") || strstr(line, "77 \"we\\\"ird\\\\x\\n?\" False 2"));
+			continue;
+		}
+		if (line[0] == 'B') {
+			assert_int_equal(sscanf(line, "B %d %d %127s %63s", &pid, &dev, key, word), 4);
+			assert_string_equal(key, "consistent");
+			inconsistent_seen += strcmp(word, "False") == 0;
+			continue;
+		}
+		assert_int_equal(sscanf(line, "%d %d %127s %llu", &pid, &dev, key, &v), 4);
+		const struct gpupool_page *pg = pid == 4242 ? &pages[0] : &pages[1];
+		const struct gpupool_device_stats *s = dev == 0 ? &pg->dev[0] : &pg->dev[1];
+		bool peak;
+		const struct field *f = find_field(key, &peak);
+		if (strcmp(key, "device") == 0)
+			assert_int_equal(v, (unsigned long long)s->device);
+		else if (strcmp(key, "limit_bytes") == 0)
+			assert_int_equal(v, s->limit_bytes);
+		else {
+			assert_non_null(f);
+			assert_int_equal(v, get(s, peak ? f->peak_off : f->off));
+		}
+		numbers++;
+	}
+	assert_int_equal(pclose(py), 0);
+	unlink(path);
+	size_t per_dev = 2; /* device, limit_bytes */
+	for (size_t i = 0; i < NFIELDS; i++)
+		per_dev += fields[i].gauge ? 2 : 1;
+	assert_int_equal(procs_seen, 2);
+	assert_int_equal(inconsistent_seen, 1);
+	assert_int_equal(numbers, (int)(3 * per_dev + 1)); /* the inconsistent slot: device only */
+}
+
+static bool ends_with(const char *s, const char *suf)
+{
+	size_t a = strlen(s), b = strlen(suf);
+	return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+/* The exposition grammar for our samples, one HELP and TYPE per family before its samples,
+ * and every value equal to the page. */
+static void test_prometheus(void **state)
+{
+	(void)state;
+	const char *text = render(gp_format_prometheus, 2);
+	regex_t sample, help, type;
+	assert_int_equal(regcomp(&sample,
+				 "^([a-zA-Z_:][a-zA-Z0-9_:]*)"
+				 "\\{pid=\"([0-9]+)\",comm=\"(([^\"\\\\\n]|\\\\[\"\\\\n])*)\"(,device=\"([0-9]+)\")?\\}"
+				 " ([0-9]+(\\.[0-9]+)?)$",
+				 REG_EXTENDED),
+			 0);
+	assert_int_equal(regcomp(&help, "^# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) [^\n]+$", REG_EXTENDED), 0);
+	assert_int_equal(regcomp(&type, "^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (gauge|counter)$", REG_EXTENDED), 0);
+	char helped[128][96], typed[128][96], types[128][16];
+	int nhelp = 0, ntype = 0, samples = 0;
+	char *copy = strdup(text), *save = NULL;
+	for (char *ln = strtok_r(copy, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
+		regmatch_t m[10];
+		if (strncmp(ln, "# HELP ", 7) == 0) {
+			assert_int_equal(regexec(&help, ln, 2, m, 0), 0);
+			assert_true(nhelp < 128);
+			snprintf(helped[nhelp], 96, "%.*s", (int)(m[1].rm_eo - m[1].rm_so), ln + m[1].rm_so);
+			for (int i = 0; i < nhelp; i++)
+				assert_string_not_equal(helped[i], helped[nhelp]);
+			nhelp++;
+			continue;
+		}
+		if (strncmp(ln, "# TYPE ", 7) == 0) {
+			assert_int_equal(regexec(&type, ln, 3, m, 0), 0);
+			snprintf(typed[ntype], 96, "%.*s", (int)(m[1].rm_eo - m[1].rm_so), ln + m[1].rm_so);
+			snprintf(types[ntype], 16, "%.*s", (int)(m[2].rm_eo - m[2].rm_so), ln + m[2].rm_so);
+			assert_int_equal(ntype + 1, nhelp);
+			assert_string_equal(typed[ntype], helped[ntype]);
+			ntype++;
+			continue;
+		}
+		if (regexec(&sample, ln, 10, m, 0) != 0)
+			fail_msg("not a sample line: %s", ln);
+		char name[96];
+		snprintf(name, sizeof name, "%.*s", (int)(m[1].rm_eo - m[1].rm_so), ln + m[1].rm_so);
+		/* the sample belongs to the family declared last */
+		assert_true(ntype > 0);
+		assert_string_equal(name, typed[ntype - 1]);
+		if (strcmp(types[ntype - 1], "counter") == 0)
+			assert_true(ends_with(name, "_total"));
+		int pid = atoi(ln + m[2].rm_so);
+		assert_true(pid == 4242 || pid == 77);
+		assert_true(strncmp(ln + m[3].rm_so, pid == 77 ? "we\\\"ird\\\\x\\n?\"" : "train\"", 6) == 0);
+		const struct gpupool_page *pg = pid == 4242 ? &pages[0] : &pages[1];
+		unsigned long long v = strtoull(ln + m[7].rm_so, NULL, 10);
+		samples++;
+		if (m[6].rm_so < 0) {
+			assert_string_equal(name, "gpupool_process_start_time_seconds");
+			assert_int_equal(v, pg->start_time_ns / 1000000000ull);
+			continue;
+		}
+		int dev = atoi(ln + m[6].rm_so);
+		const struct gpupool_device_stats *s = dev == 0 ? &pg->dev[0] : &pg->dev[1];
+		assert_false(pid == 77 && dev == 3); /* inconsistent: left out */
+		if (strcmp(name, "gpupool_limit_bytes") == 0) {
+			assert_int_equal(v, s->limit_bytes);
+			continue;
+		}
+		/* map back: strip gpupool_, then _total / _peak, then an added _bytes */
+		char base[96];
+		snprintf(base, sizeof base, "%s", name + 8);
+		bool peak = false;
+		if (ends_with(base, "_peak")) {
+			peak = true;
+			base[strlen(base) - 5] = '\0';
+		}
+		const struct field *f = NULL;
+		for (size_t i = 0; i < NFIELDS && !f; i++) {
+			char want[96];
+			const char *nm = fields[i].name;
+			bool unit = fields[i].bytes && !ends_with(nm, "_bytes") && !ends_with(nm, "_bytes_total");
+			snprintf(want, sizeof want, "%s%s%s", nm, unit ? "_bytes" : "",
+				 !fields[i].gauge && !ends_with(nm, "_total") ? "_total" : "");
+			if (strcmp(want, base) == 0 && (!peak || fields[i].gauge))
+				f = &fields[i];
+		}
+		if (!f)
+			fail_msg("unknown metric %s", name);
+		assert_int_equal(v, get(s, peak ? f->peak_off : f->off));
+	}
+	free(copy);
+	regfree(&sample);
+	regfree(&help);
+	regfree(&type);
+	size_t families = 2; /* limit, start time */
+	for (size_t i = 0; i < NFIELDS; i++)
+		families += fields[i].gauge ? 2 : 1;
+	assert_int_equal(nhelp, (int)families);
+	assert_int_equal(ntype, (int)families);
+	assert_int_equal(samples, (int)((families - 1) * 3 + 2));
+	/* the conventions the brief names */
+	assert_non_null(strstr(text, "# TYPE gpupool_allocs_total counter\n"));
+	assert_non_null(strstr(text, "# TYPE gpupool_requested_bytes_total counter\n"));
+	assert_non_null(strstr(text, "# TYPE gpupool_released_bytes_total counter\n"));
+	assert_non_null(strstr(text, "# TYPE gpupool_largest_free_block_bytes gauge\n"));
+	assert_non_null(strstr(text, "# TYPE gpupool_reserved_bytes_peak gauge\n"));
+
+	/* stale processes are left out */
+	procs[1].stale = true;
+	text = render(gp_format_prometheus, 2);
+	procs[1].stale = false;
+	assert_null(strstr(text, "pid=\"77\""));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bytes),
+		cmocka_unit_test(test_writer_targets),
+		cmocka_unit_test_setup(test_table, setup),
+		cmocka_unit_test_setup(test_detail_and_report, setup),
+		cmocka_unit_test_setup(test_json, setup),
+		cmocka_unit_test_setup(test_prometheus, setup),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,494 @@
+/* Tests of the statistics page (statpage.c): the header and mode of a new page, slots,
+ * a forked writer driving pools on the fake backend while the parent checks every
+ * snapshot, kill -9 -> stale -> cleaned, a reader fuzzed with thousands of corrupt,
+ * truncated and odd files, and the release request round trip. Pages live in a private
+ * GPUPOOL_SHM_DIR. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../e2e/stat_writer.h"
+#include "format.h"
+#include "statpage.h"
+#include "stats.h"
+
+static char dir[64];
+static int dfd = -1;
+
+static int group_setup(void **state)
+{
+	(void)state;
+	snprintf(dir, sizeof dir, "/tmp/gp_statpage_XXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	setenv(GP_STATPAGE_DIR_ENV, dir, 1);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	return dfd < 0 ? -1 : 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	close(dfd);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void page_name(char *buf, size_t cap, int pid) { snprintf(buf, cap, "gpupool.%d", pid); }
+
+static void test_open_header(void **state)
+{
+	(void)state;
+	struct gpupool_page *pg = gp_statpage_open();
+	assert_non_null(pg);
+	assert_null(gp_statpage_open()); /* one page per process */
+	char name[32], comm[32] = {0};
+	page_name(name, sizeof name, getpid());
+	struct stat st;
+	assert_int_equal(fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	assert_true(S_ISREG(st.st_mode));
+	assert_int_equal(st.st_size, sizeof(struct gpupool_page));
+	assert_int_equal(pg->magic, GPUPOOL_PAGE_MAGIC);
+	assert_int_equal(pg->version, GPUPOOL_PAGE_VERSION);
+	assert_int_equal(pg->size, sizeof(struct gpupool_page));
+	assert_int_equal(pg->pid, getpid());
+	assert_int_equal(pg->ndevices, 0);
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	uint64_t ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+	assert_true(pg->start_time_ns <= ns && pg->start_time_ns + 5000000000ull > ns);
+	FILE *f = fopen("/proc/self/comm", "r");
+	assert_non_null(fgets(comm, sizeof comm, f));
+	fclose(f);
+	comm[strcspn(comm, "\n")] = '\0';
+	assert_string_equal(pg->comm, comm);
+
+	struct gpupool_device_stats *a = gp_statpage_slot(pg, 3), *b = gp_statpage_slot(pg, 0);
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_ptr_equal(gp_statpage_slot(pg, 3), a);
+	assert_null(gp_statpage_slot(pg, -1));
+	assert_int_equal(pg->ndevices, 2);
+	assert_int_equal(a->device, 3);
+	assert_int_equal(a->active, 1);
+	assert_int_equal(a->seq % 2, 0);
+
+	struct gp_statpage_info *info = calloc(1, sizeof *info);
+	char why[256];
+	assert_int_equal(gp_statpage_read(dfd, name, geteuid(), info, why, sizeof why), 0);
+	assert_false(info->stale);
+	assert_int_equal(info->page.ndevices, 2);
+	assert_int_equal(info->page.dev[0].device, 3);
+	/* not owned by that uid: one line, skipped */
+	assert_int_equal(gp_statpage_read(dfd, name, 4242, info, why, sizeof why), -EPERM);
+	assert_non_null(strstr(why, "owned by uid"));
+	/* clean keeps a live page */
+	assert_int_equal(gp_statpage_clean_one(dfd, name, geteuid(), why, sizeof why), 0);
+	free(info);
+
+	gp_statpage_close(pg);
+	assert_int_equal(fstatat(dfd, name, &st, 0), -1);
+	assert_int_equal(errno, ENOENT);
+
+	/* a leftover of a dead process with our pid is replaced; a slot table fills up */
+	int fd = openat(dfd, name, O_CREAT | O_WRONLY, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "junk", 4), 4);
+	close(fd);
+	pg = gp_statpage_open();
+	assert_non_null(pg);
+	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++)
+		assert_non_null(gp_statpage_slot(pg, d + 100));
+	assert_null(gp_statpage_slot(pg, 7));
+	gp_statpage_close(pg);
+}
+
+struct snapcheck {
+	struct gpupool_device_stats prev[2];
+	int n;
+};
+
+/* What must hold in every snapshot a reader takes of a pool's slot. */
+static void check_slot(const struct gpupool_device_stats *s, struct gpupool_device_stats *prev)
+{
+	assert_int_equal(s->seq % 2, 0);
+	assert_true(s->allocated_bytes <= s->reserved_bytes);
+	assert_true(s->requested_bytes <= s->allocated_bytes);
+	assert_true(s->largest_free_block <= s->reserved_bytes);
+#define CHECK_GAUGE_(n, u, h)                                                                       \
+	assert_true(s->n##_peak >= s->n);                                                           \
+	assert_true(s->n##_peak >= prev->n##_peak);
+#define CHECK_COUNTER_(n, u, h) assert_true(s->n >= prev->n);
+	GPUPOOL_GAUGES(CHECK_GAUGE_)
+	GPUPOOL_COUNTERS(CHECK_COUNTER_)
+	assert_true(s->seq >= prev->seq);
+	*prev = *s;
+}
+
+static pid_t spawn_writer(bool answer, int *ready_fd)
+{
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		/* never outlive the test, even when it fails an assertion */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		alarm(60);
+		close(p[0]);
+		struct gpupool_page *pg = gp_statpage_open();
+		static struct gp_test_writer w;
+		if (!pg || gp_test_writer_init(&w, pg, (unsigned)getpid()) != 0)
+			_exit(3);
+		w.answer_release = answer;
+		for (int i = 0; i < 200; i++)
+			gp_test_writer_step(&w, pg);
+		if (write(p[1], "r", 1) != 1)
+			_exit(4);
+		for (long i = 0;; i++) {
+			gp_test_writer_step(&w, pg);
+			if (!answer && i > 1000) {
+				struct timespec nap = {0, 1000000};
+				nanosleep(&nap, NULL);
+			}
+		}
+	}
+	close(p[1]);
+	char c;
+	assert_int_equal(read(p[0], &c, 1), 1);
+	*ready_fd = p[0];
+	return pid;
+}
+
+static void test_writer_under_load(void **state)
+{
+	(void)state;
+	int rfd;
+	pid_t pid = spawn_writer(true, &rfd);
+	char name[32], why[256];
+	page_name(name, sizeof name, pid);
+	struct gp_statpage_info *info = calloc(1, sizeof *info);
+	struct gpupool_device_stats prev[2];
+	memset(prev, 0, sizeof prev);
+	uint64_t first_allocs = 0, last_allocs = 0;
+	int reads = 0;
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		assert_int_equal(gp_statpage_read(dfd, name, geteuid(), info, why, sizeof why), 0);
+		assert_false(info->stale);
+		assert_int_equal(info->inconsistent, 0);
+		assert_int_equal(info->page.ndevices, 2);
+		for (int d = 0; d < 2; d++) {
+			assert_int_equal(info->page.dev[d].device, d);
+			check_slot(&info->page.dev[d], &prev[d]);
+		}
+		last_allocs = info->page.dev[0].allocs + info->page.dev[1].allocs;
+		if (!reads)
+			first_allocs = last_allocs;
+		reads++;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 1500);
+	print_message("%d snapshots while the writer made %llu allocations\n", reads,
+		      (unsigned long long)(last_allocs - first_allocs));
+	assert_true(last_allocs > first_allocs);
+	assert_true(prev[0].segment_allocs > 0 && prev[1].hits > 0);
+
+	/* kill -9 mid-run: a zombie already counts as stale, and clean removes the page */
+	assert_int_equal(kill(pid, SIGKILL), 0);
+	for (int i = 0; i < 1000; i++) {
+		siginfo_t si;
+		memset(&si, 0, sizeof si);
+		assert_int_equal(waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT), 0);
+		if (si.si_pid == pid)
+			break;
+	}
+	int rc = gp_statpage_read(dfd, name, geteuid(), info, why, sizeof why);
+	assert_int_equal(rc, 0); /* a slot may be inconsistent if killed mid-update */
+	assert_true(info->stale);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	assert_int_equal(gp_statpage_read(dfd, name, geteuid(), info, why, sizeof why), 0);
+	assert_true(info->stale);
+	assert_int_equal(gp_statpage_clean_one(dfd, name, geteuid(), why, sizeof why), 1);
+	assert_non_null(strstr(why, "removed"));
+	assert_int_equal(gp_statpage_read(dfd, name, geteuid(), info, why, sizeof why), -ENOENT);
+	close(rfd);
+	free(info);
+}
+
+static void test_inconsistent_slot(void **state)
+{
+	(void)state;
+	static struct gpupool_page pg;
+	memset(&pg, 0, sizeof pg);
+	gp_statpage_init(&pg);
+	pg.pid = 4000001; /* above any pid_max: dead */
+	struct gpupool_device_stats *s = gp_statpage_slot(&pg, 0);
+	gp_statpage_slot(&pg, 1)->allocs = 9;
+	gp_stats_begin(s); /* the writer "died" here */
+	int fd = openat(dfd, "gpupool.4000001", O_CREAT | O_WRONLY | O_TRUNC, 0600);
+	assert_int_equal(write(fd, &pg, sizeof pg), (ssize_t)sizeof pg);
+	close(fd);
+	struct gp_statpage_info *info = calloc(1, sizeof *info);
+	char why[256];
+	assert_int_equal(gp_statpage_read(dfd, "gpupool.4000001", geteuid(), info, why, sizeof why), 0);
+	assert_int_equal(info->inconsistent, 1);
+	assert_true(info->stale);
+	assert_int_equal(info->page.dev[1].allocs, 9);
+	char out[4096];
+	struct gp_format_out o;
+	struct gp_format_proc p = {&info->page, info->stale, info->inconsistent};
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_table(&o, &p, 1);
+	gp_format_flush(&o);
+	assert_non_null(strstr(out, "inconsistent (writer died mid-update?)"));
+	assert_int_equal(gp_statpage_clean_one(dfd, "gpupool.4000001", geteuid(), why, sizeof why), 1);
+	free(info);
+}
+
+/* Runs the reader, the formatters and clean on whatever `name` is now. */
+static int poke(const char *name, struct gp_statpage_info *info)
+{
+	char why[512], out[1 << 14];
+	why[0] = '\0';
+	int rc = gp_statpage_read(dfd, name, geteuid(), info, why, sizeof why);
+	if (rc == 0) {
+		struct gp_format_proc p = {&info->page, info->stale, info->inconsistent};
+		struct gp_format_out o;
+		gp_format_to_buf(&o, out, sizeof out);
+		gp_format_table(&o, &p, 1);
+		gp_format_detail(&o, &p);
+		gp_format_json(&o, &p, 1);
+		gp_format_prometheus(&o, &p, 1);
+		gp_format_report(&o, &info->page);
+		gp_format_flush(&o);
+		assert_true(info->page.ndevices <= GPUPOOL_MAX_DEVICES);
+		assert_int_equal(info->page.magic, GPUPOOL_PAGE_MAGIC);
+	} else {
+		assert_true(rc < 0);
+		assert_true(strlen(why) > 0);
+		assert_null(strchr(why, '\n'));
+	}
+	return rc;
+}
+
+static void write_file(const char *name, const void *buf, size_t len)
+{
+	int fd = openat(dfd, name, O_CREAT | O_WRONLY | O_TRUNC | O_NOFOLLOW, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, buf, len), (ssize_t)len);
+	close(fd);
+}
+
+static void test_fuzz_reader(void **state)
+{
+	(void)state;
+	const int pid = 4000002;
+	const char *name = "gpupool.4000002";
+	size_t size = sizeof(struct gpupool_page);
+	unsigned char *valid = calloc(1, size), *buf = malloc(2 * size + 16);
+	struct gpupool_page *pg = (struct gpupool_page *)valid;
+	gp_statpage_init(pg);
+	pg->pid = pid;
+	static struct gp_test_writer w;
+	assert_int_equal(gp_test_writer_init(&w, pg, 7), 0);
+	for (int i = 0; i < 500; i++)
+		gp_test_writer_step(&w, pg);
+	struct gp_statpage_info *info = calloc(1, sizeof *info);
+	write_file(name, valid, size);
+	assert_int_equal(poke(name, info), 0);
+	assert_true(info->stale);
+
+	unsigned seed = 12345;
+	int ok = 0, bad = 0;
+	for (int it = 0; it < 6000; it++) {
+		unsigned r = (unsigned)rand_r(&seed);
+		size_t len;
+		switch (it % 4) {
+		case 0: /* random bytes of a random length, sometimes exactly the page size */
+			len = r % 3 == 0 ? size : (size_t)rand_r(&seed) % (2 * size + 16);
+			for (size_t i = 0; i < len; i++)
+				buf[i] = (unsigned char)rand_r(&seed);
+			if (len >= 8 && r % 2)
+				memcpy(buf, &pg->magic, 8);
+			break;
+		case 1: /* bit flips of a valid page, header-heavy */
+		case 2:
+			len = size;
+			memcpy(buf, valid, size);
+			for (int k = 0, nflip = 1 + (int)(r % 8); k < nflip; k++) {
+				size_t bit = (size_t)rand_r(&seed) % (it % 4 == 1 ? 64 * 8 : size * 8);
+				buf[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+			}
+			break;
+		default: { /* every truncation length class */
+			static const size_t classes[] = {0, 1, 7, 8, 9, 16, 24, 63, 64};
+			size_t hdr = offsetof(struct gpupool_page, dev);
+			size_t c = (size_t)it / 4 % 14;
+			len = c < 9 ? classes[c] : c == 9 ? hdr - 1 : c == 10 ? hdr : c == 11 ? size - 1
+			      : c == 12 ? size + 1 : (size_t)rand_r(&seed) % size;
+			memcpy(buf, valid, size);
+			memset(buf + size, 0xa5, size + 16);
+			break;
+		}
+		}
+		write_file(name, buf, len);
+		if (poke(name, info) == 0)
+			ok++;
+		else
+			bad++;
+		char why[512];
+		int rc = gp_statpage_clean_one(dfd, name, geteuid(), why, sizeof why);
+		assert_int_equal(rc, 1); /* pid is dead: any regular file of ours goes */
+	}
+	print_message("fuzz: %d pages accepted, %d rejected\n", ok, bad);
+	assert_true(ok > 100 && bad > 1000);
+
+	/* things that are not regular files, and names that are not pages */
+	char why[512];
+	write_file("target", valid, size);
+	assert_int_equal(symlinkat("target", dfd, name), 0);
+	assert_int_equal(poke(name, info), -EINVAL);
+	assert_int_equal(gp_statpage_clean_one(dfd, name, geteuid(), why, sizeof why), 0);
+	assert_int_equal(unlinkat(dfd, name, 0), 0);
+	assert_int_equal(symlinkat("/dev/zero", dfd, name), 0);
+	assert_int_equal(poke(name, info), -EINVAL);
+	assert_int_equal(unlinkat(dfd, name, 0), 0);
+	assert_int_equal(mkdirat(dfd, name, 0700), 0);
+	assert_int_equal(poke(name, info), -EINVAL);
+	assert_int_equal(gp_statpage_clean_one(dfd, name, geteuid(), why, sizeof why), 0);
+	assert_int_equal(unlinkat(dfd, name, AT_REMOVEDIR), 0);
+	assert_int_equal(mkfifoat(dfd, name, 0600), 0);
+	assert_int_equal(poke(name, info), -EINVAL); /* and never blocks opening it */
+	assert_non_null(strstr(why, "") );
+	assert_int_equal(unlinkat(dfd, name, 0), 0);
+	int sk = socket(AF_UNIX, SOCK_STREAM, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s", dir, name);
+	assert_int_equal(bind(sk, (struct sockaddr *)&sa, sizeof sa), 0);
+	assert_int_equal(poke(name, info), -EINVAL);
+	close(sk);
+	assert_int_equal(unlinkat(dfd, name, 0), 0);
+	if (geteuid() == 0) { /* owned by nobody: root reads it, uid-checked readers skip it */
+		write_file(name, valid, size);
+		assert_int_equal(fchownat(dfd, name, 65534, 65534, 0), 0);
+		assert_int_equal(poke(name, info), 0);
+		assert_int_equal(gp_statpage_read(dfd, name, 1000, info, why, sizeof why), -EPERM);
+		assert_non_null(strstr(why, "owned by uid 65534"));
+		assert_int_equal(gp_statpage_clean_one(dfd, name, 1000, why, sizeof why), 0);
+		assert_int_equal(unlinkat(dfd, name, 0), 0);
+	}
+	static const char *const names[] = {"gpupool.0", "gpupool.-1", "gpupool.012", "gpupool.99999999999",
+					    "gpupool.", "gpupool.12x", "gpupool", "xgpupool.1"};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		assert_int_equal(gp_statpage_name_pid(names[i]), -1);
+		assert_int_equal(gp_statpage_read(dfd, names[i], 0, info, why, sizeof why), -EINVAL);
+	}
+	assert_int_equal(gp_statpage_name_pid("gpupool.2147483647"), 2147483647);
+	/* the pid in the page must match the name */
+	write_file("gpupool.4000003", valid, size);
+	assert_int_equal(poke("gpupool.4000003", info), -EBADMSG);
+	assert_int_equal(unlinkat(dfd, "gpupool.4000003", 0), 0);
+	unlinkat(dfd, "target", 0);
+	free(info);
+	free(valid);
+	free(buf);
+}
+
+static void test_release_round_trip(void **state)
+{
+	(void)state;
+	char why[256];
+	struct gpupool_page *m = NULL;
+	uint64_t req = 0;
+	assert_int_equal(gp_statpage_request_release(dfd, 4000009, 0, &m, &req, why, sizeof why), -ENOENT);
+	for (int answer = 1; answer >= 0; answer--) {
+		int rfd;
+		pid_t pid = spawn_writer(answer, &rfd);
+		assert_int_equal(gp_statpage_request_release(dfd, pid, geteuid(), &m, &req, why, sizeof why), 0);
+		assert_int_equal(req, 1);
+		struct timespec t0, t;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		long ms = 0;
+		while (__atomic_load_n(&m->release_done, __ATOMIC_ACQUIRE) < req && ms < 1000) {
+			struct timespec nap = {0, 100000};
+			nanosleep(&nap, NULL);
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+		}
+		if (answer) {
+			assert_int_equal(m->release_done, req);
+			assert_true(m->dev[0].releases + m->dev[1].releases > 0);
+			print_message("release acknowledged after %ld ms\n", ms);
+		} else {
+			assert_int_equal(m->release_done, 0);
+		}
+		gp_statpage_unmap(m);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		close(rfd);
+		char name[32];
+		page_name(name, sizeof name, pid);
+		assert_int_equal(gp_statpage_request_release(dfd, pid, geteuid(), &m, &req, why, sizeof why), -ESRCH);
+		assert_int_equal(gp_statpage_clean_one(dfd, name, geteuid(), why, sizeof why), 1);
+	}
+}
+
+static void test_forget_in_child(void **state)
+{
+	(void)state;
+	struct gpupool_page *pg = gp_statpage_open();
+	assert_non_null(pg);
+	gp_statpage_slot(pg, 0)->allocs = 1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		gp_statpage_forget(pg);
+		struct gpupool_page *mine = gp_statpage_open();
+		int rc = mine && mine->pid == getpid() && mine->ndevices == 0 ? 0 : 1;
+		gp_statpage_close(mine);
+		_exit(rc);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	char name[32];
+	struct stat sb;
+	page_name(name, sizeof name, getpid());
+	assert_int_equal(fstatat(dfd, name, &sb, 0), 0); /* the parent's page is still there */
+	page_name(name, sizeof name, pid);
+	assert_int_equal(fstatat(dfd, name, &sb, 0), -1); /* the child's is gone */
+	assert_int_equal(pg->dev[0].allocs, 1);
+	gp_statpage_close(pg);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_open_header),
+		cmocka_unit_test(test_writer_under_load),
+		cmocka_unit_test(test_inconsistent_slot),
+		cmocka_unit_test(test_fuzz_reader),
+		cmocka_unit_test(test_release_round_trip),
+		cmocka_unit_test(test_forget_in_child),
+	};
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

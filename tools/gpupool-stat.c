@@ -1,0 +1,359 @@
+/* gpupool-stat: the live reader of statistics pages ($GPUPOOL_SHM_DIR or /dev/shm).
+ * Lists processes, shows one in full, prints JSON or Prometheus text, refreshes like top,
+ * asks a process to release its cache, and removes pages of dead processes. Everything
+ * found in the directory is untrusted: each problem is one line on stderr, then skipped. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "statpage.h"
+
+#define MAX_PAGES 4096
+
+enum mode { MODE_TABLE, MODE_JSON, MODE_PROMETHEUS };
+
+static sigjmp_buf bus_jmp;
+static volatile sig_atomic_t in_read;
+static volatile sig_atomic_t interrupted;
+
+/* A page truncated by its owner while mapped raises SIGBUS on access: skip that page. */
+static void on_sigbus(int sig)
+{
+	if (in_read)
+		siglongjmp(bus_jmp, 1);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void on_sigint(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: gpupool-stat [PID] [--json | --prometheus] [--watch SECONDS [--count N]]\n"
+		"       gpupool-stat --release PID [--timeout SECONDS]\n"
+		"       gpupool-stat --clean\n"
+		"\n"
+		"Reads the statistics pages of processes running with libgpupool.so\n"
+		"($GPUPOOL_SHM_DIR, default /dev/shm, files gpupool.<pid>).\n"
+		"\n"
+		"  (no option)        one row per live process and device\n"
+		"  PID                every gauge (current, peak) and counter of one process\n"
+		"  --json             all fields as raw integers (with PID: that process only)\n"
+		"  --prometheus       text exposition format, for node_exporter's textfile collector\n"
+		"  --watch SECONDS    refresh in place every SECONDS (0.1-86400) until Ctrl-C\n"
+		"  --count N          with --watch: stop after N refreshes\n"
+		"  --release PID      ask PID to release its cached memory and wait for the answer;\n"
+		"                     the process acts on its next allocation call, so an idle\n"
+		"                     process does not answer and the request times out\n"
+		"  --timeout SECONDS  how long --release waits (default 5)\n"
+		"  --clean            remove pages of processes that are gone\n"
+		"  --help             this text\n"
+		"\n"
+		"Exit status: 0 when it ran, 1 when PID has no page or a release was not\n"
+		"acknowledged, 2 on bad usage.\n");
+}
+
+static int parse_pid(const char *s)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v <= 0 || v > 0x7fffffff)
+		return -1;
+	return (int)v;
+}
+
+static double parse_seconds(const char *s, double lo, double hi)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi)
+		return -1;
+	return v;
+}
+
+static int by_pid(const void *a, const void *b)
+{
+	const struct gp_statpage_info *x = a, *y = b;
+	return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+/* Reads every page in the directory into *infos (sorted by pid); problems go to stderr.
+ * With want_pid > 0 only that page is read. Returns the count, or -1 when the directory
+ * cannot be opened. */
+static int load(const char *dir, int want_pid, struct gp_statpage_info **infos)
+{
+	DIR *d = opendir(dir);
+	if (!d) {
+		fprintf(stderr, "gpupool-stat: %s: %s\n", dir, strerror(errno));
+		return -1;
+	}
+	int dfd = dirfd(d), n = 0;
+	uid_t uid = geteuid();
+	static char why[512];
+	struct gp_statpage_info *arr = *infos;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		int pid = gp_statpage_name_pid(e->d_name);
+		if (pid < 0 || (want_pid > 0 && pid != want_pid))
+			continue;
+		if (n == MAX_PAGES) {
+			fprintf(stderr, "gpupool-stat: more than %d pages in %s, showing the first %d\n",
+				MAX_PAGES, dir, MAX_PAGES);
+			break;
+		}
+		why[0] = '\0';
+		int rc;
+		in_read = 1;
+		if (sigsetjmp(bus_jmp, 1) == 0)
+			rc = gp_statpage_read(dfd, e->d_name, uid, &arr[n], why, sizeof why);
+		else {
+			rc = -EFAULT;
+			snprintf(why, sizeof why, "skipped: %s changed size while being read", e->d_name);
+		}
+		in_read = 0;
+		if (rc != 0) {
+			fprintf(stderr, "gpupool-stat: %s\n", why);
+			continue;
+		}
+		for (int i = 0; i < GPUPOOL_MAX_DEVICES; i++)
+			if (arr[n].inconsistent & (1u << i))
+				fprintf(stderr, "gpupool-stat: %s: device %d: inconsistent (writer died mid-update?)\n",
+					e->d_name, (int)arr[n].page.dev[i].device);
+		n++;
+	}
+	closedir(d);
+	qsort(arr, (size_t)n, sizeof *arr, by_pid);
+	return n;
+}
+
+static void render(struct gp_format_out *o, enum mode mode, int pid, const struct gp_statpage_info *infos, int n)
+{
+	static struct gp_format_proc procs[MAX_PAGES];
+	for (int i = 0; i < n; i++)
+		procs[i] = (struct gp_format_proc){&infos[i].page, infos[i].stale, infos[i].inconsistent};
+	if (mode == MODE_JSON)
+		gp_format_json(o, procs, (size_t)n);
+	else if (mode == MODE_PROMETHEUS)
+		gp_format_prometheus(o, procs, (size_t)n);
+	else if (pid > 0)
+		gp_format_detail(o, &procs[0]);
+	else
+		gp_format_table(o, procs, (size_t)n);
+}
+
+static int show(enum mode mode, int pid, double watch, long count)
+{
+	const char *dir = gp_statpage_dir();
+	struct gp_statpage_info *infos = calloc(MAX_PAGES, sizeof *infos);
+	struct gp_format_out *o = malloc(sizeof *o);
+	if (!infos || !o) {
+		fprintf(stderr, "gpupool-stat: out of memory\n");
+		return 1;
+	}
+	int status = 0;
+	for (long round = 0; !interrupted; round++) {
+		int n = load(dir, pid, &infos);
+		gp_format_to_fd(o, STDOUT_FILENO);
+		if (watch > 0) {
+			time_t now = time(NULL);
+			char ts[32];
+			strftime(ts, sizeof ts, "%H:%M:%S", localtime(&now));
+			gp_format_printf(o, "\033[H\033[2J");
+			if (mode == MODE_TABLE)
+				gp_format_printf(o, "gpupool-stat  %s  every %gs  %s  (Ctrl-C to quit)\n\n", dir, watch, ts);
+		}
+		if (n >= 0 && pid > 0 && n == 0) {
+			if (mode == MODE_TABLE)
+				gp_format_printf(o, "no readable page for pid %d in %s\n", pid, dir);
+			status = 1;
+		}
+		if (n >= 0 && (n > 0 || pid <= 0 || mode != MODE_TABLE))
+			render(o, mode, pid, infos, n);
+		gp_format_flush(o);
+		if (watch <= 0 || (count > 0 && round + 1 >= count))
+			break;
+		struct timespec ts = {(time_t)watch, (long)((watch - floor(watch)) * 1e9)};
+		while (!interrupted && nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+	}
+	free(o);
+	free(infos);
+	return status;
+}
+
+static int release(int pid, double timeout)
+{
+	const char *dir = gp_statpage_dir();
+	char why[512];
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		fprintf(stderr, "gpupool-stat: %s: %s\n", dir, strerror(errno));
+		return 1;
+	}
+	struct gpupool_page *m = NULL;
+	uint64_t req = 0;
+	static struct gpupool_page before, after;
+	int rc;
+	in_read = 1;
+	if (sigsetjmp(bus_jmp, 1) != 0) {
+		in_read = 0;
+		fprintf(stderr, "gpupool-stat: the page of pid %d changed size while being read\n", pid);
+		close(dfd);
+		return 1;
+	}
+	rc = gp_statpage_request_release(dfd, pid, geteuid(), &m, &req, why, sizeof why);
+	close(dfd);
+	if (rc != 0) {
+		in_read = 0;
+		fprintf(stderr, "gpupool-stat: %s\n", why);
+		return 1;
+	}
+	gp_statpage_copy(m, &before);
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	double waited = 0;
+	bool done = false;
+	while (!interrupted) {
+		done = __atomic_load_n(&m->release_done, __ATOMIC_ACQUIRE) >= req;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		waited = (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9;
+		if (done || waited >= timeout)
+			break;
+		struct timespec nap = {0, 2000000};
+		nanosleep(&nap, NULL);
+	}
+	gp_statpage_copy(m, &after);
+	in_read = 0;
+	gp_statpage_unmap(m);
+	if (!done) {
+		printf("pid %d did not answer release request %llu within %.1f s: it releases its cache on "
+		       "its next allocation call, and an idle process never makes one\n",
+		       pid, (unsigned long long)req, waited);
+		return 1;
+	}
+	uint64_t bytes = 0;
+	for (uint32_t i = 0; i < after.ndevices; i++)
+		bytes += after.dev[i].released_bytes - before.dev[i].released_bytes;
+	char h[16];
+	printf("pid %d released its cache: request %llu done after %.1f ms, %s handed back\n", pid,
+	       (unsigned long long)req, waited * 1e3, gp_format_bytes(h, sizeof h, bytes));
+	return 0;
+}
+
+static int clean(void)
+{
+	const char *dir = gp_statpage_dir();
+	DIR *d = opendir(dir);
+	if (!d) {
+		fprintf(stderr, "gpupool-stat: %s: %s\n", dir, strerror(errno));
+		return 0;
+	}
+	char why[512];
+	int removed = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (gp_statpage_name_pid(e->d_name) < 0)
+			continue;
+		int rc = gp_statpage_clean_one(dirfd(d), e->d_name, geteuid(), why, sizeof why);
+		if (rc > 0) {
+			printf("%s\n", why);
+			removed++;
+		} else if (rc < 0 || strncmp(why, "kept", 4) == 0) {
+			if (strstr(why, "is alive") == NULL)
+				fprintf(stderr, "gpupool-stat: %s\n", why);
+		}
+	}
+	closedir(d);
+	printf("removed %d stale page%s from %s\n", removed, removed == 1 ? "" : "s", dir);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	enum { OPT_JSON = 1, OPT_PROM, OPT_WATCH, OPT_COUNT, OPT_RELEASE, OPT_TIMEOUT, OPT_CLEAN, OPT_HELP };
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, OPT_JSON},         {"prometheus", no_argument, NULL, OPT_PROM},
+		{"watch", required_argument, NULL, OPT_WATCH}, {"count", required_argument, NULL, OPT_COUNT},
+		{"release", required_argument, NULL, OPT_RELEASE},
+		{"timeout", required_argument, NULL, OPT_TIMEOUT},
+		{"clean", no_argument, NULL, OPT_CLEAN},       {"help", no_argument, NULL, OPT_HELP},
+		{NULL, 0, NULL, 0}};
+	enum mode mode = MODE_TABLE;
+	double watch = 0, timeout = 5;
+	long count = 0;
+	int pid = 0, release_pid = 0, c;
+	bool do_clean = false;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_JSON: mode = MODE_JSON; break;
+		case OPT_PROM: mode = MODE_PROMETHEUS; break;
+		case OPT_WATCH:
+			if ((watch = parse_seconds(optarg, 0.1, 86400)) < 0) {
+				fprintf(stderr, "gpupool-stat: --watch %s: expected seconds between 0.1 and 86400\n", optarg);
+				return 2;
+			}
+			break;
+		case OPT_COUNT:
+			count = (long)parse_seconds(optarg, 1, 1e9);
+			if (count < 1) {
+				fprintf(stderr, "gpupool-stat: --count %s: expected a positive number\n", optarg);
+				return 2;
+			}
+			break;
+		case OPT_RELEASE:
+			if ((release_pid = parse_pid(optarg)) < 0) {
+				fprintf(stderr, "gpupool-stat: --release %s: expected a process id\n", optarg);
+				return 2;
+			}
+			break;
+		case OPT_TIMEOUT:
+			if ((timeout = parse_seconds(optarg, 0, 3600)) < 0) {
+				fprintf(stderr, "gpupool-stat: --timeout %s: expected seconds between 0 and 3600\n", optarg);
+				return 2;
+			}
+			break;
+		case OPT_CLEAN: do_clean = true; break;
+		case 'h':
+		case OPT_HELP: usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc && (pid = parse_pid(argv[optind++])) < 0) {
+		fprintf(stderr, "gpupool-stat: %s: expected a process id\n", argv[optind - 1]);
+		return 2;
+	}
+	if (optind < argc) {
+		usage(stderr);
+		return 2;
+	}
+	struct sigaction sa = {0};
+	sa.sa_handler = on_sigbus;
+	sigaction(SIGBUS, &sa, NULL);
+	sa.sa_handler = on_sigint;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (do_clean)
+		return clean();
+	if (release_pid)
+		return release(release_pid, timeout);
+	return show(mode, pid, watch, count);
+}
