@@ -125,6 +125,7 @@ struct gp_pool {
 	uint64_t issued;           /* fences begun */
 	uint64_t completed;        /* newest fence completed */
 	uint64_t last_fence_ns;    /* how long the last device_sync took */
+	size_t grown_pending;      /* bytes grown since the last fence while frees were pending */
 	uint32_t rng;
 	int hash_oom;
 };
@@ -142,6 +143,8 @@ void gp_pool_params_default(struct gp_pool_params *p)
 	p->limit = 0;
 	p->release_threshold = SIZE_MAX;
 	p->wait_fence_ns = 1000000;
+	p->fence_headroom = 32u << 20;
+	p->release_on_grow = true;
 }
 
 int gp_pool_device(const gp_pool *p) { return p->device; }
@@ -631,8 +634,10 @@ static void pending_push(gp_pool *p, struct gp_block *b)
 /* Every block freed before fence `k` began is reusable by anyone. Lock held. */
 static void retire(gp_pool *p, uint64_t k)
 {
-	if (k > p->completed)
+	if (k > p->completed) {
 		p->completed = k;
+		p->grown_pending = 0;
+	}
 	while (p->pend_head && p->pend_head->gen < p->completed) {
 		struct gp_block *b = p->pend_head;
 		p->pend_head = b->right;
@@ -791,25 +796,48 @@ int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
 	struct gp_slist *home = NULL;
 	struct gp_block *b = find(p, rounded, stream, &home);
 	int hit = 1;
+	if (b && b->size - rounded > p->prm.small_max && rounded > p->prm.small_max &&
+	    p->st->pending_bytes >= rounded && p->last_fence_ns <= p->prm.wait_fence_ns) {
+		/* the best ready block would be split, while frees in flight may hold a
+		 * better fit: carving large blocks while their better-fitting twins wait for a
+		 * fence is what fragments a pool under cudaFree. Fences are quick: wait. */
+		free_insert(p, b, home);
+		if (fence_locked(p, 0) == 0)
+			p->st->inline_fences++;
+		b = find(p, rounded, stream, &home);
+	}
 	if (!b && stream != GP_NO_STREAM)
 		b = steal(p, rounded, stream, &home);
 	if (!b && p->pend_head && p->completed > p->pend_head->gen) {
 		retire(p, p->completed);
 		b = find(p, rounded, stream, &home);
 	}
-	if (!b && rounded > p->prm.small_max && p->st->pending_bytes >= rounded &&
-	    p->last_fence_ns <= p->prm.wait_fence_ns) {
-		/* frees in flight may hold a fitting block, and fences are quick: waiting for
-		 * one costs less than a new segment (and keeps the pool from ballooning under
-		 * a cudaMalloc/cudaFree loop of large blocks) */
+	if (!b && p->pend_head && p->last_fence_ns <= p->prm.wait_fence_ns &&
+	    p->grown_pending + segment_size_for(&p->prm, rounded) > p->prm.fence_headroom) {
+		/* frees in flight may hold a fitting block, fences are quick, and the pool has
+		 * already grown its headroom's worth since the last one: waiting for a fence
+		 * costs less than another segment, and keeps a cudaMalloc/cudaFree loop (or a
+		 * program freeing faster than the fence thread retires) from ballooning */
 		if (fence_locked(p, 0) == 0) {
 			p->st->inline_fences++;
 			b = find(p, rounded, stream, &home);
 		}
 	}
 	if (!b) {
+		/* Growing past the peak reserved so far: first hand back cached segments that
+		 * cannot serve this request, so the peak holds what the program needs, not
+		 * what an earlier phase left behind. Below the old peak, growth costs nothing
+		 * in peak terms and no segment is given back (no churn in steady state). */
+		size_t ss = segment_size_for(&p->prm, rounded);
+		size_t peak = p->st->reserved_bytes_peak;
+		if (p->prm.release_on_grow && p->st->reserved_bytes + ss > peak && p->st->cached_bytes) {
+			size_t over = p->st->reserved_bytes + ss - peak;
+			release_locked(p, p->st->cached_bytes > over ? p->st->cached_bytes - over : 0);
+		}
 		b = grow(p, rounded);
 		hit = b == NULL;
+		if (b && p->pend_head)
+			p->grown_pending += b->size;
 		home = stream == GP_NO_STREAM ? &p->ready : slist_get(p, stream, 1);
 		if (!home)
 			home = &p->ready;

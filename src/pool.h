@@ -28,8 +28,10 @@ struct gp_pool_params {
 	size_t limit;            /* most reserved bytes this pool may hold; 0 = no limit */
 	size_t release_threshold;/* keep at most this many cached bytes after a free; SIZE_MAX = keep all */
 	bool sync_free;          /* cudaFree waits for its own fence before returning (fence policy "sync") */
-	uint64_t wait_fence_ns;  /* a request above small_max that pending frees could serve waits for
-				  * a fence instead of growing while fences take at most this long */
+	uint64_t wait_fence_ns;  /* while fences take at most this long, a request that pending frees
+				  * could serve waits for one instead of growing past fence_headroom */
+	size_t fence_headroom;   /* bytes the pool may grow between two fences while frees are pending */
+	bool release_on_grow;    /* before growing past the peak reserved so far, release cached segments */
 	bool check;              /* run the invariant checker after every operation (slow) */
 };
 

@@ -467,7 +467,8 @@ static cudaError_t fk_alloc_new(int device, size_t size, void **out)
 		free(a);
 		return cudaErrorMemoryAllocation;
 	}
-	memset(mem, 0, bytes);
+	/* like cudaMalloc, the contents are unspecified: not touching them keeps large
+	 * allocations (fresh mmap'd pages) free of page faults until used */
 	a->base = mem;
 	a->bytes = bytes;
 	a->device = device;

@@ -301,6 +301,7 @@ static void test_capture(void **state)
 	enum cudaStreamCaptureStatus st;
 	assert_int_equal(cudaStreamCreate(&s), cudaSuccess);
 	assert_int_equal(cudaMalloc((void **)&p, 1024), cudaSuccess);
+	assert_int_equal(cudaMemset(p, 0, 1024), cudaSuccess); /* device memory starts unspecified */
 
 	/* DeviceSynchronize during a global capture fails and invalidates it. */
 	assert_int_equal(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);

@@ -176,7 +176,13 @@ static void test_large_split_rule(void **state)
 	fx_free(f);
 }
 
-static void mss_64m(struct gp_pool_params *p) { p->max_split_size = 64 * MiB; }
+static void mss_64m(struct gp_pool_params *p)
+{
+	p->max_split_size = 64 * MiB;
+	p->release_on_grow = false;
+}
+
+static void no_release_on_grow(struct gp_pool_params *p) { p->release_on_grow = false; }
 
 static void test_max_split_size(void **state)
 {
@@ -401,7 +407,7 @@ static void test_limit_and_inline_fence(void **state)
 static void test_oom_release_and_retry(void **state)
 {
 	(void)state;
-	struct fx *f = fx_new(NULL);
+	struct fx *f = fx_new(no_release_on_grow);
 	f->fb.capacity = 64 * MiB;
 	uintptr_t a = A(f, 40 * MiB, S1);
 	F(f, a, S1);
@@ -445,6 +451,71 @@ static void test_bad_frees(void **state)
 	assert_int_equal(gp_pool_lookup(f->p, b + 100, &bi), 0);
 	assert_int_equal(bi.addr, b);
 	assert_int_equal(bi.segment_size, 2 * MiB);
+	fx_free(f);
+}
+
+static void test_release_on_grow(void **state)
+{
+	(void)state;
+	struct fx *f = fx_new(NULL);
+	uintptr_t a = A(f, 100 * MiB, S1), b = A(f, 40 * MiB, S1);
+	F(f, a, S1);
+	F(f, b, S1);
+	assert_int_equal(f->st.reserved_bytes_peak, 140 * MiB);
+	/* 120 MiB fits in neither cached segment; growing would reach 260 MiB, past the
+	 * 140 MiB peak: the cache is released first (largest first, as much as needed) */
+	uintptr_t c = A(f, 120 * MiB, S1);
+	assert_int_equal(f->st.segment_frees, 2);
+	assert_int_equal(f->st.reserved_bytes, 120 * MiB);
+	assert_int_equal(f->st.reserved_bytes_peak, 140 * MiB);
+	/* below the peak, growth needs no release: 120 + 16 <= 140 */
+	uintptr_t d = A(f, 16 * MiB, S1);
+	assert_int_equal(f->st.segment_frees, 2);
+	F(f, d, S1);
+	/* 18 MiB does not fit the cached 16 MiB block, and 136 + 18 > 140: release it first */
+	uintptr_t e = A(f, 18 * MiB, S1);
+	assert_int_equal(f->st.segment_frees, 3);
+	assert_int_equal(f->st.reserved_bytes, 138 * MiB);
+	assert_int_equal(f->st.reserved_bytes_peak, 140 * MiB);
+	F(f, c, S1);
+	F(f, e, S1);
+	fx_free(f);
+}
+
+static void test_pending_fit_waits_for_fence(void **state)
+{
+	(void)state;
+	struct fx *f = fx_new(NULL);
+	uintptr_t big = A(f, 64 * MiB, GP_NO_STREAM), a = A(f, 12 * MiB, GP_NO_STREAM);
+	F(f, big, GP_NO_STREAM);
+	F(f, a, GP_NO_STREAM);
+	assert_int_equal(gp_pool_fence(f->p), 0);
+	uintptr_t a2 = A(f, 12 * MiB, GP_NO_STREAM);
+	assert_int_equal(a2, a);
+	F(f, a2, GP_NO_STREAM); /* pending: its 12 MiB twin is the best fit */
+	/* the ready 64 MiB block would be split; fences are quick: wait for one instead */
+	uint64_t fences = f->st.fences;
+	assert_int_equal(A(f, 12 * MiB, GP_NO_STREAM), a);
+	assert_int_equal(f->st.fences, fences + 1);
+	assert_int_equal(f->st.inline_fences, 1);
+	assert_int_equal(f->st.splits, 0);
+	fx_free(f);
+}
+
+static void test_stream_retire(void **state)
+{
+	(void)state;
+	struct fx *f = fx_new(NULL);
+	uintptr_t a = A(f, 4096, S1);
+	F(f, a, S1);
+	gp_pool_stream_retire(f->p, S1);
+	/* the stream is gone: its free blocks wait for a fence, then serve anyone */
+	assert_int_equal(f->st.pending_frees, 1);
+	assert_int_equal(f->st.pending_bytes, 2 * MiB);
+	assert_int_equal(gp_pool_check(f->p), 0);
+	assert_int_equal(gp_pool_fence(f->p), 0);
+	assert_int_equal(A(f, 4096, GP_NO_STREAM), a);
+	gp_pool_stream_retire(f->p, 0x9999); /* unknown stream: nothing happens */
 	fx_free(f);
 }
 
@@ -581,6 +652,9 @@ int main(void)
 		cmocka_unit_test(test_limit_and_inline_fence),
 		cmocka_unit_test(test_oom_release_and_retry),
 		cmocka_unit_test(test_bad_frees),
+		cmocka_unit_test(test_release_on_grow),
+		cmocka_unit_test(test_pending_fit_waits_for_fence),
+		cmocka_unit_test(test_stream_retire),
 		cmocka_unit_test(test_randomized),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
