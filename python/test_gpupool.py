@@ -1,0 +1,400 @@
+"""Tests of python/gpupool.py that need no GPU: the page layout against
+include/gpupool/stats.h, stats() on synthetic pages (odd seq, bad magic/size/version), the
+library lookup. Optional: a cross-check against a live page of the C writer and gpupool-stat
+(env GPUPOOL_TEST_STAT_WRITER, GPUPOOL_TEST_STAT), and PyTorch tests (skipped without torch
+and CUDA). Run: python3 -m unittest -v python/test_gpupool.py  or  python3 python/test_gpupool.py
+"""
+
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+import unittest
+import mmap
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+HEADER = os.path.join(ROOT, "include", "gpupool", "stats.h")
+sys.path.insert(0, HERE)
+import gpupool  # noqa: E402
+
+CTYPES = {"uint64_t": "Q", "int64_t": "q", "uint32_t": "I", "int32_t": "i"}
+
+
+def _strip_comments(s):
+    return re.sub(r"/\*.*?\*/", "", s, flags=re.S)
+
+
+class Header:
+    """What include/gpupool/stats.h says, parsed independently of gpupool.py."""
+
+    def __init__(self, path=HEADER):
+        with open(path) as f:
+            self.text = f.read()
+        t = _strip_comments(self.text).replace("\\\n", " ")
+        self.defines = dict(re.findall(r"#define\s+(GPUPOOL_\w+)\s+(\S+)", t))
+        self.gauges = self._xlist(t, "GPUPOOL_GAUGES")
+        self.counters = self._xlist(t, "GPUPOOL_COUNTERS")
+        self.dev = self._struct(t, "gpupool_device_stats")
+        self.page = self._struct(t, "gpupool_page")
+
+    @staticmethod
+    def _xlist(t, macro):
+        m = re.search(r"#define\s+%s\(X\)(.*)" % macro, t)
+        return re.findall(r"X\(\s*(\w+)\s*,", m.group(1))
+
+    def _num(self, v):
+        v = self.defines.get(v, v)
+        return int(v.rstrip("uUlL"), 0)
+
+    def _struct(self, t, name):
+        """[(field, struct format char(s))] in order, X-macro lines expanded."""
+        body = re.search(r"struct\s+%s\s*\{(.*?)\};" % name, t, re.S).group(1)
+        out = []
+        for stmt in (s.strip() for s in body.split(";")):
+            if not stmt:
+                continue
+            m = re.fullmatch(r"GPUPOOL_GAUGES\(GPUPOOL_GAUGE_FIELD_\)\s*(GPUPOOL_COUNTERS\(GPUPOOL_COUNTER_FIELD_\))?", stmt)
+            if m:
+                out += [(x, "Q") for g in self.gauges for x in (g, g + "_peak")]
+                if m.group(1):
+                    out += [(c, "Q") for c in self.counters]
+                continue
+            m = re.fullmatch(r"GPUPOOL_COUNTERS\(GPUPOOL_COUNTER_FIELD_\)", stmt)
+            if m:
+                out += [(c, "Q") for c in self.counters]
+                continue
+            m = re.fullmatch(r"(?:struct\s+)?(\w+)\s+(\w+)(?:\[(\w+)\])?", stmt)
+            if not m:
+                raise AssertionError("stats.h: cannot parse %r in struct %s" % (stmt, name))
+            typ, field, n = m.groups()
+            if typ == "char":
+                out.append((field, "%ds" % self._num(n)))
+            elif typ == "gpupool_device_stats":
+                out.append((field, ("dev", self._num(n))))
+            elif n:
+                out.append((field, "%d%s" % (self._num(n), CTYPES[typ])))
+            else:
+                out.append((field, CTYPES[typ]))
+        return out
+
+    def dev_format(self, order="="):
+        return order + "".join(f for _, f in self.dev)
+
+    def page_header_format(self, order="="):
+        return order + "".join(f for _, f in self.page if not isinstance(f, tuple))
+
+
+H = Header()
+
+
+def build_slot(device, values=None, seq=2, active=1):
+    """Bytes of one struct gpupool_device_stats, from the header's field order."""
+    values = values or {}
+    vals = []
+    for name, _ in H.dev:
+        vals.append({"seq": seq, "device": device, "active": active}.get(name, values.get(name, 0)))
+    return struct.pack(H.dev_format(), *vals)
+
+
+def build_page(slots, pid=4242, magic=None, version=None, size=None, comm=b"trainer"):
+    hdr_vals = {"magic": gpupool.PAGE_MAGIC if magic is None else magic,
+                "version": H._num("GPUPOOL_PAGE_VERSION") if version is None else version,
+                "pid": pid, "ndevices": len(slots), "start_time_ns": 123456789, "comm": comm,
+                "release_request": 0, "release_done": 0}
+    hfmt = H.page_header_format()
+    dsize = struct.calcsize(H.dev_format())
+    total = struct.calcsize(hfmt) + H._num("GPUPOOL_MAX_DEVICES") * dsize
+    hdr_vals["size"] = total if size is None else size
+    vals = []
+    for name, f in H.page:
+        if isinstance(f, tuple):
+            continue
+        if f == "6Q":
+            vals += [0] * 6
+        else:
+            vals.append(hdr_vals.get(name, 0))
+    body = b"".join(slots)
+    return struct.pack(hfmt, *vals) + body + b"\0" * (total - struct.calcsize(hfmt) - len(body))
+
+
+class LayoutTest(unittest.TestCase):
+    def test_constants(self):
+        self.assertEqual(H._num("GPUPOOL_PAGE_MAGIC"), gpupool.PAGE_MAGIC)
+        self.assertEqual(H._num("GPUPOOL_PAGE_VERSION"), gpupool.PAGE_VERSION)
+        self.assertEqual(H._num("GPUPOOL_MAX_DEVICES"), gpupool.MAX_DEVICES)
+        self.assertEqual(H._num("GPUPOOL_COMM_LEN"), gpupool.COMM_LEN)
+
+    def test_lists(self):
+        self.assertEqual(tuple(H.gauges), gpupool.GAUGES, "GPUPOOL_GAUGES changed: update gpupool.py")
+        self.assertEqual(tuple(H.counters), gpupool.COUNTERS, "GPUPOOL_COUNTERS changed: update gpupool.py")
+
+    def test_device_struct(self):
+        self.assertEqual(tuple(n for n, _ in H.dev), gpupool.DEV_FIELDS)
+        self.assertEqual(H.dev_format(), gpupool.DEV_STRUCT.format)
+        # no hidden padding: native alignment gives the same size as packed
+        self.assertEqual(struct.calcsize(H.dev_format("@")), gpupool.DEV_STRUCT.size)
+
+    def test_page_struct(self):
+        names = [n for n, f in H.page if not isinstance(f, tuple)]
+        self.assertEqual(names[:len(gpupool.HDR_FIELDS)], list(gpupool.HDR_FIELDS))
+        self.assertEqual(names[len(gpupool.HDR_FIELDS):], ["reserved_"])
+        self.assertEqual(H.page[-1], ("dev", ("dev", gpupool.MAX_DEVICES)))
+        self.assertEqual(H.page_header_format(), gpupool.HDR_STRUCT.format)
+        self.assertEqual(struct.calcsize(H.page_header_format("@")), gpupool.HDR_STRUCT.size)
+        off = struct.calcsize("=" + "".join(f for n, f in H.page[:names.index("release_request")]))
+        self.assertEqual(off, gpupool.OFF_RELEASE_REQUEST)
+        self.assertEqual(gpupool.PAGE_SIZE, 5744)  # the size gpupool-stat's messages quote
+
+    @unittest.skipUnless(shutil.which("cc"), "no C compiler")
+    def test_sizes_from_c_compiler(self):
+        d = tempfile.mkdtemp()
+        try:
+            src = os.path.join(d, "s.c")
+            with open(src, "w") as f:
+                f.write('#include <stdio.h>\n#include <stddef.h>\n#include "gpupool/stats.h"\n'
+                        'int main(void){printf("%zu %zu %zu %zu\\n", sizeof(struct gpupool_page),'
+                        ' sizeof(struct gpupool_device_stats), offsetof(struct gpupool_page, dev),'
+                        ' offsetof(struct gpupool_device_stats, ooms)); return 0;}\n')
+            exe = os.path.join(d, "s")
+            r = subprocess.run(["cc", "-I", os.path.join(ROOT, "include"), src, "-o", exe],
+                               capture_output=True, text=True)
+            if r.returncode:
+                self.skipTest("cc failed: " + r.stderr[-200:])
+            got = [int(x) for x in subprocess.check_output([exe], text=True).split()]
+            ooms_off = struct.calcsize("=" + "".join(
+                f for n, f in H.dev[:[n for n, _ in H.dev].index("ooms")]))
+            self.assertEqual(got, [gpupool.PAGE_SIZE, gpupool.DEV_STRUCT.size,
+                                   gpupool.HDR_STRUCT.size, ooms_off])
+        finally:
+            shutil.rmtree(d)
+
+
+class PageTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.old = os.environ.get("GPUPOOL_SHM_DIR")
+        os.environ["GPUPOOL_SHM_DIR"] = self.dir
+
+    def tearDown(self):
+        if self.old is None:
+            os.environ.pop("GPUPOOL_SHM_DIR", None)
+        else:
+            os.environ["GPUPOOL_SHM_DIR"] = self.old
+        shutil.rmtree(self.dir)
+
+    def write(self, data, pid=4242):
+        p = os.path.join(self.dir, "gpupool.%d" % pid)
+        with open(p, "wb") as f:
+            f.write(data)
+        return p
+
+    def values(self, k):
+        # distinct value per field so a shifted field shows
+        return {n: 1000 * k + i for i, (n, _) in enumerate(H.dev) if n not in ("seq", "device", "active")}
+
+    def test_two_devices(self):
+        v0, v1 = self.values(1), self.values(2)
+        self.write(build_page([build_slot(0, v0), build_slot(3, v1, seq=10)]))
+        s = gpupool.stats(4242)
+        self.assertEqual(sorted(s), [0, 3])
+        for dev, v in ((0, v0), (3, v1)):
+            self.assertTrue(s[dev]["consistent"])
+            self.assertEqual(s[dev]["device"], dev)
+            for k, x in v.items():
+                self.assertEqual(s[dev][k], x, k)
+        hdr, _ = gpupool.read_page(4242)
+        self.assertEqual(hdr["comm"], "trainer")
+        self.assertEqual(hdr["pid"], 4242)
+
+    def test_default_pid_is_self(self):
+        self.write(build_page([build_slot(0, self.values(1))]), pid=os.getpid())
+        self.assertIn(0, gpupool.stats())
+
+    def test_inactive_slot_skipped(self):
+        self.write(build_page([build_slot(0, active=0), build_slot(1)]))
+        self.assertEqual(list(gpupool.stats(4242)), [1])
+
+    def test_odd_seq_reported_inconsistent(self):
+        self.write(build_page([build_slot(0, self.values(1), seq=7), build_slot(1, self.values(2))]))
+        t = time.monotonic()
+        _, s = gpupool.read_page(4242, tries=50)
+        self.assertLess(time.monotonic() - t, 5)
+        self.assertFalse(s[0]["consistent"])
+        self.assertEqual(s[0]["device"], 0)
+        self.assertNotIn("allocs", s[0])
+        self.assertTrue(s[1]["consistent"])
+        self.assertEqual(gpupool.memory_stats(0, pid=4242), {})
+
+    def test_odd_seq_retried_until_writer_finishes(self):
+        v = self.values(1)
+        path = self.write(build_page([build_slot(0, v, seq=5)]))
+        hsize = gpupool.HDR_STRUCT.size
+
+        def finish():
+            time.sleep(0.03)
+            with open(path, "r+b") as f:
+                m = mmap.mmap(f.fileno(), 0)
+                struct.pack_into("=Q", m, hsize, 6)
+                m.close()
+        th = threading.Thread(target=finish)
+        th.start()
+        s = gpupool.stats(4242)  # default tries: well over 30 ms
+        th.join()
+        self.assertTrue(s[0]["consistent"])
+        self.assertEqual(s[0]["allocs"], v["allocs"])
+
+    def test_bad_magic(self):
+        self.write(build_page([build_slot(0)], magic=0x1234))
+        with self.assertRaisesRegex(gpupool.GpupoolError, "bad magic 0x0000000000001234"):
+            gpupool.stats(4242)
+        self.write(build_page([build_slot(0)], magic=0))
+        with self.assertRaisesRegex(gpupool.GpupoolError, "being created"):
+            gpupool.stats(4242)
+
+    def test_wrong_file_size(self):
+        self.write(build_page([build_slot(0)])[:100])
+        with self.assertRaisesRegex(gpupool.GpupoolError, r"wrong size \(100 bytes, expected 5744\)"):
+            gpupool.stats(4242)
+
+    def test_wrong_header_size_and_version(self):
+        self.write(build_page([build_slot(0)], size=4096))
+        with self.assertRaisesRegex(gpupool.GpupoolError, "header size 4096"):
+            gpupool.stats(4242)
+        self.write(build_page([build_slot(0)], version=2))
+        with self.assertRaisesRegex(gpupool.GpupoolError, "page version 2"):
+            gpupool.stats(4242)
+
+    def test_missing_page(self):
+        with self.assertRaisesRegex(gpupool.GpupoolError, "no statistics page"):
+            gpupool.stats(4243)
+
+    def test_memory_stats_mapping(self):
+        v = self.values(1)
+        self.write(build_page([build_slot(0, v)]))
+        m = gpupool.memory_stats(0, pid=4242)
+        self.assertEqual(m["reserved_bytes.all.peak"], v["reserved_bytes_peak"])
+        self.assertEqual(m["allocated_bytes.all.current"], v["allocated_bytes"])
+        self.assertEqual(m["requested_bytes.all.peak"], v["requested_bytes_peak"])
+        self.assertEqual(m["num_ooms"], v["ooms"])
+        self.assertEqual(m["num_alloc_retries"], v["oom_retries"])
+        self.assertEqual(m["active.all.current"], v["live_blocks"])
+        self.assertEqual(m["segment.all.current"], v["segments"])
+        self.assertEqual(m["gpupool.fences"], v["fences"])
+        self.assertEqual(gpupool.memory_stats(5, pid=4242), {})
+
+
+class LibraryTest(unittest.TestCase):
+    def test_env_override(self):
+        with tempfile.NamedTemporaryFile(suffix=".so") as f:
+            os.environ["GPUPOOL_LIB"] = f.name
+            try:
+                self.assertEqual(gpupool.find_library(), os.path.abspath(f.name))
+                os.environ["GPUPOOL_LIB"] = f.name + ".missing"
+                with self.assertRaisesRegex(gpupool.GpupoolError, "no such file"):
+                    gpupool.find_library()
+            finally:
+                del os.environ["GPUPOOL_LIB"]
+
+    def test_release_without_library(self):
+        if gpupool._loaded_path():
+            self.skipTest("libgpupool.so is loaded here")
+        with self.assertRaisesRegex(gpupool.GpupoolError, "not loaded"):
+            gpupool.release()
+
+
+@unittest.skipUnless(os.environ.get("GPUPOOL_TEST_STAT_WRITER") and os.environ.get("GPUPOOL_TEST_STAT"),
+                     "set GPUPOOL_TEST_STAT_WRITER and GPUPOOL_TEST_STAT (Meson does)")
+class LivePageTest(unittest.TestCase):
+    """A page written by the C writer (tests/e2e/stat_writer.c), read by gpupool.py and by
+    gpupool-stat --json: every field must agree."""
+
+    def test_against_gpupool_stat(self):
+        d = tempfile.mkdtemp()
+        env = dict(os.environ, GPUPOOL_SHM_DIR=d)
+        w = subprocess.Popen([os.environ["GPUPOOL_TEST_STAT_WRITER"], "800", "idle"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            line = w.stdout.readline().split()
+            self.assertEqual(line[0], "ready")
+            pid = int(line[1])
+            os.environ["GPUPOOL_SHM_DIR"] = d
+            try:
+                ours = gpupool.stats(pid)
+            finally:
+                del os.environ["GPUPOOL_SHM_DIR"]
+            out = subprocess.run([os.environ["GPUPOOL_TEST_STAT"], "--json", str(pid)], env=env,
+                                 capture_output=True, text=True, check=True).stdout
+            theirs = {x["device"]: x for x in json.loads(out)["processes"][0]["devices"]}
+            self.assertEqual(sorted(ours), sorted(theirs))
+            for dev, t in theirs.items():
+                self.assertGreater(t["allocs"], 0)
+                for k, v in t.items():
+                    self.assertEqual(ours[dev][k], v, "device %d %s" % (dev, k))
+        finally:
+            w.terminate()
+            w.wait()
+            w.stdout.close()
+            shutil.rmtree(d)
+
+
+def _torch_cuda():
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+@unittest.skipUnless(_torch_cuda(), "needs torch with CUDA")
+class TorchTest(unittest.TestCase):
+    def run_py(self, code):
+        env = dict(os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env.pop("LD_PRELOAD", None)
+        return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    def setUp(self):
+        try:
+            gpupool.find_library()
+        except gpupool.GpupoolError as e:
+            self.skipTest(str(e))
+
+    def test_pluggable_allocator(self):
+        r = self.run_py("""
+            import torch, gpupool
+            gpupool.use_as_torch_allocator()
+            x = torch.randn(1024, 1024, device="cuda"); y = x @ x; torch.cuda.synchronize()
+            m = gpupool.memory_stats(0)
+            assert m["reserved_bytes.all.current"] >= 2 * 4 << 20, m
+            assert m["allocated_bytes.all.peak"] >= 2 * 4 << 20, m
+            assert m["gpupool.allocs"] >= 2, m
+            del x, y; torch.cuda.synchronize()
+            print("released", gpupool.release())
+            print("ok")
+            """)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("ok", r.stdout)
+
+    def test_too_late(self):
+        r = self.run_py("""
+            import torch, gpupool
+            x = torch.ones(1, device="cuda")
+            try:
+                gpupool.use_as_torch_allocator()
+            except gpupool.GpupoolError as e:
+                print("refused:", e)
+            """)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("before the first CUDA allocation", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

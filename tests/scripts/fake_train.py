@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""A stand-in for a training script, for tests of scripts/gpupool-maxbatch (no GPU).
+
+fake_train.py BATCH. Behaviour from the environment:
+  FAKE_OOM_ABOVE=N   batch > N "runs out of memory": writes a gpupool-like JSON report with
+                     ooms=1 to $GPUPOOL_REPORT, prints PyTorch's OOM text, exits 1
+  FAKE_CRASH_AT=N    batch >= N fails with an error that is not OOM (checked first), exit 1
+  FAKE_NO_REPORT=1   write no report (like a program killed before its exit report)
+  FAKE_RETRIED=1     successful runs report ooms=1 too (an OOM the program recovered from)
+  FAKE_SLEEP_AT=N    batch >= N sleeps 60 s (for --timeout)
+  FAKE_LOG=path      appends "BATCH GPUPOOL_CONF LD_PRELOAD" per run
+Otherwise exits 0 with ooms=0 and reserved_bytes_peak = BATCH MiB.
+"""
+import json
+import os
+import sys
+import time
+
+batch = int(sys.argv[1])
+env = os.environ.get
+if env("FAKE_LOG"):
+    with open(env("FAKE_LOG"), "a") as f:
+        f.write("%d %s %s\n" % (batch, env("GPUPOOL_CONF", "-"), env("LD_PRELOAD", "-").split(" ")[0]))
+
+
+def report(ooms, peak):
+    path = env("GPUPOOL_REPORT")
+    if not path or env("FAKE_NO_REPORT") == "1":
+        return
+    dev = {"device": 0, "consistent": True, "limit_bytes": 0, "reserved_bytes": 0,
+           "reserved_bytes_peak": peak, "ooms": ooms, "oom_retries": ooms}
+    doc = {"version": 1, "processes": [{"pid": os.getpid(), "comm": "fake_train", "stale": False,
+                                         "ndevices": 1, "devices": [dev]}]}
+    with open(path, "w") as f:
+        json.dump(doc, f)
+
+
+if env("FAKE_SLEEP_AT") and batch >= int(env("FAKE_SLEEP_AT")):
+    time.sleep(60)
+if env("FAKE_CRASH_AT") and batch >= int(env("FAKE_CRASH_AT")):
+    report(0, batch << 20)
+    print("Traceback (most recent call last):\n  File \"train.py\", line 1\n"
+          "ValueError: shapes do not match at batch %d" % batch, file=sys.stderr)
+    sys.exit(1)
+limit = int(env("FAKE_OOM_ABOVE", "1000000000"))
+if batch > limit:
+    report(1, limit << 20)
+    print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", file=sys.stderr)
+    sys.exit(1)
+report(1 if env("FAKE_RETRIED") == "1" else 0, batch << 20)
+print("loss 1.0")

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Tests of scripts/gpupool-maxbatch and scripts/gpupool-run without a GPU, driving
+tests/scripts/fake_train.py. Run: python3 tests/scripts/test_maxbatch.py (exit status 0 = pass)."""
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+MAXBATCH = os.path.join(ROOT, "scripts", "gpupool-maxbatch")
+RUN = os.path.join(ROOT, "scripts", "gpupool-run")
+FAKE = os.path.join(HERE, "fake_train.py")
+
+
+def expected_probes(t, lo=1):
+    """Doubling from lo until > t, then bisection of the last doubling interval."""
+    f = int(math.floor(math.log2(t / lo)))
+    return f + 2 + f
+
+
+class MaxBatchTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.log = os.path.join(self.tmp.name, "log")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def run_mb(self, *opts, env=None, cmd=None, preload=False):
+        e = {k: v for k, v in os.environ.items() if not k.startswith(("FAKE_", "GPUPOOL_"))}
+        e.update(FAKE_LOG=self.log, **(env or {}))
+        argv = [sys.executable, MAXBATCH, "--quiet"] + ([] if preload else ["--no-preload"])
+        argv += list(opts) + ["--"] + (cmd or [sys.executable, FAKE, "{}"])
+        return subprocess.run(argv, env=e, capture_output=True, text=True, timeout=120)
+
+    def tried(self):
+        with open(self.log) as f:
+            return [ln.split() for ln in f]
+
+    def test_answer_equals_threshold(self):
+        for t in (1, 2, 3, 5, 7, 8, 16, 31, 100, 1000):
+            with self.subTest(threshold=t):
+                if os.path.exists(self.log):
+                    os.unlink(self.log)
+                r = self.run_mb(env={"FAKE_OOM_ABOVE": str(t)})
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                self.assertIn("max batch size: %d\n" % t, r.stdout)
+                self.assertEqual(len(self.tried()), expected_probes(t))
+                self.assertIn("probes: %d here" % expected_probes(t), r.stdout)
+
+    def test_probe_sequence_and_table(self):
+        r = self.run_mb(env={"FAKE_OOM_ABOVE": "5"})
+        self.assertEqual([int(x[0]) for x in self.tried()], [1, 2, 4, 8, 6, 5])
+        self.assertIn("grow-by-2-until-OOM needs 4 but stops at 4 (20% below), and 6 to reach 5", r.stdout)
+        rows = [ln.split() for ln in r.stdout.splitlines() if ln.split()[:1] and ln.split()[0].isdigit()]
+        self.assertEqual([(x[1], x[2]) for x in rows],
+                         [("1", "ok"), ("2", "ok"), ("4", "ok"), ("8", "OOM"), ("6", "OOM"), ("5", "ok")])
+        self.assertEqual(rows[2][3:5], ["4.0", "MiB"])  # peak reserved from the report
+
+    def test_power_of_two_same_answer(self):
+        r = self.run_mb(env={"FAKE_OOM_ABOVE": "16"})
+        self.assertIn("probes: 10 here; grow-by-2-until-OOM needs 6 for the same answer", r.stdout)
+
+    def test_min(self):
+        r = self.run_mb("--min", "3", env={"FAKE_OOM_ABOVE": "20"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("max batch size: 20\n", r.stdout)
+        self.assertEqual([int(x[0]) for x in self.tried()][:4], [3, 6, 12, 24])
+
+    def test_min_fails(self):
+        r = self.run_mb("--min", "4", env={"FAKE_OOM_ABOVE": "3"})
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("even --min 4 runs out of memory", r.stdout)
+        self.assertEqual(len(self.tried()), 1)
+
+    def test_max_caps(self):
+        r = self.run_mb("--max", "50", env={"FAKE_OOM_ABOVE": "100"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("max batch size: 50 (capped by --max", r.stdout)
+        self.assertEqual([int(x[0]) for x in self.tried()], [1, 2, 4, 8, 16, 32, 50])
+        r = self.run_mb("--max", "50", env={"FAKE_OOM_ABOVE": "40"})
+        self.assertIn("max batch size: 40\n", r.stdout)
+
+    def test_non_oom_error_stops(self):
+        r = self.run_mb(env={"FAKE_OOM_ABOVE": "100", "FAKE_CRASH_AT": "8"})
+        self.assertEqual(r.returncode, 3)
+        self.assertIn("probe 4 (batch 8) failed with an error that is not out of memory", r.stderr)
+        self.assertIn("ValueError: shapes do not match at batch 8", r.stderr)
+        self.assertIn("largest batch that ran before the error: 4", r.stdout)
+        self.assertEqual(len(self.tried()), 4)
+
+    def test_oom_from_stderr_without_report(self):
+        r = self.run_mb(env={"FAKE_OOM_ABOVE": "12", "FAKE_NO_REPORT": "1"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("max batch size: 12\n", r.stdout)
+        self.assertIn("OOM told by stderr", r.stdout)
+
+    def test_crash_without_report_is_error(self):
+        r = self.run_mb(env={"FAKE_CRASH_AT": "2", "FAKE_NO_REPORT": "1"})
+        self.assertEqual(r.returncode, 3)
+
+    def test_recovered_oom_is_success(self):
+        r = self.run_mb(env={"FAKE_OOM_ABOVE": "9", "FAKE_RETRIED": "1"})
+        self.assertIn("max batch size: 9\n", r.stdout)
+
+    def test_timeout(self):
+        r = self.run_mb("--timeout", "1", env={"FAKE_SLEEP_AT": "4"})
+        self.assertEqual(r.returncode, 3)
+        self.assertIn("timed out after 1s", r.stderr)
+
+    def test_limit_and_report_env(self):
+        r = self.run_mb("--limit", "8G", env={"FAKE_OOM_ABOVE": "2", "GPUPOOL_CONF": "fence:sync,limit:1G"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual({x[1] for x in self.tried()}, {"fence:sync,limit:8G"})
+        self.assertEqual({x[2] for x in self.tried()}, {"-"})  # --no-preload
+
+    def test_preload(self):
+        lib = os.path.join(self.tmp.name, "libgpupool.so")
+        open(lib, "w").close()  # ld.so ignores it with a warning; the fake just logs LD_PRELOAD
+        r = self.run_mb(env={"FAKE_OOM_ABOVE": "2", "GPUPOOL_LIB": lib}, preload=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual({x[2] for x in self.tried()}, {lib})
+
+    def test_usage(self):
+        self.assertEqual(self.run_mb(cmd=[sys.executable, FAKE, "3"]).returncode, 2)
+        self.assertEqual(self.run_mb("--min", "0").returncode, 2)
+        self.assertEqual(self.run_mb("--min", "5", "--max", "4").returncode, 2)
+        r = subprocess.run([sys.executable, MAXBATCH], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        r = subprocess.run([sys.executable, MAXBATCH, "--bogus", "--", "x", "{}"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+
+    def test_dry_run(self):
+        r = self.run_mb("--dry-run", "--limit", "8G", "--max", "20",
+                        cmd=["python3", "train.py", "--batch={}"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("GPUPOOL_CONF=limit:8G", r.stdout)
+        self.assertIn("1, 2, 4, 8, 16, 20", r.stdout)
+        self.assertIn("python3 train.py --batch=1\n", r.stdout)
+        self.assertFalse(os.path.exists(self.log))
+
+
+class RunTest(unittest.TestCase):
+    def test_lookup_and_prepend(self):
+        with tempfile.TemporaryDirectory() as d:
+            lib = os.path.join(d, "libgpupool.so")
+            open(lib, "w").close()
+            env = dict(os.environ, GPUPOOL_LIB=lib, LD_PRELOAD="")
+            r = subprocess.run([RUN, "--print-lib"], env=env, capture_output=True, text=True)
+            self.assertEqual(r.stdout.strip(), os.path.realpath(lib))
+            env["LD_PRELOAD"] = "/nonexistent/other.so"
+            r = subprocess.run([RUN, "sh", "-c", 'printf "%s\\n" "$LD_PRELOAD"'], env=env,
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout.strip(), os.path.realpath(lib) + " /nonexistent/other.so")
+            env["GPUPOOL_LIB"] = lib + ".missing"
+            r = subprocess.run([RUN, "true"], env=env, capture_output=True, text=True)
+            self.assertEqual(r.returncode, 127)
+            self.assertIn("no such file", r.stderr)
+        r = subprocess.run([RUN, "--help"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("usage: gpupool-run", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
