@@ -173,6 +173,23 @@ void gp_cudart_set_last_error(cudaError_t err)
 	}
 }
 
+/* After an internal call failed: leave the runtime's last error as it was before it,
+ * `before`. The failure overwrote it; a program's own pending error is put back by
+ * repeating a failing call that produces it (the runtime has no "set last error"). */
+static void restore_last_error(cudaError_t before)
+{
+	(void)rt.GetLastError();
+	if (before == cudaSuccess)
+		return;
+	if (before == cudaErrorMemoryAllocation || before == cudaErrorInvalidValue)
+		gp_cudart_set_last_error(before);
+	else if (before == cudaErrorInvalidDevice)
+		(void)rt.SetDevice(-1);
+	else
+		gp_log(GP_LOG_DEBUG, "a pending CUDA error (%d) was replaced by a recovered internal failure",
+		       (int)before);
+}
+
 /* ---- the backend ----------------------------------------------------------------------- */
 
 static int cu_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
@@ -182,10 +199,9 @@ static int cu_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
 	void *p = NULL;
 	cudaError_t e = rt.Malloc(&p, size);
 	if (e != cudaSuccess) {
-		/* the pool may recover (release, retry): leave no stale error behind, unless
-		 * the program had one of its own pending */
-		if (before == cudaSuccess)
-			(void)rt.GetLastError();
+		/* the pool may recover (release, retry): leave no stale error behind, and
+		 * the program's own pending error as it was */
+		restore_last_error(before);
 		return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
 	}
 	*addr = (uintptr_t)p;
@@ -248,8 +264,7 @@ static int cu_stream_wait(void *ctx, int device, gp_stream from, gp_stream to)
 	(void)rt.EventDestroy(ev); /* the wait holds on to the recorded work */
 	return 0;
 fail:
-	if (before == cudaSuccess)
-		(void)rt.GetLastError();
+	restore_last_error(before);
 	return -EAGAIN;
 }
 

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -33,6 +34,7 @@ static struct {
 	bool refuse;                 /* strict mode with a bad knob: allocations fail */
 	int ndev;
 	_Atomic(gp_pool *) pools[GPUPOOL_MAX_DEVICES];
+	gp_pool *parent_pools[GPUPOOL_MAX_DEVICES]; /* after fork: the parent's, left alone */
 	pthread_mutex_t pools_lock;
 	struct gpupool_page *page;   /* the shared page, or `local` */
 	struct gpupool_page local;
@@ -593,9 +595,15 @@ static void at_exit_report(void)
 		if (f)
 			fclose(f);
 	}
-	if (S.page_shared)
-		gp_statpage_close(S.page);
-	S.page_shared = false;
+	if (S.page_shared) {
+		/* unlink only: other threads may still be inside the pool, whose counters live
+		 * in the page; unmapping it here would crash them. The mapping goes with the
+		 * process. */
+		char path[512];
+		int n = snprintf(path, sizeof path, "%s/%s%d", gp_statpage_dir(), GP_STATPAGE_NAME, (int)getpid());
+		if (n > 0 && (size_t)n < sizeof path)
+			unlink(path);
+	}
 }
 
 /* The child of a fork starts clean: no pools (CUDA memory is not the child's to use), no
@@ -603,8 +611,11 @@ static void at_exit_report(void)
  * parent's pools, possibly locked by threads that no longer exist here, are left alone. */
 static void at_fork_child(void)
 {
-	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++)
-		atomic_store(&S.pools[d], NULL);
+	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
+		gp_pool *p = atomic_exchange(&S.pools[d], NULL);
+		if (p) /* still referenced: abandoned on purpose, not leaked (LeakSanitizer) */
+			S.parent_pools[d] = p;
+	}
 	pthread_mutex_init(&S.pools_lock, NULL);
 	pthread_mutex_init(&S.fence_lock, NULL);
 	pthread_cond_init(&S.fence_cond, NULL);

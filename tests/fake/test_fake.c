@@ -139,6 +139,7 @@ static void test_fill_stream_order(void **state)
 	cudaStream_t s;
 	assert_int_equal(cudaStreamCreate(&s), cudaSuccess);
 	assert_int_equal(cudaMalloc((void **)&p, N), cudaSuccess);
+	assert_int_equal(cudaMemset(p, 0, N), cudaSuccess); /* device memory starts unspecified */
 	double t0 = now_ms();
 	assert_int_equal(gpfake_launch_fill(p, N, 0xAA, 150000, s), cudaSuccess);
 	assert_int_equal(cudaMemsetAsync(p, 0x55, N / 2, s), cudaSuccess);

@@ -1,0 +1,37 @@
+#!/bin/sh
+# Contract 10: the exit report appears and the process exits 0, even while another thread is
+# inside the pool at exit; a bad knob prints one line and the program continues; strict
+# mode fails allocations with an error instead of aborting.
+# usage: e2e_never_kill.sh PRELOAD PROGRAM SHM_DIR
+set -u
+preload=$1 prog=$2 dir=$3
+rm -rf "$dir"; mkdir -p "$dir"
+err=$(mktemp) out=$(mktemp)
+trap 'rm -f "$out" "$err"' EXIT
+fail=0
+run() { LD_PRELOAD=$preload GPUPOOL_SHM_DIR=$dir "$@" >"$out" 2>"$err"; }
+bad() { echo "FAIL: $*"; echo "--- stdout"; cat "$out"; echo "--- stderr"; cat "$err"; fail=1; }
+
+run "$prog" report; rc=$?
+[ $rc -eq 0 ] || bad "report: exit status $rc"
+grep -q "gpupool: report for pid" "$err" || bad "report: no exit report on stderr"
+
+for i in 1 2 3 4 5; do
+	run "$prog" teardown; rc=$?
+	[ $rc -eq 0 ] || bad "teardown #$i: exit status $rc"
+	grep -q "gpupool: report for pid" "$err" || bad "teardown #$i: no exit report"
+done
+
+GPUPOOL_CONF=limit:banana GPUPOOL_REPORT=none run "$prog" basic; rc=$?
+[ $rc -eq 0 ] || bad "bad knob: exit status $rc"
+[ "$(wc -l <"$err")" -eq 1 ] || bad "bad knob: expected exactly one line on stderr"
+grep -q "GPUPOOL_CONF.*banana" "$err" || bad "bad knob: the line does not name GPUPOOL_CONF and the value"
+
+GPUPOOL_CONF=limit:banana,strict:1 GPUPOOL_REPORT=none run "$prog" strict; rc=$?
+[ $rc -eq 0 ] || bad "strict: exit status $rc"
+grep -q "strict: cudaMalloc -> cudaError" "$out" || bad "strict: allocation did not fail"
+grep -q "banana" "$err" || bad "strict: the bad value was not reported"
+
+left=$(ls -A "$dir")
+[ -z "$left" ] || bad "pages left behind: $left"
+exit $fail

@@ -1,0 +1,33 @@
+#!/bin/sh
+# Exported symbols: libgpupool.so exports exactly the names of the global section of
+# src/libgpupool.map (the interposed CUDA entry points and gpupool_*), all unversioned, so
+# that references bound to cudaMalloc@libcudart.so.13 reach them.
+# usage: e2e_symbols.sh LIBGPUPOOL MAPFILE
+set -u
+lib=$1 map=$2
+got=$(nm -D --defined-only "$lib" | awk '{print $3}' | sort)
+want=$(sed -n '/global:/,/local:/p' "$map" | grep -o '^[[:space:]]*[A-Za-z_][A-Za-z_0-9]*;' | tr -d ' \t;' | sort)
+fail=0
+[ -n "$want" ] || { echo "no names found in $map"; exit 1; }
+if [ "$got" != "$want" ]; then
+	echo "exported names differ from $map (< exported, > map):"
+	printf '%s\n' "$got" >/tmp/gpupool-sym-got.$$; printf '%s\n' "$want" >/tmp/gpupool-sym-want.$$
+	diff /tmp/gpupool-sym-got.$$ /tmp/gpupool-sym-want.$$
+	rm -f /tmp/gpupool-sym-got.$$ /tmp/gpupool-sym-want.$$
+	fail=1
+fi
+for n in $got; do
+	case $n in
+	cuda*|gpupool_*) ;;
+	*) echo "unexpected export: $n"; fail=1 ;;
+	esac
+	case $n in *@*) echo "versioned export: $n"; fail=1 ;; esac
+done
+if readelf -V "$lib" | grep -q "Version definition"; then
+	echo "$lib defines symbol versions"; fail=1
+fi
+# every export is a function
+nonfunc=$(nm -D --defined-only "$lib" | awk '$2 != "T" {print $3}')
+[ -z "$nonfunc" ] || { echo "exports that are not functions: $nonfunc"; fail=1; }
+[ $fail -eq 0 ] && echo "$(printf '%s\n' "$got" | wc -l) exports, all unversioned, as in the map"
+exit $fail
