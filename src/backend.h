@@ -41,7 +41,7 @@ struct gp_fake_backend {
 	uint64_t allocs, frees, syncs, waits, fail_allocs;
 	uint64_t fail_at;      /* fail the Nth segment_alloc (1-based); 0 = never */
 	bool fail_all;         /* every segment_alloc fails with -ENOMEM */
-	bool sync_busy;        /* device_sync answers -EBUSY (a capture is active) */
+	bool sync_busy;        /* device_sync and segment_free answer -EBUSY (a capture is active) */
 	bool wait_refused;     /* stream_wait answers -EAGAIN */
 };
 

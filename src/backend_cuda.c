@@ -197,7 +197,16 @@ static int cu_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
 	(void)ctx, (void)device;
 	cudaError_t before = rt.PeekAtLastError();
 	void *p = NULL;
+	/* While a stream captures in global mode, cudaMalloc from any thread would be refused
+	 * and would invalidate the capture; this thread's relaxed mode allows it, and a new
+	 * segment has nothing to do with the captured work. */
+	bool relax = gp_cudart_captures() > 0 && rt.ThreadExchangeStreamCaptureMode;
+	enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+	if (relax)
+		(void)rt.ThreadExchangeStreamCaptureMode(&mode);
 	cudaError_t e = rt.Malloc(&p, size);
+	if (relax)
+		(void)rt.ThreadExchangeStreamCaptureMode(&mode);
 	if (e != cudaSuccess) {
 		/* the pool may recover (release, retry): leave no stale error behind, and
 		 * the program's own pending error as it was */
@@ -211,6 +220,9 @@ static int cu_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
 static int cu_segment_free(void *ctx, int device, uintptr_t addr, size_t size)
 {
 	(void)ctx, (void)device, (void)size;
+	/* cudaFree synchronizes the device: not while a stream captures */
+	if (gp_cudart_captures() > 0)
+		return -EBUSY;
 	return rt.Free((void *)addr) == cudaSuccess ? 0 : -EIO;
 }
 

@@ -30,6 +30,8 @@ static int fake_segment_free(void *ctx, int device, uintptr_t addr, size_t size)
 {
 	struct gp_fake_backend *fb = ctx;
 	(void)addr;
+	if (fb->sync_busy)
+		return -EBUSY;
 	fb->frees++;
 	fb->used[device & 15] -= size;
 	return 0;

@@ -565,8 +565,16 @@ static int segment_is_free(const struct gp_segment *s)
 	return 1;
 }
 
-static void segment_release(gp_pool *p, struct gp_segment *s)
+/* Gives a free segment back to the backend. -EBUSY (a capture is active) leaves the
+ * segment as it was; any other failure drops it from the pool (its memory is lost). */
+static int segment_release(gp_pool *p, struct gp_segment *s)
 {
+	int rc = p->be->segment_free(p->be->ctx, p->device, s->addr, s->size);
+	if (rc == -EBUSY)
+		return rc;
+	if (rc)
+		gp_log(GP_LOG_WARN, "device %d: releasing a segment of %zu bytes failed (%d); its memory is lost to the pool",
+		       p->device, s->size, rc);
 	for (struct gp_block *b = s->first, *nx; b; b = nx) {
 		nx = b->next;
 		slist_take(b->list, b);
@@ -579,16 +587,13 @@ static void segment_release(gp_pool *p, struct gp_segment *s)
 		p->segs = s->next;
 	if (s->next)
 		s->next->prev = s->prev;
-	int rc = p->be->segment_free(p->be->ctx, p->device, s->addr, s->size);
-	if (rc)
-		gp_log(GP_LOG_WARN, "device %d: releasing a segment of %zu bytes failed (%d); its memory is lost to the pool",
-		       p->device, s->size, rc);
 	p->st->segment_frees++;
 	p->st->released_bytes += s->size;
 	GP_GAUGE_SUB(p->st, segments, 1);
 	GP_GAUGE_SUB(p->st, reserved_bytes, s->size);
 	GP_GAUGE_SET(p->st, cached_bytes, p->st->reserved_bytes - p->st->allocated_bytes);
 	free(s);
+	return 0;
 }
 
 /* Releases whole free segments, largest first, until cached bytes <= keep. Lock held. */
@@ -604,8 +609,10 @@ static size_t release_locked(gp_pool *p, size_t keep)
 				best = s;
 		if (!best)
 			break;
-		released += best->size;
-		segment_release(p, best);
+		size_t sz = best->size;
+		if (segment_release(p, best) == -EBUSY)
+			break;
+		released += sz;
 	}
 	if (released) {
 		p->st->releases++;

@@ -315,12 +315,17 @@ static void test_fence_refused_during_capture(void **state)
 {
 	(void)state;
 	struct fx *f = fx_new(NULL);
-	uintptr_t a = A(f, 4096, GP_NO_STREAM);
+	uintptr_t a = A(f, 4096, GP_NO_STREAM), b = A(f, 64 * MiB, S1);
 	F(f, a, GP_NO_STREAM);
+	F(f, b, S1);
 	f->fb.sync_busy = true;
 	assert_int_equal(gp_pool_fence(f->p), -EBUSY);
 	assert_int_equal(f->st.pending_frees, 1);
 	assert_int_equal(f->st.fences, 0);
+	/* nor is a segment handed back (the runtime's cudaFree would synchronize) */
+	assert_int_equal(gp_pool_release(f->p, 0), 0);
+	assert_int_equal(f->st.segments, 2);
+	assert_int_equal(gp_pool_check(f->p), 0);
 	f->fb.sync_busy = false;
 	assert_int_equal(gp_pool_fence(f->p), 0);
 	assert_int_equal(f->st.pending_frees, 0);
