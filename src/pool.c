@@ -830,6 +830,16 @@ int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
 			b = find(p, rounded, stream, &home);
 		}
 	}
+	if (!b && p->pend_head && p->st->pending_bytes >= rounded &&
+	    p->st->reserved_bytes + segment_size_for(&p->prm, rounded) > p->st->reserved_bytes_peak) {
+		/* never raise the peak for memory that frees in flight will return: when the GPU
+		 * runs far behind (a deep queue makes fences slow), growing instead of waiting
+		 * would let reserved memory track everything freed but not yet fenced */
+		if (fence_locked(p, 0) == 0) {
+			p->st->inline_fences++;
+			b = find(p, rounded, stream, &home);
+		}
+	}
 	if (!b) {
 		/* Growing past the peak reserved so far: first hand back cached segments that
 		 * cannot serve this request, so the peak holds what the program needs, not
