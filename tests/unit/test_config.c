@@ -545,7 +545,7 @@ static void print_knobs_to(char *buf, size_t size)
 	assert_true(n < size - 1);
 }
 
-static FILE *open_doc(void)
+static FILE *open_doc(const char *rel)
 {
 	char path[1024];
 	const char *dir = getenv("GP_SOURCE_DIR");
@@ -554,7 +554,7 @@ static FILE *open_doc(void)
 		dir = GP_SOURCE_DIR;
 #endif
 	if (dir) {
-		snprintf(path, sizeof path, "%s/docs/knobs.md", dir);
+		snprintf(path, sizeof path, "%s/%s", dir, rel);
 		return fopen(path, "r");
 	}
 	/* __FILE__ is .../tests/unit/test_config.c, absolute or relative to the build dir
@@ -563,30 +563,34 @@ static FILE *open_doc(void)
 	char *cut = strstr(path, "tests/unit/test_config.c");
 	if (!cut)
 		return NULL;
-	snprintf(cut, sizeof path - (size_t)(cut - path), "docs/knobs.md");
+	snprintf(cut, sizeof path - (size_t)(cut - path), "%s", rel);
 	return fopen(path, "r");
 }
 
+/* The README and docs/knobs.md show the table the code holds, byte for byte. */
 static void test_doc_matches_table(void **state)
 {
 	(void)state;
-	static char table[16384], doc[65536];
+	static char table[16384], doc[131072];
+	static const char *const docs[] = {"docs/knobs.md", "README.md"};
 	print_knobs_to(table, sizeof table);
-	FILE *f = open_doc();
-	if (!f)
-		fail_msg("docs/knobs.md not found: set GP_SOURCE_DIR to the source tree");
-	size_t n = fread(doc, 1, sizeof doc - 1, f);
-	doc[n] = '\0';
-	fclose(f);
-	char *begin = strstr(doc, "<!-- knobs:begin -->\n");
-	char *end = strstr(doc, "<!-- knobs:end -->");
-	assert_non_null(begin);
-	assert_non_null(end);
-	begin += strlen("<!-- knobs:begin -->\n");
-	assert_true(end >= begin);
-	*end = '\0';
-	if (strcmp(begin, table) != 0)
-		fail_msg("docs/knobs.md is stale; regenerate with: test_config --print-knobs");
+	for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+		FILE *f = open_doc(docs[i]);
+		if (!f)
+			fail_msg("%s not found: set GP_SOURCE_DIR to the source tree", docs[i]);
+		size_t n = fread(doc, 1, sizeof doc - 1, f);
+		doc[n] = '\0';
+		fclose(f);
+		char *begin = strstr(doc, "<!-- knobs:begin -->\n");
+		char *end = strstr(doc, "<!-- knobs:end -->");
+		assert_non_null(begin);
+		assert_non_null(end);
+		begin += strlen("<!-- knobs:begin -->\n");
+		assert_true(end >= begin);
+		*end = '\0';
+		if (strcmp(begin, table) != 0)
+			fail_msg("%s is stale; regenerate the table with: test_config --print-knobs", docs[i]);
+	}
 }
 
 static void test_table_rows(void **state)
