@@ -331,12 +331,8 @@ static size_t segment_size_for(const struct gp_pool_params *prm, size_t rounded)
 	return round_up(rounded, prm->large_round);
 }
 
-static struct gp_slist *slist_get(gp_pool *p, gp_stream s, int create)
+static struct gp_slist *slist_find(gp_pool *p, gp_stream s, int create)
 {
-	if (s == GP_NO_STREAM)
-		return &p->ready;
-	if (p->last_sl && p->last_sl->stream == s)
-		return p->last_sl;
 	struct gp_slist *sl;
 	HASH_FIND(hh, p->streams, &s, sizeof s, sl);
 	if (!sl && create) {
@@ -354,6 +350,17 @@ static struct gp_slist *slist_get(gp_pool *p, gp_stream s, int create)
 	if (sl)
 		p->last_sl = sl;
 	return sl;
+}
+
+/* The free lists of stream s (the ready list for GP_NO_STREAM); NULL when s has none and
+ * `create` is 0, or when host memory ran out. The last stream looked up is cached. */
+static inline struct gp_slist *slist_get(gp_pool *p, gp_stream s, int create)
+{
+	if (s == GP_NO_STREAM)
+		return &p->ready;
+	if (__builtin_expect(p->last_sl && p->last_sl->stream == s, 1))
+		return p->last_sl;
+	return slist_find(p, s, create);
 }
 
 static void largest_recount(gp_pool *p)
@@ -638,6 +645,22 @@ static void pending_push(gp_pool *p, struct gp_block *b)
 	GP_GAUGE_ADD(p->st, pending_bytes, b->size);
 }
 
+/* Every block of a stream's lists waits for a fence, like a cudaFree'd one: used when
+ * nothing can order another stream after that stream (gone, or not ours to name). */
+static void slist_to_pending(gp_pool *p, struct gp_slist *sl)
+{
+	for (int t = 0; t < 2; t++) {
+		struct gp_block *rest = sl->root[t];
+		sl->root[t] = NULL;
+		while (rest) {
+			struct gp_block *b = rest;
+			rest = tr_join(b->left, b->right);
+			b->left = b->right = NULL;
+			pending_push(p, b);
+		}
+	}
+}
+
 /* Every block freed before fence `k` began is reusable by anyone. Lock held. */
 static void retire(gp_pool *p, uint64_t k)
 {
@@ -778,16 +801,7 @@ static struct gp_block *steal(gp_pool *p, size_t rounded, gp_stream stream, stru
 			return best;
 		}
 		/* cannot order after that stream from here: its blocks wait for a fence */
-		for (int tt = 0; tt < 2; tt++) {
-			struct gp_block *rest = from->root[tt];
-			from->root[tt] = NULL;
-			while (rest) {
-				struct gp_block *b = rest;
-				rest = tr_join(b->left, b->right);
-				b->left = b->right = NULL;
-				pending_push(p, b);
-			}
-		}
+		slist_to_pending(p, from);
 		largest_recount(p);
 	}
 	return NULL;
@@ -956,16 +970,7 @@ void gp_pool_stream_retire(gp_pool *p, gp_stream stream)
 	struct gp_slist *sl = stream == GP_NO_STREAM ? NULL : slist_get(p, stream, 0);
 	if (sl) {
 		gp_stats_begin(p->st);
-		for (int t = 0; t < 2; t++) {
-			struct gp_block *rest = sl->root[t];
-			sl->root[t] = NULL;
-			while (rest) {
-				struct gp_block *b = rest;
-				rest = tr_join(b->left, b->right);
-				b->left = b->right = NULL;
-				pending_push(p, b);
-			}
-		}
+		slist_to_pending(p, sl);
 		HASH_DEL(p->streams, sl);
 		if (p->last_sl == sl)
 			p->last_sl = NULL;
