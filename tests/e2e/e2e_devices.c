@@ -2,6 +2,9 @@
  * device 0 is current is found by its pointer, per-device statistics, and the limit
  * (limit:64M) applies to each device on its own. */
 #include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "e2e_util.h"
 
@@ -53,5 +56,22 @@ int main(void)
 	CHECK(s0.live_blocks == 0 && s1.live_blocks == 0 && s0.invalid_frees == 0 && s1.invalid_frees == 0);
 	/* real frees are the pools' own segment releases only */
 	CHECK(gpfake_calls("cudaFree") - frees == s0.segment_frees + s1.segment_frees);
+
+	/* For e2e_devices_report.sh: hold 3 MiB on device 0 and 5 MiB on device 1 while the
+	 * script reads the statistics page (it removes E2E_HOLD_FILE when done). */
+	const char *hold = getenv("E2E_HOLD_FILE");
+	if (hold) {
+		void *h0 = NULL, *h1 = NULL;
+		CK(cudaMalloc(&h0, 3 * MB));
+		CK(cudaSetDevice(1));
+		CK(cudaMalloc(&h1, 5 * MB));
+		FILE *f = fopen(hold, "w");
+		CHECK(f != NULL);
+		fclose(f);
+		for (int i = 0; i < 2000 && access(hold, F_OK) == 0; i++)
+			usleep(10000);
+		CK(cudaFree(h0));
+		CK(cudaFree(h1));
+	}
 	return 0;
 }
