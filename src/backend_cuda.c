@@ -121,6 +121,8 @@ void gp_cudart_capture_end(void)
 
 int gp_cudart_captures(void) { return atomic_load_explicit(&captures, memory_order_relaxed); }
 
+const atomic_int *gp_cudart_capture_counter(void) { return &captures; }
+
 /* ---- stream keys ---------------------------------------------------------------------- */
 
 /* The legacy default stream is key 0. Each thread's per-thread default stream gets an odd
@@ -128,21 +130,13 @@ int gp_cudart_captures(void) { return atomic_load_explicit(&captures, memory_ord
 static _Thread_local gp_stream my_ptds;
 static atomic_ulong ptds_serial;
 
-static gp_stream ptds_key(void)
+gp_stream gp_cudart_ptds_key(void)
 {
 	if (!my_ptds)
 		my_ptds = ((gp_stream)(atomic_fetch_add(&ptds_serial, 1) + 1) << 4) | 0x3;
 	return my_ptds;
 }
 
-gp_stream gp_cudart_stream_key(cudaStream_t s, bool ptsz)
-{
-	if (s == cudaStreamPerThread || (s == 0 && ptsz))
-		return ptds_key();
-	if (s == 0 || s == cudaStreamLegacy)
-		return 0;
-	return (gp_stream)s;
-}
 
 /* The handle this thread can use for a key, or NULL with *ok = false when the key is
  * another thread's per-thread stream. */

@@ -5,6 +5,7 @@
 #define GP_CUDART_H
 
 #include <cuda_runtime_api.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "backend.h"
@@ -54,10 +55,22 @@ const struct gp_backend *gp_cudart_backend(void);
 void gp_cudart_capture_begin(void);
 void gp_cudart_capture_end(void);
 int gp_cudart_captures(void);
+/* The counter itself, for a check on the hot path without a call. */
+const atomic_int *gp_cudart_capture_counter(void);
 
 /* The stream key (gp_stream) of a runtime stream handle, as the calling thread names it.
- * `ptsz`: the call came through a _ptsz entry point, where stream 0 is the per-thread one. */
-gp_stream gp_cudart_stream_key(cudaStream_t s, bool ptsz);
+ * `ptsz`: the call came through a _ptsz entry point, where stream 0 is the per-thread one.
+ * The legacy default stream is key 0; a per-thread default stream gets an odd key from
+ * gp_cudart_ptds_key() (never a real handle, which is a pointer). */
+gp_stream gp_cudart_ptds_key(void);
+static inline gp_stream gp_cudart_stream_key(cudaStream_t s, bool ptsz)
+{
+	if (s == cudaStreamPerThread || (s == 0 && ptsz))
+		return gp_cudart_ptds_key();
+	if (s == 0 || s == cudaStreamLegacy)
+		return 0;
+	return (gp_stream)s;
+}
 
 /* Leaves `err` as the runtime's last error for this thread, as a failing native call
  * would (cudaErrorMemoryAllocation or cudaErrorInvalidValue). */

@@ -39,6 +39,7 @@ static struct {
 	struct gpupool_page *page;   /* the shared page, or `local` */
 	struct gpupool_page local;
 	bool page_shared;
+	const atomic_int *captures;  /* stream captures in progress (backend_cuda.c) */
 	uint64_t release_seen;
 	bool tracing;
 	bool atexit_set;
@@ -69,6 +70,7 @@ static void init_once(void)
 	gp_log_set_level(S.cfg.log_level);
 	S.refuse = rc != 0;
 	S.rt = gp_cudart_get();
+	S.captures = gp_cudart_capture_counter();
 	S.off = S.cfg.disable || !S.rt;
 	if (S.refuse)
 		gp_log(GP_LOG_ERROR, "GPUPOOL_CONF has a bad value and strict mode is on: every cudaMalloc and "
@@ -144,7 +146,8 @@ static void *fence_main(void *arg)
 
 static void fence_wake(void)
 {
-	if (atomic_exchange(&S.fence_want, 1) == 0) {
+	/* a plain read first: while a fence is already wanted, no write to a shared line */
+	if (atomic_load_explicit(&S.fence_want, memory_order_relaxed) == 0 && atomic_exchange(&S.fence_want, 1) == 0) {
 		pthread_mutex_lock(&S.fence_lock);
 		pthread_cond_signal(&S.fence_cond);
 		pthread_mutex_unlock(&S.fence_lock);
@@ -221,11 +224,15 @@ static long long release_all(int only)
 	return total;
 }
 
+/* A release request from gpupool-stat: two plain reads of the page per call, the rest only
+ * when a request is pending. */
 static inline void check_release_request(void)
 {
+	if (__builtin_expect(!S.page_shared, 0) ||
+	    __atomic_load_n(&S.page->release_request, __ATOMIC_RELAXED) == S.release_seen)
+		return;
 	uint64_t req;
-	if (__builtin_expect(S.page_shared, 1) && gp_statpage_release_pending(S.page, &req) &&
-	    req != S.release_seen) {
+	if (gp_statpage_release_pending(S.page, &req) && req != S.release_seen) {
 		S.release_seen = req;
 		long long n = release_all(-1);
 		gp_log(GP_LOG_INFO, "released %lld bytes of cached memory on request", n);
@@ -278,7 +285,7 @@ static cudaError_t real_free(void *ptr, cudaStream_t s, enum gp_call call)
 
 static bool capturing(cudaStream_t s, enum gp_call call)
 {
-	if (call == GP_CALL_SYNC || gp_cudart_captures() == 0)
+	if (call == GP_CALL_SYNC || atomic_load_explicit(S.captures, memory_order_relaxed) == 0)
 		return false;
 	enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
 	cudaError_t e = call == GP_CALL_ASYNC_PTSZ && S.rt->StreamIsCapturing_ptsz
