@@ -858,10 +858,13 @@ int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
 		/* Growing past the peak reserved so far: first hand back cached segments that
 		 * cannot serve this request, so the peak holds what the program needs, not
 		 * what an earlier phase left behind. Below the old peak, growth costs nothing
-		 * in peak terms and no segment is given back (no churn in steady state). */
+		 * in peak terms and no segment is given back (no churn in steady state); nor
+		 * while the cache is under 1/16 of what is reserved (a pool that is simply
+		 * growing would otherwise trade a cudaFree for every cudaMalloc). */
 		size_t ss = segment_size_for(&p->prm, rounded);
 		size_t peak = p->st->reserved_bytes_peak;
-		if (p->prm.release_on_grow && p->st->reserved_bytes + ss > peak && p->st->cached_bytes) {
+		if (p->prm.release_on_grow && p->st->reserved_bytes + ss > peak &&
+		    p->st->cached_bytes > p->st->reserved_bytes / 16) {
 			size_t over = p->st->reserved_bytes + ss - peak;
 			release_locked(p, p->st->cached_bytes > over ? p->st->cached_bytes - over : 0);
 		}

@@ -31,7 +31,8 @@ struct gp_pool_params {
 	uint64_t wait_fence_ns;  /* while fences take at most this long, a request that pending frees
 				  * could serve waits for one instead of growing past fence_headroom */
 	size_t fence_headroom;   /* bytes the pool may grow between two fences while frees are pending */
-	bool release_on_grow;    /* before growing past the peak reserved so far, release cached segments */
+	bool release_on_grow;    /* before growing past the peak reserved so far, release cached segments
+				  * (when more than 1/16 of what is reserved is cached) */
 	bool check;              /* run the invariant checker after every operation (slow) */
 };
 
