@@ -123,6 +123,12 @@ int gp_cudart_captures(void) { return atomic_load_explicit(&captures, memory_ord
 
 const atomic_int *gp_cudart_capture_counter(void) { return &captures; }
 
+void gp_cudart_after_fork(void)
+{
+	pthread_mutex_init(&gate, NULL);
+	atomic_store(&captures, 0);
+}
+
 /* ---- stream keys ---------------------------------------------------------------------- */
 
 /* The legacy default stream is key 0. Each thread's per-thread default stream gets an odd
@@ -154,17 +160,35 @@ static cudaStream_t key_handle(gp_stream k, bool *ok)
 	return (cudaStream_t)k;
 }
 
+/* Runs in relaxed capture mode: the calls gpupool makes on its own behalf must not be
+ * refused (and invalidate a capture) because another thread captures in global mode. */
+static enum cudaStreamCaptureMode relax_begin(void)
+{
+	enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+	if (rt.ThreadExchangeStreamCaptureMode)
+		(void)rt.ThreadExchangeStreamCaptureMode(&mode);
+	return mode;
+}
+
+static void relax_end(enum cudaStreamCaptureMode mode)
+{
+	if (rt.ThreadExchangeStreamCaptureMode)
+		(void)rt.ThreadExchangeStreamCaptureMode(&mode);
+}
+
 void gp_cudart_set_last_error(cudaError_t err)
 {
 	if (!rt_ok)
 		return;
 	void *p = NULL;
+	enum cudaStreamCaptureMode mode = relax_begin();
 	if (err == cudaErrorMemoryAllocation) {
 		/* a request no device can satisfy fails at once and leaves the error behind */
 		(void)rt.Malloc(&p, (size_t)1 << 62);
 	} else {
 		(void)rt.Malloc(NULL, 0);
 	}
+	relax_end(mode);
 }
 
 /* After an internal call failed: leave the runtime's last error as it was before it,
@@ -192,21 +216,18 @@ static int cu_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
 	cudaError_t before = rt.PeekAtLastError();
 	void *p = NULL;
 	/* While a stream captures in global mode, cudaMalloc from any thread would be refused
-	 * and would invalidate the capture; this thread's relaxed mode allows it, and a new
-	 * segment has nothing to do with the captured work. */
-	bool relax = gp_cudart_captures() > 0 && rt.ThreadExchangeStreamCaptureMode;
-	enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-	if (relax)
-		(void)rt.ThreadExchangeStreamCaptureMode(&mode);
+	 * and would invalidate the capture; in this thread's relaxed mode it is allowed, and a
+	 * new segment has nothing to do with the captured work. */
+	enum cudaStreamCaptureMode mode = relax_begin();
 	cudaError_t e = rt.Malloc(&p, size);
-	if (relax)
-		(void)rt.ThreadExchangeStreamCaptureMode(&mode);
 	if (e != cudaSuccess) {
 		/* the pool may recover (release, retry): leave no stale error behind, and
 		 * the program's own pending error as it was */
 		restore_last_error(before);
+		relax_end(mode);
 		return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
 	}
+	relax_end(mode);
 	*addr = (uintptr_t)p;
 	return 0;
 }
@@ -214,10 +235,16 @@ static int cu_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
 static int cu_segment_free(void *ctx, int device, uintptr_t addr, size_t size)
 {
 	(void)ctx, (void)device, (void)size;
-	/* cudaFree synchronizes the device: not while a stream captures */
-	if (gp_cudart_captures() > 0)
+	/* cudaFree synchronizes the device: not while a stream captures, and no capture may
+	 * begin meanwhile (the gate, as for fences) */
+	pthread_mutex_lock(&gate);
+	if (atomic_load(&captures) > 0) {
+		pthread_mutex_unlock(&gate);
 		return -EBUSY;
-	return rt.Free((void *)addr) == cudaSuccess ? 0 : -EIO;
+	}
+	cudaError_t e = rt.Free((void *)addr);
+	pthread_mutex_unlock(&gate);
+	return e == cudaSuccess ? 0 : -EIO;
 }
 
 static int cu_device_sync(void *ctx, int device)
@@ -257,7 +284,9 @@ static int cu_stream_wait(void *ctx, int device, gp_stream from, gp_stream to)
 	(void)ctx, (void)device;
 	bool ok1, ok2;
 	cudaStream_t f = key_handle(from, &ok1), t = key_handle(to, &ok2);
-	if (!ok1 || !ok2)
+	/* while a stream captures, the event would be captured and the waiting stream joined
+	 * to the capture: the block waits for a fence instead */
+	if (!ok1 || !ok2 || gp_cudart_captures() > 0)
 		return -EAGAIN;
 	cudaError_t before = rt.PeekAtLastError();
 	cudaEvent_t ev;

@@ -55,6 +55,9 @@ const struct gp_backend *gp_cudart_backend(void);
 void gp_cudart_capture_begin(void);
 void gp_cudart_capture_end(void);
 int gp_cudart_captures(void);
+/* In a forked child: no capture of the parent's is ours, and the gate may have been held
+ * by a parent thread that does not exist here. */
+void gp_cudart_after_fork(void);
 /* The counter itself, for a check on the hot path without a call. */
 const atomic_int *gp_cudart_capture_counter(void);
 

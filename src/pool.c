@@ -1081,6 +1081,13 @@ int gp_pool_create(gp_pool **out, int device, const struct gp_pool_params *param
 	return 0;
 }
 
+void gp_pool_abandon(gp_pool *p, struct gpupool_device_stats *sink)
+{
+	gp_lock_take(&p->lock);
+	p->st = sink;
+	gp_lock_give(&p->lock);
+}
+
 void gp_pool_destroy(gp_pool *p)
 {
 	if (!p)

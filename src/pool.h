@@ -46,6 +46,11 @@ int gp_pool_create(gp_pool **out, int device, const struct gp_pool_params *param
  * are abandoned. Not for use at process exit with the CUDA backend (the runtime may be gone). */
 void gp_pool_destroy(gp_pool *p);
 
+/* Forgets the device behind the pool (cudaDeviceReset freed every allocation): from now on
+ * the pool writes its counters to `sink`, and it must not be used for allocations again. Its
+ * host memory is kept, so a thread still inside one of its calls stays safe. */
+void gp_pool_abandon(gp_pool *p, struct gpupool_device_stats *sink);
+
 /* Allocates `size` bytes. stream == GP_NO_STREAM for cudaMalloc, else the stream of
  * cudaMallocAsync. Returns 0, -EINVAL (size 0 or too large), or -ENOMEM after
  * releasing the cache and retrying once. */

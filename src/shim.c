@@ -49,7 +49,9 @@ static struct {
 	pthread_mutex_t fence_lock;
 	pthread_cond_t fence_cond;
 	atomic_int fence_want;
+	atomic_int fencing;          /* the fence thread is inside a CUDA call */
 	atomic_int exiting;
+	struct gpupool_device_stats parked; /* where pools abandoned by cudaDeviceReset write */
 } S = {
 	.init_lock = PTHREAD_MUTEX_INITIALIZER,
 	.pools_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -119,6 +121,7 @@ static inline int current_device(void)
 static void *fence_main(void *arg)
 {
 	(void)arg;
+	useconds_t backoff_us = 1000;
 	for (;;) {
 		pthread_mutex_lock(&S.fence_lock);
 		while (!atomic_load(&S.fence_want) && !atomic_load(&S.exiting))
@@ -133,12 +136,19 @@ static void *fence_main(void *arg)
 		bool again = false;
 		for (int d = 0; d < S.ndev && !atomic_load(&S.exiting); d++) {
 			gp_pool *p = atomic_load(&S.pools[d]);
-			if (p && gp_pool_has_pending(p) && gp_pool_fence(p) != 0)
+			atomic_store(&S.fencing, 1);
+			if (!atomic_load(&S.exiting) && p && gp_pool_has_pending(p) && gp_pool_fence(p) != 0)
 				again = true; /* a capture is active, or the sync failed */
+			atomic_store(&S.fencing, 0);
 		}
 		if (again) {
+			/* back off: a capture may last long, a sticky error for ever */
 			atomic_store(&S.fence_want, 1);
-			usleep(1000);
+			usleep(backoff_us);
+			if (backoff_us < 100000)
+				backoff_us *= 2;
+		} else {
+			backoff_us = 1000;
 		}
 	}
 	return NULL;
@@ -243,17 +253,15 @@ static inline void check_release_request(void)
 static void count_passthrough(int dev, bool alloc)
 {
 	gp_pool *p = dev >= 0 ? atomic_load(&S.pools[dev]) : NULL;
-	if (!p)
-		return;
-	struct gpupool_device_stats *st = gp_statpage_slot(S.page, dev);
+	struct gpupool_device_stats *st = p ? gp_statpage_slot(S.page, dev) : NULL;
 	if (!st)
 		return;
-	gp_stats_begin(st);
+	/* not under the pool lock, so no seq bracket (it would race with the pool's own):
+	 * monotonic counters a reader may see one call late */
 	if (alloc)
 		__atomic_add_fetch(&st->passthrough_allocs, 1, __ATOMIC_RELAXED);
 	else
 		__atomic_add_fetch(&st->passthrough_frees, 1, __ATOMIC_RELAXED);
-	gp_stats_end(st);
 }
 
 static inline uint64_t now_ns(void)
@@ -440,8 +448,9 @@ cudaError_t gp_shim_ipc_get_mem_handle(cudaIpcMemHandle_t *handle, void *ptr)
 		gp_log(GP_LOG_ERROR,
 		       "cudaIpcGetMemHandle(%p): a %zu-byte pooled block at offset %zu of a %zu-byte segment cannot be "
 		       "exported (the handle would share the whole segment); refusing with cudaErrorInvalidValue. "
-		       "Allocations of at least GPUPOOL_CONF medium_max (now %zu bytes) get segments of their own: "
-		       "lower it (e.g. medium_max:1M), or run with GPUPOOL_DISABLE=1",
+		       "Allocations of at least GPUPOOL_CONF medium_max (now %zu bytes) get segments of their own, "
+		       "of exactly their size with large_round:512: set e.g. medium_max:1M,large_round:512, or run "
+		       "with GPUPOOL_DISABLE=1",
 		       ptr, (size_t)bi.size, (size_t)((uintptr_t)ptr - bi.segment), (size_t)bi.segment_size,
 		       S.cfg.medium_max);
 		gp_cudart_set_last_error(cudaErrorInvalidValue);
@@ -500,10 +509,11 @@ cudaError_t gp_shim_device_reset(void)
 		gp_pool *p = dev >= 0 ? atomic_exchange(&S.pools[dev], NULL) : NULL;
 		pthread_mutex_unlock(&S.pools_lock);
 		if (p) {
-			/* every allocation of the device dies with the reset: hand the segments back
-			 * first, then start the device's gauges from zero */
+			/* every allocation of the device dies with the reset. The pool is parked,
+			 * not freed: the fence thread or another thread may still be inside one
+			 * of its calls (its host memory, a few KiB, is the price of a reset). */
 			struct gpupool_device_stats *st = gp_statpage_slot(S.page, dev);
-			gp_pool_destroy(p);
+			gp_pool_abandon(p, &S.parked);
 			gp_stats_begin(st);
 #define ZERO_(name, unit, help) st->name = 0;
 			GPUPOOL_GAUGES(ZERO_)
@@ -542,8 +552,15 @@ void *gp_shim_torch_malloc(size_t size, int device, cudaStream_t stream)
 	if (!p)
 		return NULL;
 	check_release_request();
+	/* a new segment comes from the current device: make it `device` for the call */
+	int cur = device;
+	if (S.ndev > 1 && (S.rt->GetDevice(&cur) != cudaSuccess || cur != device))
+		(void)S.rt->SetDevice(device);
 	uintptr_t a = 0;
-	if (gp_pool_alloc(p, size, gp_cudart_stream_key(stream, false), &a) != 0) {
+	int rc = gp_pool_alloc(p, size, gp_cudart_stream_key(stream, false), &a);
+	if (cur != device)
+		(void)S.rt->SetDevice(cur);
+	if (rc != 0) {
 		gp_cudart_set_last_error(cudaErrorMemoryAllocation);
 		return NULL;
 	}
@@ -571,6 +588,10 @@ static void at_exit_report(void)
 		pthread_mutex_lock(&S.fence_lock);
 		pthread_cond_signal(&S.fence_cond);
 		pthread_mutex_unlock(&S.fence_lock);
+		/* the runtime tears itself down after this handler: let a fence that is inside
+		 * cudaDeviceSynchronize finish first (bounded: 2 s) */
+		for (int i = 0; i < 2000 && atomic_load(&S.fencing); i++)
+			usleep(1000);
 	}
 	if (S.tracing)
 		gp_trace_close();
@@ -618,6 +639,9 @@ static void at_exit_report(void)
  * parent's pools, possibly locked by threads that no longer exist here, are left alone. */
 static void at_fork_child(void)
 {
+	pthread_mutex_init(&S.init_lock, NULL);
+	gp_cudart_after_fork();
+	atomic_store(&S.fencing, 0);
 	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
 		gp_pool *p = atomic_exchange(&S.pools[d], NULL);
 		if (p) /* still referenced: abandoned on purpose, not leaked (LeakSanitizer) */

@@ -11,6 +11,20 @@
 #define NB 64
 static void *blocks[NB];
 
+static cudaStream_t other;
+
+/* allocates on another stream while `s` captures: the only fitting free block was freed on
+ * the capturing stream, and taking it behind an event would join `other` to the capture */
+static void *other_stream_alloc(void *arg)
+{
+	(void)arg;
+	void *y = NULL;
+	CK(cudaMallocAsync(&y, 3 << 20, other));
+	CK(cudaFreeAsync(y, other));
+	CK(cudaStreamSynchronize(other));
+	return NULL;
+}
+
 static void *freer(void *arg)
 {
 	(void)arg;
@@ -82,6 +96,23 @@ int main(void)
 	e2e_sleep_ms(10);
 	CK(cudaStreamEndCapture(s, &g));
 	CK(cudaGraphDestroy(g));
+	e2e_wait_no_pending(0);
+
+	/* a third capture: no block is taken from the capturing stream behind an event */
+	CK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+	void *z = NULL;
+	CK(cudaMallocAsync(&z, 3 << 20, s));
+	CK(cudaFreeAsync(z, s));
+	CK(cudaStreamSynchronize(s));
+	uint64_t steals0 = e2e_stats(0).stream_steals;
+	CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+	CHECK(pthread_create(&th, NULL, other_stream_alloc, NULL) == 0);
+	pthread_join(th, NULL);
+	CHECK(e2e_stats(0).stream_steals == steals0);
+	CK(cudaStreamEndCapture(s, &g));
+	CHECK(g != NULL);
+	CK(cudaGraphDestroy(g));
+	CK(cudaStreamDestroy(other));
 	e2e_wait_no_pending(0);
 	CHECK(gpfake_faults() == 0);
 	CK(cudaStreamDestroy(s));

@@ -44,6 +44,7 @@
 	X(cudaEventSynchronize) X(cudaEventDestroy) X(cudaEventElapsedTime) \
 	X(cudaStreamBeginCapture) X(cudaStreamBeginCapture_ptsz) X(cudaStreamEndCapture) \
 	X(cudaStreamEndCapture_ptsz) X(cudaStreamIsCapturing) X(cudaStreamIsCapturing_ptsz) \
+	X(cudaThreadExchangeStreamCaptureMode) \
 	X(cudaGraphInstantiate) X(cudaGraphLaunch) X(cudaGraphLaunch_ptsz) X(cudaGraphDestroy) \
 	X(cudaGraphExecDestroy) X(cudaIpcGetMemHandle) X(cudaIpcOpenMemHandle) \
 	X(cudaIpcCloseMemHandle) X(cudaPointerGetAttributes) X(cudaGetErrorString) \
@@ -165,6 +166,8 @@ static int g_nrules;                                      /* atomic read outside
 
 static _Thread_local int t_device;
 static _Thread_local cudaError_t t_last_error;
+/* this thread's capture interaction mode (cudaThreadExchangeStreamCaptureMode) */
+static _Thread_local enum cudaStreamCaptureMode t_cap_mode = cudaStreamCaptureModeGlobal;
 
 /* ---- errors ---- */
 #define FK_ERRORS(X) \
@@ -610,9 +613,14 @@ static bool fk_legacy_conflict(int device)
 static bool fk_capture_prohibits(void)
 {
 	bool prohibited = false;
+	if (t_cap_mode == cudaStreamCaptureModeRelaxed)
+		return false; /* this thread opted out: nothing is prohibited */
 	for (struct CUstream_st *t = g_streams; t; t = t->next) {
 		if (!t->cap_state)
 			continue;
+		bool mine = pthread_equal(t->cap_thread, pthread_self());
+		if (t_cap_mode == cudaStreamCaptureModeThreadLocal && !mine)
+			continue; /* thread-local interaction: only this thread's captures count */
 		if (t->cap_mode == cudaStreamCaptureModeGlobal ||
 		    (t->cap_mode == cudaStreamCaptureModeThreadLocal &&
 		     pthread_equal(t->cap_thread, pthread_self()))) {
@@ -1691,6 +1699,17 @@ static cudaError_t fk_is_capturing(cudaStream_t h, bool ptsz, enum cudaStreamCap
 		                          : cudaStreamCaptureStatusInvalidated;
 	pthread_mutex_unlock(&g_lock);
 	return fk_ret(e);
+}
+
+FK_API cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
+{
+	ENTER(cudaThreadExchangeStreamCaptureMode);
+	if (!mode || (unsigned)*mode > cudaStreamCaptureModeRelaxed)
+		return fk_ret(cudaErrorInvalidValue);
+	enum cudaStreamCaptureMode old = t_cap_mode;
+	t_cap_mode = *mode;
+	*mode = old;
+	return cudaSuccess;
 }
 
 FK_API cudaError_t cudaStreamIsCapturing(cudaStream_t stream,
