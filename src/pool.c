@@ -470,10 +470,10 @@ static inline int should_split(const gp_pool *p, const struct gp_block *b, size_
 /* Turns free block b (already out of its tree) into a live block of `rounded` bytes,
  * splitting off the rest back into `home` (unless host memory for it ran out). */
 static int take_block(gp_pool *p, struct gp_block *b, size_t rounded, size_t req,
-		      struct gp_slist *home)
+		      struct gp_slist *home, int whole)
 {
 	size_t before = b->size;
-	if (should_split(p, b, rounded)) {
+	if (!whole && should_split(p, b, rounded)) {
 		struct gp_block *r = block_new(p);
 		if (r) {
 			r->addr = b->addr + rounded;
@@ -894,7 +894,10 @@ int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
 	}
 	int rc = -ENOMEM;
 	if (b) {
-		rc = take_block(p, b, rounded, size, home);
+		/* a segment made for one large request stays whole (its rest is under
+		 * large_round): the block is then the segment, and cudaIpcGetMemHandle can
+		 * export it (DESIGN point 7) */
+		rc = take_block(p, b, rounded, size, home, !hit && rounded >= p->prm.medium_max);
 		if (rc == 0) {
 			*addr = b->addr;
 			p->st->allocs++;

@@ -52,6 +52,8 @@ static struct {
 	atomic_int fencing;          /* the fence thread is inside a CUDA call */
 	atomic_int exiting;
 	struct gpupool_device_stats parked; /* where pools abandoned by cudaDeviceReset write */
+	gp_pool *parked_pools[64];   /* the latest pools abandoned by cudaDeviceReset, kept */
+	unsigned nparked;
 } S = {
 	.init_lock = PTHREAD_MUTEX_INITIALIZER,
 	.pools_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -514,6 +516,9 @@ cudaError_t gp_shim_device_reset(void)
 			 * of its calls (its host memory, a few KiB, is the price of a reset). */
 			struct gpupool_device_stats *st = gp_statpage_slot(S.page, dev);
 			gp_pool_abandon(p, &S.parked);
+			pthread_mutex_lock(&S.pools_lock);
+			S.parked_pools[S.nparked++ % 64] = p;
+			pthread_mutex_unlock(&S.pools_lock);
 			gp_stats_begin(st);
 #define ZERO_(name, unit, help) st->name = 0;
 			GPUPOOL_GAUGES(ZERO_)

@@ -162,17 +162,31 @@ static void test_large_split_rule(void **state)
 {
 	(void)state;
 	struct fx *f = fx_new(NULL);
-	/* a 20 MiB medium segment: 18.5 MiB leaves 1.5 MiB (> 1 MiB): split */
+	/* a segment made for one large request stays whole: 18.5 MiB gets a 20 MiB segment
+	 * and the whole of it, so the block can be exported by IPC */
 	uintptr_t a = A(f, 18 * MiB + 512 * KiB, S1);
+	struct gp_block_info bi;
+	assert_int_equal(gp_pool_lookup(f->p, a, &bi), 0);
+	assert_int_equal(bi.size, 20 * MiB);
+	assert_int_equal(bi.segment_size, 20 * MiB);
+	assert_int_equal(f->st.splits, 0);
+	assert_int_equal(f->st.requested_bytes, 18 * MiB + 512 * KiB);
+	F(f, a, S1);
+	/* from the cache, the large-pool rule: 18.5 MiB leaves 1.5 MiB (> 1 MiB): split */
+	a = A(f, 18 * MiB + 512 * KiB, S1);
 	assert_int_equal(f->st.splits, 1);
 	F(f, a, S1);
 	/* 19.5 MiB leaves 0.5 MiB (<= 1 MiB): not split, the whole 20 MiB is handed out */
 	a = A(f, 19 * MiB + 512 * KiB, S1);
-	struct gp_block_info bi;
 	assert_int_equal(gp_pool_lookup(f->p, a, &bi), 0);
 	assert_int_equal(bi.size, 20 * MiB);
 	assert_int_equal(f->st.splits, 1);
 	F(f, a, S1);
+	/* medium requests still share their 20 MiB segments */
+	uintptr_t m1 = A(f, 3 * MiB, S2), m2 = A(f, 3 * MiB, S2);
+	assert_int_equal(m2, m1 + 3 * MiB);
+	F(f, m1, S2);
+	F(f, m2, S2);
 	fx_free(f);
 }
 
