@@ -450,9 +450,8 @@ cudaError_t gp_shim_ipc_get_mem_handle(cudaIpcMemHandle_t *handle, void *ptr)
 		gp_log(GP_LOG_ERROR,
 		       "cudaIpcGetMemHandle(%p): a %zu-byte pooled block at offset %zu of a %zu-byte segment cannot be "
 		       "exported (the handle would share the whole segment); refusing with cudaErrorInvalidValue. "
-		       "Allocations of at least GPUPOOL_CONF medium_max (now %zu bytes) get segments of their own, "
-		       "of exactly their size with large_round:512: set e.g. medium_max:1M,large_round:512, or run "
-		       "with GPUPOOL_DISABLE=1",
+		       "An allocation of at least GPUPOOL_CONF medium_max (now %zu bytes) that the pool grows for is a "
+		       "whole segment: lower it (e.g. medium_max:1M) for smaller ones, or run with GPUPOOL_DISABLE=1",
 		       ptr, (size_t)bi.size, (size_t)((uintptr_t)ptr - bi.segment), (size_t)bi.segment_size,
 		       S.cfg.medium_max);
 		gp_cudart_set_last_error(cudaErrorInvalidValue);
