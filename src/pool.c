@@ -645,9 +645,10 @@ static void pending_push(gp_pool *p, struct gp_block *b)
 	GP_GAUGE_ADD(p->st, pending_bytes, b->size);
 }
 
-/* Every block of a stream's lists waits for a fence, like a cudaFree'd one: used when
- * nothing can order another stream after that stream (gone, or not ours to name). */
-static void slist_to_pending(gp_pool *p, struct gp_slist *sl)
+/* Empties sl's trees, handing each block (out of every tree) to `put`, which may insert it
+ * into sl again. Lock held. */
+static void slist_drain(gp_pool *p, struct gp_slist *sl,
+			void (*put)(gp_pool *, struct gp_slist *, struct gp_block *, uint64_t), uint64_t k)
 {
 	for (int t = 0; t < 2; t++) {
 		struct gp_block *rest = sl->root[t];
@@ -656,10 +657,20 @@ static void slist_to_pending(gp_pool *p, struct gp_slist *sl)
 			struct gp_block *b = rest;
 			rest = tr_join(b->left, b->right);
 			b->left = b->right = NULL;
-			pending_push(p, b);
+			put(p, sl, b, k);
 		}
 	}
 }
+
+static void put_pending(gp_pool *p, struct gp_slist *sl, struct gp_block *b, uint64_t k)
+{
+	(void)sl, (void)k;
+	pending_push(p, b);
+}
+
+/* Every block of a stream's lists waits for a fence, like a cudaFree'd one: used when
+ * nothing can order another stream after that stream (gone, or not ours to name). */
+static void slist_to_pending(gp_pool *p, struct gp_slist *sl) { slist_drain(p, sl, put_pending, 0); }
 
 /* Every block freed before fence `k` began is reusable by anyone. Lock held. */
 static void retire(gp_pool *p, uint64_t k)
@@ -683,27 +694,22 @@ static void retire(gp_pool *p, uint64_t k)
 	}
 }
 
+static void put_promoted(gp_pool *p, struct gp_slist *sl, struct gp_block *b, uint64_t k)
+{
+	if (b->gen < k) {
+		free_insert(p, b, &p->ready);
+	} else {
+		b->list = sl;
+		tr_insert(&sl->root[tree_of(b)], b);
+	}
+}
+
 /* Moves every stream-list block freed before fence k to the ready list (the fence
  * covered the work of every stream). Lock held. */
 static void promote(gp_pool *p, uint64_t k)
 {
-	for (struct gp_slist *sl = p->streams; sl; sl = sl->hh.next) {
-		for (int t = 0; t < 2; t++) {
-			struct gp_block *rest = sl->root[t];
-			sl->root[t] = NULL;
-			while (rest) {
-				struct gp_block *b = rest;
-				rest = tr_join(b->left, b->right);
-				b->left = b->right = NULL;
-				if (b->gen < k) {
-					free_insert(p, b, &p->ready);
-				} else {
-					b->list = sl;
-					tr_insert(&sl->root[t], b);
-				}
-			}
-		}
-	}
+	for (struct gp_slist *sl = p->streams; sl; sl = sl->hh.next)
+		slist_drain(p, sl, put_promoted, k);
 }
 
 /* One fence: begin (under lock), device_sync (unlocked), retire. `all` also promotes
