@@ -99,7 +99,7 @@ static const struct gp_config_knob knobs[] = {
 	{"log", GP_KNOB_LEVEL, F(log_level), 0, 0, "warning", LEVEL_RANGE,
 	 "Log level (GPUPOOL_LOG wins)."},
 	{"strict", GP_KNOB_BOOL, F(strict), 0, 0, "0", BOOL_RANGE,
-	 "A bad value anywhere disables the pool and makes every hooked call fail, so the program stops."},
+	 "A bad value anywhere disables the pool and makes every allocation fail (cudaErrorInvalidValue), so the program stops."},
 	{"stats_page", GP_KNOB_BOOL, F(stats_page), 0, 0, "1", BOOL_RANGE,
 	 "Publish live statistics at /dev/shm/gpupool.PID for gpupool-stat."},
 	{"trace", GP_KNOB_PATH, F(trace), 0, 0, "none", "a file path (at most 255 bytes), or none",

@@ -21,7 +21,7 @@ enum gp_report_format { GP_REPORT_TEXT, GP_REPORT_JSON };
 
 struct gp_config {
 	bool disable;                  /* GPUPOOL_DISABLE: pass everything to the runtime */
-	bool strict;                   /* a bad knob makes every hooked call fail */
+	bool strict;                   /* a bad knob makes every allocation fail */
 	bool bad;                      /* some knob was bad (strict mode acts on this) */
 	int log_level;                 /* enum gp_log_level */
 	size_t limit_bytes;            /* per-device limit on reserved bytes; 0 = none */
