@@ -204,7 +204,7 @@ static gp_pool *pool_create(int dev)
 		pthread_attr_t a;
 		pthread_attr_init(&a);
 		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-		pthread_attr_setstacksize(&a, 64 * 1024);
+		pthread_attr_setstacksize(&a, 256 * 1024); /* the runtime and driver run on it */
 		if (pthread_create(&S.fence_thread, &a, fence_main, NULL) == 0)
 			S.fence_started = true;
 		else
