@@ -293,15 +293,20 @@ static cudaError_t real_free(void *ptr, cudaStream_t s, enum gp_call call)
 	return S.rt->FreeAsync(ptr, s);
 }
 
-static bool capturing(cudaStream_t s, enum gp_call call)
+/* Is `s` capturing? cudaSuccess and *yes, or the runtime's error for the stream (an invalid
+ * handle), which is left as the last error, as the native call would. Asks the runtime only
+ * while some capture is in progress. */
+static cudaError_t capturing(cudaStream_t s, enum gp_call call, bool *yes)
 {
+	*yes = false;
 	if (call == GP_CALL_SYNC || atomic_load_explicit(S.captures, memory_order_relaxed) == 0)
-		return false;
+		return cudaSuccess;
 	enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
 	cudaError_t e = call == GP_CALL_ASYNC_PTSZ && S.rt->StreamIsCapturing_ptsz
 				? S.rt->StreamIsCapturing_ptsz(s, &cs)
 				: S.rt->StreamIsCapturing(s, &cs);
-	return e != cudaSuccess || cs != cudaStreamCaptureStatusNone;
+	*yes = e == cudaSuccess && cs != cudaStreamCaptureStatusNone;
+	return e;
 }
 
 static void trace(int op, int dev, cudaStream_t s, size_t size, void *ptr, uint64_t t0, cudaError_t e)
@@ -318,7 +323,8 @@ cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call
 	}
 	if (S.refuse)
 		return cudaErrorInvalidValue;
-	if (!ptr || size == 0 || capturing(s, call))
+	bool cap;
+	if (!ptr || size == 0 || capturing(s, call, &cap) != cudaSuccess || cap)
 		return real_malloc(ptr, size, s, call); /* the runtime's own answer and semantics */
 	uint64_t t0 = S.tracing ? now_ns() : 0;
 	int dev = current_device();
@@ -363,7 +369,11 @@ cudaError_t gp_shim_free(void *ptr, cudaStream_t s, enum gp_call call)
 	gp_stream key = call == GP_CALL_SYNC ? GP_NO_STREAM : gp_cudart_stream_key(s, call == GP_CALL_ASYNC_PTSZ);
 	int rc = -ENOENT, owner = -1;
 	gp_pool *p = dev >= 0 ? atomic_load(&S.pools[dev]) : NULL;
-	if (p && call != GP_CALL_SYNC && capturing(s, call)) {
+	bool cap = false;
+	cudaError_t ce = p && call != GP_CALL_SYNC ? capturing(s, call, &cap) : cudaSuccess;
+	if (ce != cudaSuccess)
+		return ce; /* an invalid stream: the native call fails the same way */
+	if (cap) {
 		/* a free captured into a graph happens when the graph runs, maybe never: the
 		 * block cannot be reused by anyone until then, so it stays allocated */
 		struct gp_block_info bi;
