@@ -813,6 +813,23 @@ static struct gp_block *steal(gp_pool *p, size_t rounded, gp_stream stream, stru
 	return NULL;
 }
 
+/* Runs a fence on the allocating thread (counted as inline), then looks again. The lock
+ * is dropped during the fence, so the answer reflects other threads' frees too. */
+static struct gp_block *fence_and_find(gp_pool *p, int all, size_t rounded, gp_stream stream,
+				       struct gp_slist **home)
+{
+	if (fence_locked(p, all) == 0)
+		p->st->inline_fences++;
+	return find(p, rounded, stream, home);
+}
+
+/* The list a new segment's remainder joins: the stream's own, else the ready list. */
+static struct gp_slist *grow_home(gp_pool *p, gp_stream stream)
+{
+	struct gp_slist *sl = slist_get(p, stream, 1);
+	return sl ? sl : &p->ready;
+}
+
 int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
 {
 	if (size == 0 || size > ((size_t)1 << 56))
@@ -829,9 +846,7 @@ int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
 		 * better fit: carving large blocks while their better-fitting twins wait for a
 		 * fence is what fragments a pool under cudaFree. Fences are quick: wait. */
 		free_insert(p, b, home);
-		if (fence_locked(p, 0) == 0)
-			p->st->inline_fences++;
-		b = find(p, rounded, stream, &home);
+		b = fence_and_find(p, 0, rounded, stream, &home);
 	}
 	if (!b && stream != GP_NO_STREAM)
 		b = steal(p, rounded, stream, &home);
@@ -845,20 +860,14 @@ int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
 		 * already grown its headroom's worth since the last one: waiting for a fence
 		 * costs less than another segment, and keeps a cudaMalloc/cudaFree loop (or a
 		 * program freeing faster than the fence thread retires) from ballooning */
-		if (fence_locked(p, 0) == 0) {
-			p->st->inline_fences++;
-			b = find(p, rounded, stream, &home);
-		}
+		b = fence_and_find(p, 0, rounded, stream, &home);
 	}
 	if (!b && p->pend_head && p->st->pending_bytes >= rounded &&
 	    p->st->reserved_bytes + segment_size_for(&p->prm, rounded) > p->st->reserved_bytes_peak) {
 		/* never raise the peak for memory that frees in flight will return: when the GPU
 		 * runs far behind (a deep queue makes fences slow), growing instead of waiting
 		 * would let reserved memory track everything freed but not yet fenced */
-		if (fence_locked(p, 0) == 0) {
-			p->st->inline_fences++;
-			b = find(p, rounded, stream, &home);
-		}
+		b = fence_and_find(p, 0, rounded, stream, &home);
 	}
 	if (!b) {
 		/* Growing past the peak reserved so far: first hand back cached segments that
@@ -878,25 +887,18 @@ int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
 		hit = b == NULL;
 		if (b && p->pend_head)
 			p->grown_pending += b->size;
-		home = stream == GP_NO_STREAM ? &p->ready : slist_get(p, stream, 1);
-		if (!home)
-			home = &p->ready;
+		home = grow_home(p, stream);
 	}
 	if (!b && (p->pend_head || p->streams)) {
 		/* no ready block and no room to grow: wait for the frees in flight */
-		if (fence_locked(p, 1) == 0) {
-			p->st->inline_fences++;
-			b = find(p, rounded, stream, &home);
-		}
+		b = fence_and_find(p, 1, rounded, stream, &home);
 	}
 	if (!b) {
 		p->st->oom_retries++;
 		release_locked(p, 0);
 		b = grow(p, rounded);
 		hit = 0;
-		home = stream == GP_NO_STREAM ? &p->ready : slist_get(p, stream, 1);
-		if (!home)
-			home = &p->ready;
+		home = grow_home(p, stream);
 	}
 	int rc = -ENOMEM;
 	if (b) {
