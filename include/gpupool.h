@@ -27,7 +27,11 @@ int gpupool_stats(int device, struct gpupool_device_stats *out);
 const char *gpupool_version(void);
 
 /* PyTorch's pluggable allocator interface (torch.cuda.memory.CUDAPluggableAllocator):
- * stream-ordered allocation on `stream` of `device`; `stream` is a cudaStream_t. */
+ * stream-ordered allocation on `stream` of `device`; `stream` is a cudaStream_t. Size 0 or a
+ * bad device: NULL. Out of memory: where the process has a C++ runtime (as PyTorch does),
+ * throws std::runtime_error("gpupool: device N: out of memory allocating ..."), which PyTorch
+ * raises as RuntimeError (it does not check for NULL); elsewhere NULL, with
+ * cudaErrorMemoryAllocation as the runtime's last error. */
 void *gpupool_malloc(ssize_t size, int device, void *stream);
 void gpupool_free(void *ptr, ssize_t size, int device, void *stream);
 

@@ -355,11 +355,17 @@ def _torch_cuda():
 
 @unittest.skipUnless(_torch_cuda(), "needs torch with CUDA")
 class TorchTest(unittest.TestCase):
-    def run_py(self, code):
+    def run_py(self, code, **extra_env):
         env = dict(os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
         env.pop("LD_PRELOAD", None)
+        env.pop("GPUPOOL_CONF", None)
+        env.update(extra_env)
         return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
                               capture_output=True, text=True, timeout=300)
+
+    def assertRan(self, r):
+        self.assertEqual(r.returncode, 0, "stdout:\n%s\nstderr:\n%s" % (r.stdout, r.stderr[-3000:]))
+        self.assertIn("ok", r.stdout.split())
 
     def setUp(self):
         try:
@@ -380,8 +386,113 @@ class TorchTest(unittest.TestCase):
             print("released", gpupool.release())
             print("ok")
             """)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("ok", r.stdout)
+        self.assertRan(r)
+
+    def test_out_of_memory_is_an_exception(self):
+        # PyTorch does not check the pointer a pluggable allocator returns: gpupool throws,
+        # PyTorch raises RuntimeError with gpupool's message, and the program goes on
+        r = self.run_py("""
+            import torch, gpupool
+            gpupool.use_as_torch_allocator()
+            x = torch.ones(256 << 20, dtype=torch.uint8, device="cuda")
+            try:
+                y = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+                print("no exception, data_ptr", y.data_ptr())
+            except RuntimeError as e:
+                print("raised:", type(e).__name__, e)
+            z = torch.ones(256 << 20, dtype=torch.uint8, device="cuda")
+            assert int(x.sum()) + int(z.sum()) == 512 << 20
+            m = gpupool.memory_stats(0)
+            assert m["num_ooms"] == 1 and m["reserved_bytes.all.peak"] <= 1 << 30, m
+            print("ok")
+            """, GPUPOOL_CONF="limit:1G")
+        self.assertRan(r)
+        self.assertIn("raised: RuntimeError gpupool: device 0: out of memory allocating 2.0 GiB", r.stdout)
+        self.assertIn("limit 1.0 GiB", r.stdout)
+
+    def test_stream_ordered(self):
+        # a block freed on a stream comes back at once on that stream; the default stream
+        # gets it only behind that stream's work (a 50 ms kernel still writing it)
+        r = self.run_py("""
+            import torch, gpupool
+            gpupool.use_as_torch_allocator()
+            n = 32 << 20
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s):
+                a = torch.empty(n, dtype=torch.uint8, device="cuda"); pa = a.data_ptr(); del a
+                b = torch.empty(n, dtype=torch.uint8, device="cuda")
+                assert b.data_ptr() == pa, "same stream: reused at once"
+                torch.cuda._sleep(100_000_000)
+                b.fill_(3)
+                del b
+            c = torch.empty(n, dtype=torch.uint8, device="cuda")
+            c.fill_(4)
+            torch.cuda.synchronize()
+            assert bool((c == 4).all()), "the side stream's late write reached the new tensor"
+            print("reused_across_streams", c.data_ptr() == pa)
+            print("ok")
+            """)
+        self.assertRan(r)
+
+    def test_zero_size_and_release(self):
+        r = self.run_py("""
+            import torch, gpupool
+            gpupool.use_as_torch_allocator()
+            e1 = torch.empty(0, device="cuda"); e2 = torch.empty(0, device="cuda"); del e1, e2
+            x = torch.ones(64 << 20, dtype=torch.uint8, device="cuda"); del x
+            torch.cuda.synchronize()
+            before = gpupool.memory_stats(0)["reserved_bytes.all.current"]
+            released = gpupool.release()
+            after = gpupool.memory_stats(0)["reserved_bytes.all.current"]
+            assert released >= 64 << 20 and after == before - released, (before, released, after)
+            print("ok")
+            """)
+        self.assertRan(r)
+
+    def test_report_trace_and_page(self):
+        # the exit report and the trace in pluggable mode, and the page read from another process
+        d = tempfile.mkdtemp()
+        try:
+            report, trace = os.path.join(d, "report.json"), os.path.join(d, "trace.csv")
+            env = dict(os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                       GPUPOOL_REPORT=report, GPUPOOL_CONF="trace:" + trace, GPUPOOL_SHM_DIR=d)
+            env.pop("LD_PRELOAD", None)
+            code = textwrap.dedent("""
+                import sys, torch, gpupool
+                gpupool.use_as_torch_allocator()
+                x = torch.ones(100 << 20, dtype=torch.uint8, device="cuda"); torch.cuda.synchronize()
+                print("ready", flush=True)
+                sys.stdin.readline()
+                """)
+            p = subprocess.Popen([sys.executable, "-c", code], env=env, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                self.assertEqual(p.stdout.readline().strip(), "ready", p.stderr.read() if p.poll() else "")
+                os.environ["GPUPOOL_SHM_DIR"] = d
+                try:
+                    live = gpupool.stats(p.pid)[0]
+                finally:
+                    del os.environ["GPUPOOL_SHM_DIR"]
+                self.assertTrue(live["consistent"])
+                self.assertGreaterEqual(live["allocated_bytes"], 100 << 20)
+                p.stdin.write("\n")
+                p.stdin.flush()
+                self.assertEqual(p.wait(timeout=120), 0, p.stderr.read())
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                p.stdout.close(); p.stderr.close(); p.stdin.close()
+            with open(report) as f:
+                dev = json.load(f)["processes"][0]["devices"][0]
+            self.assertGreaterEqual(dev["allocated_bytes_peak"], 100 << 20)
+            self.assertEqual(dev["allocs"], dev["frees"] + dev["live_blocks"])
+            with open(trace) as f:
+                rows = [line.split(",") for line in f.read().splitlines()[1:]]
+            ops = [r[1] for r in rows]
+            self.assertIn("malloc_async", ops)
+            self.assertIn(str(100 << 20), [r[5] for r in rows if r[1] == "malloc_async"])
+        finally:
+            shutil.rmtree(d)
 
     def test_too_late(self):
         r = self.run_py("""

@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "cudart.h"
+#include "cxx_error.h"
 #include "format.h"
 #include "log.h"
 #include "pool.h"
@@ -314,6 +315,23 @@ static void trace(int op, int dev, cudaStream_t s, size_t size, void *ptr, uint6
 	gp_trace_record(op, dev < 0 ? 0 : dev, (uintptr_t)s, size, (uintptr_t)ptr, now_ns() - t0, (int)e);
 }
 
+/* "device 0: out of memory allocating 2.0 GiB (reserved 1.0 GiB, in use 512.0 MiB, limit
+ * 1.0 GiB)": the one wording of an allocation gpupool could not serve. Returns buf. */
+static const char *oom_message(char *buf, size_t cap, int dev, size_t size)
+{
+	struct gpupool_device_stats st;
+	memset(&st, 0, sizeof st);
+	gp_stats_snapshot(gp_statpage_slot(S.page, dev), &st, 100);
+	char b[4][32];
+	int n = snprintf(buf, cap, "device %d: out of memory allocating %s (reserved %s, in use %s", dev,
+			 gp_format_bytes(b[0], sizeof b[0], size), gp_format_bytes(b[1], sizeof b[1], st.reserved_bytes),
+			 gp_format_bytes(b[2], sizeof b[2], st.allocated_bytes));
+	if (n > 0 && (size_t)n < cap)
+		snprintf(buf + n, cap - (size_t)n, "%s%s)", st.limit_bytes ? ", limit " : "",
+			 st.limit_bytes ? gp_format_bytes(b[3], sizeof b[3], st.limit_bytes) : "");
+	return buf;
+}
+
 cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call call)
 {
 	if (!ready()) {
@@ -344,12 +362,8 @@ cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call
 	} else {
 		e = cudaErrorMemoryAllocation;
 		gp_cudart_set_last_error(e);
-		struct gpupool_device_stats st;
-		gp_stats_snapshot(gp_statpage_slot(S.page, dev), &st, 100);
-		gp_log(GP_LOG_WARN,
-		       "device %d: out of memory allocating %zu bytes (reserved %llu, in use %llu, limit %llu)", dev,
-		       size, (unsigned long long)st.reserved_bytes, (unsigned long long)st.allocated_bytes,
-		       (unsigned long long)st.limit_bytes);
+		char msg[256];
+		gp_log(GP_LOG_WARN, "%s", oom_message(msg, sizeof msg, dev, size));
 	}
 	if (S.tracing)
 		trace(call == GP_CALL_SYNC ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC, dev, call == GP_CALL_SYNC ? 0 : s,
@@ -570,24 +584,37 @@ void *gp_shim_torch_malloc(size_t size, int device, cudaStream_t stream)
 	int cur = device;
 	if (S.ndev > 1 && (S.rt->GetDevice(&cur) != cudaSuccess || cur != device))
 		(void)S.rt->SetDevice(device);
+	uint64_t t0 = S.tracing ? now_ns() : 0;
 	uintptr_t a = 0;
 	int rc = gp_pool_alloc(p, size, gp_cudart_stream_key(stream, false), &a);
 	if (cur != device)
 		(void)S.rt->SetDevice(cur);
-	if (rc != 0) {
-		gp_cudart_set_last_error(cudaErrorMemoryAllocation);
-		return NULL;
-	}
-	return (void *)a;
+	if (S.tracing)
+		trace(GP_TRACE_MALLOC_ASYNC, device, stream, size, (void *)a, t0,
+		      rc == 0 ? cudaSuccess : cudaErrorMemoryAllocation);
+	if (rc == 0)
+		return (void *)a;
+	/* PyTorch does not check for NULL: a tensor at address 0 would fault in the first kernel
+	 * that touches it. Throw, as PyTorch's own allocator does; it becomes a RuntimeError. */
+	char msg[256] = "gpupool: ";
+	oom_message(msg + 9, sizeof msg - 9, device, size);
+	gp_cxx_throw(msg); /* returns only without a C++ runtime */
+	gp_cudart_set_last_error(cudaErrorMemoryAllocation);
+	gp_log(GP_LOG_WARN, "%s", msg + 9);
+	return NULL;
 }
 
 void gp_shim_torch_free(void *ptr, int device, cudaStream_t stream)
 {
 	if (!ptr || !ready() || device < 0 || device >= S.ndev)
 		return;
+	uint64_t t0 = S.tracing ? now_ns() : 0;
 	gp_pool *p = atomic_load(&S.pools[device]);
-	if (!p || gp_pool_free(p, (uintptr_t)ptr, gp_cudart_stream_key(stream, false)) != 0)
+	int rc = p ? gp_pool_free(p, (uintptr_t)ptr, gp_cudart_stream_key(stream, false)) : -ENOENT;
+	if (rc != 0)
 		gp_log(GP_LOG_WARN, "gpupool_free(%p): not a live gpupool allocation of device %d; ignored", ptr, device);
+	else if (S.tracing)
+		trace(GP_TRACE_FREE_ASYNC, device, stream, 0, ptr, t0, cudaSuccess);
 }
 
 /* ---- exit and fork ------------------------------------------------------------------------ */

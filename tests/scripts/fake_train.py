@@ -6,6 +6,8 @@ fake_train.py BATCH. Behaviour from the environment:
                      ooms=1 to $GPUPOOL_REPORT, prints PyTorch's OOM text, exits 1
   FAKE_CRASH_AT=N    batch >= N fails with an error that is not OOM (checked first), exit 1
   FAKE_NO_REPORT=1   write no report (like a program killed before its exit report)
+  FAKE_GPUPOOL_TEXT=1  the OOM text is gpupool's (pluggable allocator, the C++ exception
+                     killing the process) instead of PyTorch's
   FAKE_RETRIED=1     successful runs report ooms=1 too (an OOM the program recovered from)
   FAKE_SLEEP_AT=N    batch >= N sleeps 60 s (for --timeout)
   FAKE_LOG=path      appends "BATCH GPUPOOL_CONF LD_PRELOAD" per run
@@ -45,6 +47,11 @@ if env("FAKE_CRASH_AT") and batch >= int(env("FAKE_CRASH_AT")):
 limit = int(env("FAKE_OOM_ABOVE", "1000000000"))
 if batch > limit:
     report(1, limit << 20)
+    if env("FAKE_GPUPOOL_TEXT") == "1":
+        print("terminate called after throwing an instance of 'std::runtime_error'\n  what():  gpupool: "
+              "device 0: out of memory allocating 2.0 GiB (reserved 7.5 GiB, in use 7.0 GiB, limit 8.0 GiB)",
+              file=sys.stderr)
+        sys.exit(134)
     print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", file=sys.stderr)
     sys.exit(1)
 report(1 if env("FAKE_RETRIED") == "1" else 0, batch << 20)

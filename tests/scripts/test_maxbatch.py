@@ -98,6 +98,11 @@ class MaxBatchTest(unittest.TestCase):
         self.assertIn("max batch size: 12\n", r.stdout)
         self.assertIn("OOM told by stderr", r.stdout)
 
+    def test_gpupool_oom_text_without_report(self):
+        r = self.run_mb(env={"FAKE_OOM_ABOVE": "12", "FAKE_NO_REPORT": "1", "FAKE_GPUPOOL_TEXT": "1"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("max batch size: 12\n", r.stdout)
+
     def test_crash_without_report_is_error(self):
         r = self.run_mb(env={"FAKE_CRASH_AT": "2", "FAKE_NO_REPORT": "1"})
         self.assertEqual(r.returncode, 3)
