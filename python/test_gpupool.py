@@ -293,6 +293,7 @@ class PageTest(unittest.TestCase):
 
 class LibraryTest(unittest.TestCase):
     def test_env_override(self):
+        old = os.environ.get("GPUPOOL_LIB")  # the caller's, put back after
         with tempfile.NamedTemporaryFile(suffix=".so") as f:
             os.environ["GPUPOOL_LIB"] = f.name
             try:
@@ -301,7 +302,10 @@ class LibraryTest(unittest.TestCase):
                 with self.assertRaisesRegex(gpupool.GpupoolError, "no such file"):
                     gpupool.find_library()
             finally:
-                del os.environ["GPUPOOL_LIB"]
+                if old is None:
+                    del os.environ["GPUPOOL_LIB"]
+                else:
+                    os.environ["GPUPOOL_LIB"] = old
 
     def test_release_without_library(self):
         if gpupool._loaded_path():

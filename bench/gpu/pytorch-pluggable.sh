@@ -31,19 +31,23 @@ fi
 
 if part compare; then
 echo "== default vs gpupool, $ROUNDS rounds"
+ROUNDS_GPT2=${ROUNDS_GPT2:-$ROUNDS}
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw,utilization.gpu --format=csv >"$O/smi.csv" 2>&1
 for r in $(seq 1 "$ROUNDS"); do
 	for model in resnet50 gpt2; do
+		[ "$model" = gpt2 ] && [ "$r" -gt "$ROUNDS_GPT2" ] && continue
 		for mode in default gpupool; do
+			nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw --format=csv,noheader >>"$O/smi.csv" 2>&1
 			n=pluggable-$model-$mode-$r
 			GPUPOOL_REPORT=$O/$n.json timeout 240 python3 bench/gpu/torch_pluggable.py $mode --model $model \
 				--warmup 10 --steps 40 >"$O/$n.log" 2>&1
-			echo "$n rc=$? $(key '\.(step_ms|peak_reserved)=' "$O/$n.log")"
+			echo "$n rc=$? $(key '\.(step_ms|step_ms_min|peak_reserved)=' "$O/$n.log")"
 		done
 	done
 done
-python3 - "$O" "$ROUNDS" <<'PY'
+python3 - "$O" "$ROUNDS" "$ROUNDS_GPT2" <<'PY'
 import statistics, sys
-o, rounds = sys.argv[1], int(sys.argv[2])
+o = sys.argv[1]
 def kv(path):
     out = {}
     for line in open(path):
@@ -51,7 +55,7 @@ def kv(path):
             k, v = line.strip().split("=", 1)
             out[k] = v
     return out
-for model in ("resnet50", "gpt2"):
+for model, rounds in (("resnet50", int(sys.argv[2])), ("gpt2", int(sys.argv[3]))):
     runs = {m: [kv("%s/pluggable-%s-%s-%d.log" % (o, model, m, r)) for r in range(1, rounds + 1)]
             for m in ("default", "gpupool")}
     ms = {m: [float(x[model + ".step_ms"]) for x in runs[m]] for m in runs}
@@ -59,6 +63,9 @@ for model in ("resnet50", "gpt2"):
     same = all(x[model + ".losses"] == runs["default"][0][model + ".losses"] for m in runs for x in runs[m])
     dflt = all(x[model + ".losses"] == runs["default"][0][model + ".losses"] for x in runs["default"])
     d, g = statistics.median(ms["default"]), statistics.median(ms["gpupool"])
+    mn = {m: min(float(x[model + ".step_ms_min"]) for x in runs[m]) for m in runs}
+    print("%s fastest step: default %.2f gpupool %.2f (%+.1f%%)" % (
+        model, mn["default"], mn["gpupool"], 100 * (mn["gpupool"] / mn["default"] - 1)))
     print("%s step_ms default %s gpupool %s | medians %.2f vs %.2f (%+.1f%%) | peak GB default %s gpupool %s"
           " | losses all identical: %s (default runs among themselves: %s)" % (
               model, " ".join("%.2f" % x for x in ms["default"]), " ".join("%.2f" % x for x in ms["gpupool"]),

@@ -70,6 +70,10 @@ def train(name, model, opt, step_fn):
         losses.append(float(loss.detach().float().item()).hex())
     print("%s.losses=%s" % (name, ",".join(losses)))
     print("%s.step_ms=%.3f" % (name, statistics.median(times) if times else float("nan")))
+    if times:
+        q = statistics.quantiles(times, n=10) if len(times) > 1 else times * 9
+        print("%s.step_ms_min=%.3f\n%s.step_ms_p10=%.3f\n%s.step_ms_p90=%.3f" % (
+            name, min(times), name, q[0], name, q[-1]))
     print("%s.peak_reserved=%d" % (name, peak_reserved()))
     sys.stdout.flush()
 
