@@ -405,7 +405,7 @@ class TorchTest(unittest.TestCase):
             except RuntimeError as e:
                 print("raised:", type(e).__name__, e)
             z = torch.ones(256 << 20, dtype=torch.uint8, device="cuda")
-            assert int(x.sum()) + int(z.sum()) == 512 << 20
+            assert bool((x == 1).all()) and bool((z == 1).all())  # 256 MiB of bools each: fits
             m = gpupool.memory_stats(0)
             assert m["num_ooms"] == 1 and m["reserved_bytes.all.peak"] <= 1 << 30, m
             print("ok")
