@@ -56,6 +56,8 @@ def kv(path):
             out[k] = v
     return out
 for model, rounds in (("resnet50", int(sys.argv[2])), ("gpt2", int(sys.argv[3]))):
+    if rounds < 1:
+        continue
     runs = {m: [kv("%s/pluggable-%s-%s-%d.log" % (o, model, m, r)) for r in range(1, rounds + 1)]
             for m in ("default", "gpupool")}
     ms = {m: [float(x[model + ".step_ms"]) for x in runs[m]] for m in runs}

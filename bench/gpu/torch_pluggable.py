@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch training under PyTorch's allocator vs gpupool's pluggable allocator (GPU machine).
 
-    python3 bench/gpu/torch_pluggable.py default [--model resnet50|gpt2|all] [--warmup 5] [--steps 20]
+    python3 bench/gpu/torch_pluggable.py default [--model resnet50|gpt2|all] [--warmup 5] [--steps 20] [--attn eager]
     python3 bench/gpu/torch_pluggable.py gpupool  [...]       # gpupool via CUDAPluggableAllocator
     scripts/gpupool-run python3 bench/gpu/torch_pluggable.py default   # LD_PRELOAD under PyTorch's cache
 
@@ -26,6 +26,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 ap.add_argument("mode", choices=["default", "gpupool"])
 ap.add_argument("--model", choices=["resnet50", "gpt2", "all"], default="all")
+ap.add_argument("--attn", default="", help="GPT-2 attention implementation (e.g. eager: deterministic, "
+                "where PyTorch's fused attention backward is not); default: transformers' choice")
 ap.add_argument("--warmup", type=int, default=5)
 ap.add_argument("--steps", type=int, default=20)
 ap.add_argument("--lib", help="libgpupool.so (default: gpupool.find_library())")
@@ -96,7 +98,10 @@ def gpt2():
     g = torch.Generator().manual_seed(2)
     torch.manual_seed(0)
     cfg = GPT2Config()
+    if args.attn:
+        cfg._attn_implementation = args.attn
     model = GPT2LMHeadModel(cfg).to(dev)
+    print("gpt2.attn=%s" % getattr(model.config, "_attn_implementation", "?"))
     ids = torch.randint(0, cfg.vocab_size, (8, 1024), generator=g).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     train("gpt2", model, opt, lambda: model(input_ids=ids, labels=ids).loss)
