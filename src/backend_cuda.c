@@ -262,12 +262,9 @@ static int cu_device_sync(void *ctx, int device)
 		cur = -1;
 	if (cur != device)
 		(void)rt.SetDevice(device);
-	enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-	if (rt.ThreadExchangeStreamCaptureMode)
-		(void)rt.ThreadExchangeStreamCaptureMode(&mode);
+	enum cudaStreamCaptureMode mode = relax_begin();
 	cudaError_t e = rt.DeviceSynchronize();
-	if (rt.ThreadExchangeStreamCaptureMode)
-		(void)rt.ThreadExchangeStreamCaptureMode(&mode);
+	relax_end(mode);
 	if (cur >= 0 && cur != device)
 		(void)rt.SetDevice(cur);
 	pthread_mutex_unlock(&gate);

@@ -689,8 +689,12 @@ void gp_config_pool_params(const struct gp_config *c, size_t device_total, struc
 	p->release_threshold = c->release_threshold;
 	p->sync_free = c->fence == GP_FENCE_SYNC;
 	p->check = c->check;
-	if (c->limit_percent && device_total)
-		p->limit = device_total / 100 * c->limit_percent + device_total % 100 * c->limit_percent / 100;
-	else
-		p->limit = c->limit_bytes;
+	p->limit = gp_config_limit(c, device_total);
+}
+
+size_t gp_config_limit(const struct gp_config *c, size_t device_total)
+{
+	if (c->limit_percent && device_total) /* in two parts: no overflow near SIZE_MAX */
+		return device_total / 100 * c->limit_percent + device_total % 100 * c->limit_percent / 100;
+	return c->limit_bytes;
 }

@@ -54,6 +54,9 @@ int gp_config_parse_size(const char *s, size_t *out);
  * percentage limit (0 when unknown: no limit from a percentage). */
 struct gp_pool_params;
 void gp_config_pool_params(const struct gp_config *c, size_t device_total, struct gp_pool_params *p);
+/* The per-device limit in bytes for a device of `device_total` bytes (0: none). A
+ * percentage needs the device's size: with device_total 0 it gives limit_bytes (0). */
+size_t gp_config_limit(const struct gp_config *c, size_t device_total);
 
 /* The knob table as the README shows it (markdown), written to f. */
 void gp_config_print_knobs(FILE *f);

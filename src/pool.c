@@ -322,6 +322,9 @@ static inline size_t round_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1
 
 static inline int tree_of(const struct gp_block *b) { return b->seg->small ? T_SMALL : T_LARGE; }
 
+/* The tree a request of `rounded` bytes is served from (small requests: small segments). */
+static inline int tree_for(const gp_pool *p, size_t rounded) { return rounded <= p->prm.small_max ? T_SMALL : T_LARGE; }
+
 static size_t segment_size_for(const struct gp_pool_params *prm, size_t rounded)
 {
 	if (rounded <= prm->small_max)
@@ -363,16 +366,17 @@ static inline struct gp_slist *slist_get(gp_pool *p, gp_stream s, int create)
 	return slist_find(p, s, create);
 }
 
+/* Every free list of the pool, the ready list first:
+ * for (sl = &p->ready; sl; sl = slist_next(p, sl)) */
+static inline struct gp_slist *slist_next(const gp_pool *p, const struct gp_slist *sl)
+{
+	return sl == &p->ready ? p->streams : sl->hh.next;
+}
+
 static void largest_recount(gp_pool *p)
 {
 	size_t m = 0;
-	struct gp_slist *lists[1] = {&p->ready};
-	for (int t = 0; t < 2; t++) {
-		struct gp_block *x = tr_max(lists[0]->root[t]);
-		if (x && x->size > m)
-			m = x->size;
-	}
-	for (struct gp_slist *sl = p->streams; sl; sl = sl->hh.next)
+	for (struct gp_slist *sl = &p->ready; sl; sl = slist_next(p, sl))
 		for (int t = 0; t < 2; t++) {
 			struct gp_block *x = tr_max(sl->root[t]);
 			if (x && x->size > m)
@@ -387,6 +391,22 @@ static inline void note_free_size(gp_pool *p, size_t size)
 		GP_GAUGE_SET(p->st, largest_free_block, size);
 }
 
+/* Free block a absorbs its address neighbour a->next (out of every tree); the merged
+ * block is free from fences only as late as the later of the two. */
+static inline void absorb_next(gp_pool *p, struct gp_block *a)
+{
+	struct gp_block *n = a->next;
+	a->size += n->size;
+	a->next = n->next;
+	if (n->next)
+		n->next->prev = a;
+	if (n->gen > a->gen)
+		a->gen = n->gen;
+	block_put(p, n);
+	p->st->merges++;
+	GP_GAUGE_SUB(p->st, free_blocks, 1);
+}
+
 /* Puts a free block into `sl`, merging with free neighbours of the same list. The
  * block's state must already be B_FREE and it must not be in any tree. */
 static void free_insert(gp_pool *p, struct gp_block *b, struct gp_slist *sl)
@@ -396,29 +416,13 @@ static void free_insert(gp_pool *p, struct gp_block *b, struct gp_slist *sl)
 	struct gp_block *n = b->prev;
 	if (n && n->state == B_FREE && n->list == sl) {
 		tr_erase(&sl->root[t], n);
-		n->size += b->size;
-		n->next = b->next;
-		if (b->next)
-			b->next->prev = n;
-		if (b->gen > n->gen)
-			n->gen = b->gen;
-		block_put(p, b);
+		absorb_next(p, n);
 		b = n;
-		p->st->merges++;
-		GP_GAUGE_SUB(p->st, free_blocks, 1);
 	}
 	n = b->next;
 	if (n && n->state == B_FREE && n->list == sl) {
 		tr_erase(&sl->root[t], n);
-		b->size += n->size;
-		b->next = n->next;
-		if (n->next)
-			n->next->prev = b;
-		if (n->gen > b->gen)
-			b->gen = n->gen;
-		block_put(p, n);
-		p->st->merges++;
-		GP_GAUGE_SUB(p->st, free_blocks, 1);
+		absorb_next(p, b);
 	}
 	b->left = b->right = NULL;
 	tr_insert(&sl->root[t], b);
@@ -765,7 +769,7 @@ static int check_locked(gp_pool *p);
 
 static struct gp_block *find(gp_pool *p, size_t rounded, gp_stream stream, struct gp_slist **home)
 {
-	int t = rounded <= p->prm.small_max ? T_SMALL : T_LARGE;
+	int t = tree_for(p, rounded);
 	struct gp_block *b = find_in(p, &p->ready, t, rounded);
 	*home = &p->ready;
 	if (stream != GP_NO_STREAM) {
@@ -784,7 +788,7 @@ static struct gp_block *find(gp_pool *p, size_t rounded, gp_stream stream, struc
 /* A block freed on another stream, made safe for `stream` by an event. */
 static struct gp_block *steal(gp_pool *p, size_t rounded, gp_stream stream, struct gp_slist **home)
 {
-	int t = rounded <= p->prm.small_max ? T_SMALL : T_LARGE;
+	int t = tree_for(p, rounded);
 	for (int attempt = 0; attempt < 4; attempt++) {
 		struct gp_block *best = NULL;
 		struct gp_slist *from = NULL;
@@ -1240,8 +1244,7 @@ static int check_locked(gp_pool *p)
 	}
 	if (n != npend || last != p->pend_tail)
 		return fail(p, "pending list count");
-	struct gp_slist *lists = &p->ready;
-	for (struct gp_slist *sl = lists; sl; sl = sl == &p->ready ? p->streams : sl->hh.next) {
+	for (struct gp_slist *sl = &p->ready; sl; sl = slist_next(p, sl)) {
 		for (int t = 0; t < 2; t++) {
 			struct tree_walk w = {0};
 			walk_tree(p, sl->root[t], sl, t, UINT32_MAX, &w);

@@ -332,6 +332,23 @@ static const char *oom_message(char *buf, size_t cap, int dev, size_t size)
 	return buf;
 }
 
+/* One allocation from the pool of `dev` (answering a pending release request first),
+ * traced as `op` on `s`. 0, or -ENOMEM with the out-of-memory message in msg; the
+ * runtime's last error is left to the caller. */
+static int pool_alloc(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a,
+		      char *msg, size_t cap)
+{
+	uint64_t t0 = S.tracing ? now_ns() : 0;
+	check_release_request();
+	int rc = gp_pool_alloc(p, size, key, a);
+	if (rc != 0)
+		oom_message(msg, cap, dev, size);
+	if (S.tracing)
+		trace(op, dev, s, size, rc == 0 ? (void *)*a : NULL, t0,
+		      rc == 0 ? cudaSuccess : cudaErrorMemoryAllocation);
+	return rc;
+}
+
 cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call call)
 {
 	if (!ready()) {
@@ -344,7 +361,6 @@ cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call
 	bool cap;
 	if (!ptr || size == 0 || capturing(s, call, &cap) != cudaSuccess || cap)
 		return real_malloc(ptr, size, s, call); /* the runtime's own answer and semantics */
-	uint64_t t0 = S.tracing ? now_ns() : 0;
 	int dev = current_device();
 	gp_pool *p = dev >= 0 ? pool_get(dev) : NULL;
 	if (!p) {
@@ -352,23 +368,18 @@ cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call
 		count_passthrough(dev, true);
 		return e;
 	}
-	check_release_request();
-	gp_stream key = call == GP_CALL_SYNC ? GP_NO_STREAM : gp_cudart_stream_key(s, call == GP_CALL_ASYNC_PTSZ);
+	bool sync = call == GP_CALL_SYNC;
+	gp_stream key = sync ? GP_NO_STREAM : gp_cudart_stream_key(s, call == GP_CALL_ASYNC_PTSZ);
 	uintptr_t a = 0;
-	int rc = gp_pool_alloc(p, size, key, &a);
-	cudaError_t e = cudaSuccess;
-	if (rc == 0) {
-		*ptr = (void *)a;
-	} else {
-		e = cudaErrorMemoryAllocation;
-		gp_cudart_set_last_error(e);
-		char msg[256];
-		gp_log(GP_LOG_WARN, "%s", oom_message(msg, sizeof msg, dev, size));
+	char msg[256];
+	if (pool_alloc(p, dev, size, key, sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC, sync ? 0 : s, &a, msg,
+		       sizeof msg) != 0) {
+		gp_cudart_set_last_error(cudaErrorMemoryAllocation);
+		gp_log(GP_LOG_WARN, "%s", msg);
+		return cudaErrorMemoryAllocation;
 	}
-	if (S.tracing)
-		trace(call == GP_CALL_SYNC ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC, dev, call == GP_CALL_SYNC ? 0 : s,
-		      size, rc == 0 ? *ptr : NULL, t0, e);
-	return e;
+	*ptr = (void *)a;
+	return cudaSuccess;
 }
 
 cudaError_t gp_shim_free(void *ptr, cudaStream_t s, enum gp_call call)
@@ -445,11 +456,9 @@ cudaError_t gp_shim_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 		return S.rt->MemGetInfo(free_bytes, total_bytes);
 	}
 	cudaError_t e = S.rt->MemGetInfo(free_bytes, total_bytes);
-	if (e == cudaSuccess && (S.cfg.limit_bytes || S.cfg.limit_percent)) {
+	size_t lim = e == cudaSuccess ? gp_config_limit(&S.cfg, *total_bytes) : 0;
+	if (lim) {
 		/* no pool yet: the limit is all this process will get */
-		size_t lim = S.cfg.limit_bytes;
-		if (S.cfg.limit_percent)
-			lim = *total_bytes / 100 * S.cfg.limit_percent + *total_bytes % 100 * S.cfg.limit_percent / 100;
 		if (lim < *total_bytes)
 			*total_bytes = lim;
 		if (*free_bytes > *total_bytes)
@@ -579,28 +588,23 @@ void *gp_shim_torch_malloc(size_t size, int device, cudaStream_t stream)
 	gp_pool *p = pool_get(device);
 	if (!p)
 		return NULL;
-	check_release_request();
 	/* a new segment comes from the current device: make it `device` for the call */
 	int cur = device;
 	if (S.ndev > 1 && (S.rt->GetDevice(&cur) != cudaSuccess || cur != device))
 		(void)S.rt->SetDevice(device);
-	uint64_t t0 = S.tracing ? now_ns() : 0;
 	uintptr_t a = 0;
-	int rc = gp_pool_alloc(p, size, gp_cudart_stream_key(stream, false), &a);
+	char msg[256] = "gpupool: ", *why = msg + 9;
+	int rc = pool_alloc(p, device, size, gp_cudart_stream_key(stream, false), GP_TRACE_MALLOC_ASYNC, stream, &a,
+			    why, sizeof msg - 9);
 	if (cur != device)
 		(void)S.rt->SetDevice(cur);
-	if (S.tracing)
-		trace(GP_TRACE_MALLOC_ASYNC, device, stream, size, (void *)a, t0,
-		      rc == 0 ? cudaSuccess : cudaErrorMemoryAllocation);
 	if (rc == 0)
 		return (void *)a;
 	/* PyTorch does not check for NULL: a tensor at address 0 would fault in the first kernel
 	 * that touches it. Throw, as PyTorch's own allocator does; it becomes a RuntimeError. */
-	char msg[256] = "gpupool: ";
-	oom_message(msg + 9, sizeof msg - 9, device, size);
 	gp_cxx_throw(msg); /* returns only without a C++ runtime */
 	gp_cudart_set_last_error(cudaErrorMemoryAllocation);
-	gp_log(GP_LOG_WARN, "%s", msg + 9);
+	gp_log(GP_LOG_WARN, "%s", why);
 	return NULL;
 }
 
@@ -637,8 +641,7 @@ static void at_exit_report(void)
 	if (S.tracing)
 		gp_trace_close();
 	struct gpupool_page snap;
-	uint32_t inconsistent = gp_statpage_copy(S.page, &snap);
-	(void)inconsistent;
+	(void)gp_statpage_copy(S.page, &snap);
 	const char *dest = S.cfg.report;
 	if (strcmp(dest, "none") != 0) {
 		struct gp_format_out o;
@@ -664,15 +667,10 @@ static void at_exit_report(void)
 		if (f)
 			fclose(f);
 	}
-	if (S.page_shared) {
-		/* unlink only: other threads may still be inside the pool, whose counters live
-		 * in the page; unmapping it here would crash them. The mapping goes with the
-		 * process. */
-		char path[512];
-		int n = snprintf(path, sizeof path, "%s/%s%d", gp_statpage_dir(), GP_STATPAGE_NAME, (int)getpid());
-		if (n > 0 && (size_t)n < sizeof path)
-			unlink(path);
-	}
+	/* unlink only: other threads may still be inside the pool, whose counters live in the
+	 * page; unmapping it here would crash them. The mapping goes with the process. */
+	if (S.page_shared)
+		gp_statpage_unlink(S.page);
 }
 
 /* The child of a fork starts clean: no pools (CUDA memory is not the child's to use), no

@@ -258,12 +258,17 @@ struct gpupool_device_stats *gp_statpage_slot(struct gpupool_page *pg, int devic
 	return s;
 }
 
+void gp_statpage_unlink(struct gpupool_page *pg)
+{
+	if (pg && pg == open_page && open_pid == getpid())
+		unlink(open_path);
+}
+
 void gp_statpage_close(struct gpupool_page *pg)
 {
 	if (!pg || pg != open_page)
 		return;
-	if (open_pid == getpid())
-		unlink(open_path);
+	gp_statpage_unlink(pg);
 	munmap(pg, sizeof *pg);
 	open_page = NULL;
 }

@@ -33,6 +33,9 @@ struct gpupool_device_stats *gp_statpage_slot(struct gpupool_page *pg, int devic
 /* Unlinks and unmaps the page opened by gp_statpage_open (normal exit). A private page
  * (not from gp_statpage_open) is left alone. */
 void gp_statpage_close(struct gpupool_page *pg);
+/* Removes the file of the page opened by gp_statpage_open and keeps the mapping (at exit:
+ * other threads may still be writing their counters into it). Safe at exit: no locks. */
+void gp_statpage_unlink(struct gpupool_page *pg);
 /* In a forked child: unmaps the parent's page without unlinking it and forgets it, so
  * the child can open its own. */
 void gp_statpage_forget(struct gpupool_page *pg);
