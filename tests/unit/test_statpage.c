@@ -190,13 +190,19 @@ static void test_writer_under_load(void **state)
 	struct gpupool_device_stats prev[2];
 	memset(prev, 0, sizeof prev);
 	uint64_t first_allocs = 0, last_allocs = 0;
-	int reads = 0;
+	int reads = 0, busy = 0;
 	struct timespec t0, t;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	do {
 		assert_int_equal(gp_statpage_read(dfd, name, geteuid(), info, why, sizeof why), 0);
 		assert_false(info->stale);
-		assert_int_equal(info->inconsistent, 0);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (info->inconsistent) {
+			/* the writer was preempted mid-update for longer than the reader waits
+			 * (~10 ms): it happens on a loaded machine; the next read sees it again */
+			busy++;
+			continue;
+		}
 		assert_int_equal(info->page.ndevices, 2);
 		for (int d = 0; d < 2; d++) {
 			assert_int_equal(info->page.dev[d].device, d);
@@ -206,10 +212,10 @@ static void test_writer_under_load(void **state)
 		if (!reads)
 			first_allocs = last_allocs;
 		reads++;
-		clock_gettime(CLOCK_MONOTONIC, &t);
 	} while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 1500);
-	print_message("%d snapshots while the writer made %llu allocations\n", reads,
-		      (unsigned long long)(last_allocs - first_allocs));
+	print_message("%d snapshots (%d more found the writer mid-update) while it made %llu allocations\n", reads,
+		      busy, (unsigned long long)(last_allocs - first_allocs));
+	assert_true(reads >= 10 && busy < reads);
 	assert_true(last_allocs > first_allocs);
 	assert_true(prev[0].segment_allocs > 0 && prev[1].hits > 0);
 
