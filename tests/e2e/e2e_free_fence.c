@@ -12,13 +12,13 @@ int main(int argc, char **argv)
 	int reuse = argc > 1 && !strcmp(argv[1], "reuse");
 	e2e_shm_dir();
 	static const size_t sizes[] = {512, 4096, 65536, 1 << 20, 3 << 20, 12 << 20};
-	static const unsigned delays_us[] = {0, 2000, 20000, 5000};
+	static const unsigned delays_us[] = {0, 2000, 50000, 5000};
 	cudaStream_t k, w;
 	CK(cudaStreamCreateWithFlags(&k, cudaStreamNonBlocking));
 	CK(cudaStreamCreateWithFlags(&w, cudaStreamNonBlocking));
 	unsigned long free0 = gpfake_calls("cudaFree");
 	int same = 0, rounds = 0;
-	uint64_t worst_free_ns = 0;
+	uint64_t worst_free_ns = 0, worst_long_ns = 0; /* all rounds; rounds with the 50 ms kernel */
 	for (int it = 0; it < 48; it++) {
 		size_t n = reuse ? (size_t)12 << 20 : sizes[it % 6];
 		unsigned delay = delays_us[(it / 6) % 4];
@@ -33,6 +33,8 @@ int main(int argc, char **argv)
 			CHECK(gpfake_calls("cudaFree") == fk && gpfake_calls("cudaDeviceSynchronize") - ds <= 1);
 		if (dt > worst_free_ns)
 			worst_free_ns = dt;
+		if (delay == 50000 && dt > worst_long_ns)
+			worst_long_ns = dt;
 		CK(cudaMalloc(&b, n));
 		same += a == b;
 		CK(cudaMemsetAsync(b, 0x55, n, w));
@@ -48,7 +50,9 @@ int main(int argc, char **argv)
 	printf("rounds=%d reused_same_block=%d worst_free_us=%llu fences=%llu inline_fences=%llu segments=%llu seg_frees=%llu releases=%llu oom_retries=%llu fake_frees=%lu\n",
 	       rounds, same, (unsigned long long)(worst_free_ns / 1000), (unsigned long long)st.fences,
 	       (unsigned long long)st.inline_fences, (unsigned long long)st.segment_allocs, (unsigned long long)st.segment_frees, (unsigned long long)st.releases, (unsigned long long)st.oom_retries, gpfake_calls("cudaFree") - free0);
-	CHECK(worst_free_ns < 5000000ull);               /* the 20 ms kernel did not hold cudaFree */
+	/* the 50 ms kernel did not hold cudaFree: waiting for it would take ~50 ms. The margin is
+	 * for a loaded host (frees of 4.5 ms were seen with 12 copies of this test at once) */
+	CHECK(worst_long_ns < 40000000ull);
 	/* the pool kept the memory: real frees are only its own segment releases, far fewer than frees */
 	CHECK(gpfake_calls("cudaFree") - free0 == st.segment_frees);
 	CHECK(st.segment_frees * 2 < st.frees);
