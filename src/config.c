@@ -609,14 +609,12 @@ static bool gp_config_parse_var(struct gp_config_ctx *c, gp_getenv_fn get, const
 {
 	const struct gp_config_knob *k = gp_config_find_var(name);
 	const char *v = get(name);
-	char buf[GP_PATH_MAX + 1], q[GP_CONFIG_QUOTE_MAX + 4];
+	char buf[GP_PATH_MAX + 1];
 	if (!v)
 		return false;
 	size_t n = strnlen(v, GP_PATH_MAX + 1);
 	if (n > GP_PATH_MAX) {
-		char instead[96];
-		snprintf(instead, sizeof instead, "using the default (%s)", k->def);
-		gp_config_bad(c, instead, "%s=%s: expected %s", name, gp_config_quote(v, q), k->range);
+		gp_config_bad_value(c, name, k, v);
 		return false;
 	}
 	memcpy(buf, v, n + 1);

@@ -72,7 +72,7 @@ static void drain(struct gp_format_out *o)
 	}
 }
 
-void gp_format_write(struct gp_format_out *o, const char *s, size_t len)
+static void gp_format_write(struct gp_format_out *o, const char *s, size_t len)
 {
 	while (len) {
 		size_t room = sizeof o->buf - o->n;
@@ -157,13 +157,15 @@ const char *gp_format_bytes(char *buf, size_t cap, uint64_t b)
 	return buf;
 }
 
-double gp_format_hit_rate(const struct gpupool_device_stats *s)
+/* Pool hit rate in percent (hits / (hits + misses)); negative when there were none. */
+static double gp_format_hit_rate(const struct gpupool_device_stats *s)
 {
 	uint64_t all = s->hits + s->misses;
 	return all ? 100.0 * (double)s->hits / (double)all : -1.0;
 }
 
-int64_t gp_format_calls_saved(const struct gpupool_device_stats *s)
+/* Real driver calls the pool avoided: allocs + frees - (segment_allocs + segment_frees). */
+static int64_t gp_format_calls_saved(const struct gpupool_device_stats *s)
 {
 	return (int64_t)(s->allocs + s->frees) - (int64_t)(s->segment_allocs + s->segment_frees);
 }

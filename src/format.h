@@ -27,7 +27,6 @@ void gp_format_to_fd(struct gp_format_out *o, int fd);
 void gp_format_to_file(struct gp_format_out *o, FILE *fp);
 void gp_format_to_buf(struct gp_format_out *o, char *dst, size_t cap);
 void gp_format_printf(struct gp_format_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void gp_format_write(struct gp_format_out *o, const char *s, size_t len);
 /* Pushes staged bytes out; call once at the end. Returns 0 or -EIO (truncated). */
 int gp_format_flush(struct gp_format_out *o);
 
@@ -41,10 +40,6 @@ struct gp_format_proc {
 
 /* "1.5 GiB", "512 B": binary units, one decimal. Returns buf. */
 const char *gp_format_bytes(char *buf, size_t cap, uint64_t bytes);
-/* Pool hit rate in percent (hits / (hits + misses)); negative when there were none. */
-double gp_format_hit_rate(const struct gpupool_device_stats *s);
-/* Real driver calls the pool avoided: allocs + frees - (segment_allocs + segment_frees). */
-int64_t gp_format_calls_saved(const struct gpupool_device_stats *s);
 
 /* One row per live (or stale) process and active device, with a header line. */
 void gp_format_table(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n);

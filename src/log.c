@@ -10,8 +10,6 @@ static atomic_int log_level = GP_LOG_WARN;
 static atomic_uint log_lines;
 
 void gp_log_set_level(int level) { atomic_store(&log_level, level); }
-int gp_log_get_level(void) { return atomic_load(&log_level); }
-
 void gp_log(int level, const char *fmt, ...)
 {
 	static const char *const names[] = {"error", "warning", "info", "debug"};

@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "log.h"
+#include "proc.h"
 #include "tracefile.h"
 
 static _Thread_local int rp_oom;
@@ -43,12 +44,7 @@ void gp_replay_opts_default(struct gp_replay_opts *o)
 	o->fence_latency_us = 0;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+static uint64_t now_ns(void) { return gp_clock_ns(CLOCK_MONOTONIC); }
 
 /* Trace stream handle -> pool stream key. 0 and 1 (cudaStreamLegacy) name the legacy
  * stream; 2 (cudaStreamPerThread) names one stream per calling thread; real handles are

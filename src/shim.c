@@ -35,6 +35,7 @@ static struct {
 	bool refuse;                 /* strict mode with a bad knob: allocations fail */
 	int ndev;
 	_Atomic(gp_pool *) pools[GPUPOOL_MAX_DEVICES];
+	struct gpupool_device_stats *slots[GPUPOOL_MAX_DEVICES]; /* each pool's page slot, set with it */
 	gp_pool *parent_pools[GPUPOOL_MAX_DEVICES]; /* after fork: the parent's, left alone */
 	pthread_mutex_t pools_lock;
 	struct gpupool_page *page;   /* the shared page, or `local` */
@@ -200,6 +201,7 @@ static gp_pool *pool_create(int dev)
 		p = NULL;
 		goto out;
 	}
+	S.slots[dev] = slot; /* before the pool is visible: whoever sees the pool sees its slot */
 	atomic_store(&S.pools[dev], p);
 	if (S.cfg.fence == GP_FENCE_THREAD && !S.fence_started) {
 		pthread_attr_t a;
@@ -256,7 +258,7 @@ static inline void check_release_request(void)
 static void count_passthrough(int dev, bool alloc)
 {
 	gp_pool *p = dev >= 0 ? atomic_load(&S.pools[dev]) : NULL;
-	struct gpupool_device_stats *st = p ? gp_statpage_slot(S.page, dev) : NULL;
+	struct gpupool_device_stats *st = p ? S.slots[dev] : NULL;
 	if (!st)
 		return;
 	/* not under the pool lock, so no seq bracket (it would race with the pool's own):
@@ -265,13 +267,6 @@ static void count_passthrough(int dev, bool alloc)
 		__atomic_add_fetch(&st->passthrough_allocs, 1, __ATOMIC_RELAXED);
 	else
 		__atomic_add_fetch(&st->passthrough_frees, 1, __ATOMIC_RELAXED);
-}
-
-static inline uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* ---- the hooks' bodies ------------------------------------------------------------------ */
@@ -310,9 +305,11 @@ static cudaError_t capturing(cudaStream_t s, enum gp_call call, bool *yes)
 	return e;
 }
 
+/* One trace row for a call that began at t0 (gp_trace_now_ns). */
 static void trace(int op, int dev, cudaStream_t s, size_t size, void *ptr, uint64_t t0, cudaError_t e)
 {
-	gp_trace_record(op, dev < 0 ? 0 : dev, (uintptr_t)s, size, (uintptr_t)ptr, now_ns() - t0, (int)e);
+	uint64_t t1 = gp_trace_now_ns();
+	gp_trace_record_at(op, dev < 0 ? 0 : dev, (uintptr_t)s, size, (uintptr_t)ptr, t1, t1 - t0, (int)e);
 }
 
 /* "device 0: out of memory allocating 2.0 GiB (reserved 1.0 GiB, in use 512.0 MiB, limit
@@ -321,7 +318,7 @@ static const char *oom_message(char *buf, size_t cap, int dev, size_t size)
 {
 	struct gpupool_device_stats st;
 	memset(&st, 0, sizeof st);
-	gp_stats_snapshot(gp_statpage_slot(S.page, dev), &st, 100);
+	gp_stats_snapshot(S.slots[dev], &st, 100);
 	char b[4][32];
 	int n = snprintf(buf, cap, "device %d: out of memory allocating %s (reserved %s, in use %s", dev,
 			 gp_format_bytes(b[0], sizeof b[0], size), gp_format_bytes(b[1], sizeof b[1], st.reserved_bytes),
@@ -338,7 +335,7 @@ static const char *oom_message(char *buf, size_t cap, int dev, size_t size)
 static int pool_alloc(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a,
 		      char *msg, size_t cap)
 {
-	uint64_t t0 = S.tracing ? now_ns() : 0;
+	uint64_t t0 = S.tracing ? gp_trace_now_ns() : 0;
 	check_release_request();
 	int rc = gp_pool_alloc(p, size, key, a);
 	if (rc != 0)
@@ -389,7 +386,7 @@ cudaError_t gp_shim_free(void *ptr, cudaStream_t s, enum gp_call call)
 			return ptr ? cudaErrorInitializationError : cudaSuccess;
 		return real_free(ptr, s, call); /* cudaFree(0) initialises the context */
 	}
-	uint64_t t0 = S.tracing ? now_ns() : 0;
+	uint64_t t0 = S.tracing ? gp_trace_now_ns() : 0;
 	int dev = current_device();
 	gp_stream key = call == GP_CALL_SYNC ? GP_NO_STREAM : gp_cudart_stream_key(s, call == GP_CALL_ASYNC_PTSZ);
 	int rc = -ENOENT, owner = -1;
@@ -546,7 +543,7 @@ cudaError_t gp_shim_device_reset(void)
 			/* every allocation of the device dies with the reset. The pool is parked,
 			 * not freed: the fence thread or another thread may still be inside one
 			 * of its calls (its host memory, a few KiB, is the price of a reset). */
-			struct gpupool_device_stats *st = gp_statpage_slot(S.page, dev);
+			struct gpupool_device_stats *st = S.slots[dev];
 			gp_pool_abandon(p, &S.parked);
 			pthread_mutex_lock(&S.pools_lock);
 			S.parked_pools[S.nparked++ % 64] = p;
@@ -578,7 +575,7 @@ int gp_shim_stats(int device, struct gpupool_device_stats *out)
 		return -ENOSYS;
 	if (device < 0 || device >= S.ndev || !atomic_load(&S.pools[device]))
 		return -ENODEV;
-	return gp_stats_snapshot(gp_statpage_slot(S.page, device), out, 1000) ? 0 : -EAGAIN;
+	return gp_stats_snapshot(S.slots[device], out, 1000) ? 0 : -EAGAIN;
 }
 
 void *gp_shim_torch_malloc(size_t size, int device, cudaStream_t stream)
@@ -612,7 +609,7 @@ void gp_shim_torch_free(void *ptr, int device, cudaStream_t stream)
 {
 	if (!ptr || !ready() || device < 0 || device >= S.ndev)
 		return;
-	uint64_t t0 = S.tracing ? now_ns() : 0;
+	uint64_t t0 = S.tracing ? gp_trace_now_ns() : 0;
 	gp_pool *p = atomic_load(&S.pools[device]);
 	int rc = p ? gp_pool_free(p, (uintptr_t)ptr, gp_cudart_stream_key(stream, false)) : -ENOENT;
 	if (rc != 0)
@@ -685,6 +682,7 @@ static void at_fork_child(void)
 		gp_pool *p = atomic_exchange(&S.pools[d], NULL);
 		if (p) /* still referenced: abandoned on purpose, not leaked (LeakSanitizer) */
 			S.parent_pools[d] = p;
+		S.slots[d] = NULL; /* the parent's page: the child gets its own */
 	}
 	pthread_mutex_init(&S.pools_lock, NULL);
 	pthread_mutex_init(&S.fence_lock, NULL);

@@ -20,6 +20,7 @@
 #include <sched.h>
 
 #include "log.h"
+#include "proc.h"
 #include "stats.h"
 
 #define GP_NS_PER_S 1000000000ull
@@ -68,58 +69,25 @@ int gp_statpage_name_pid(const char *name)
 	return (int)v;
 }
 
-static uint64_t clock_ns(clockid_t c)
-{
-	struct timespec ts;
-	if (clock_gettime(c, &ts) != 0)
-		return 0;
-	return (uint64_t)ts.tv_sec * GP_NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
-/* Reads /proc/<pid>/stat: the start time as CLOCK_REALTIME ns (0 when unknown) and
- * whether the process is a zombie (it has exited; its page will never be unlinked). */
+/* The start time of `pid` as CLOCK_REALTIME ns (0 when unknown) and whether it is a zombie
+ * (it has exited; its page will never be unlinked). */
 static int proc_start(int pid, uint64_t *start_ns, bool *zombie)
 {
-	char path[64], buf[1024];
+	uint64_t since_boot;
 	*start_ns = 0;
-	*zombie = false;
-	snprintf(path, sizeof path, "/proc/%d/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = '\0';
-	char *p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
-	if (!p || p[1] != ' ')
-		return -EIO;
-	p += 2;
-	*zombie = (*p == 'Z' || *p == 'X');
-	/* field 3 is the state; starttime is field 22 */
-	for (int field = 3; field < 22; field++) {
-		p = strchr(p, ' ');
-		if (!p)
-			return -EIO;
-		p++;
-	}
-	char *end;
-	errno = 0;
-	unsigned long long ticks = strtoull(p, &end, 10);
-	long hz = sysconf(_SC_CLK_TCK);
-	if (errno || end == p || hz <= 0)
-		return -EIO;
-	uint64_t boot = clock_ns(CLOCK_BOOTTIME), now = clock_ns(CLOCK_REALTIME);
-	uint64_t since_boot = (uint64_t)ticks / (uint64_t)hz * GP_NS_PER_S +
-			      (uint64_t)ticks % (uint64_t)hz * GP_NS_PER_S / (uint64_t)hz;
+	int rc = gp_proc_start(pid, &since_boot, zombie);
+	if (rc)
+		return rc;
+	uint64_t boot = gp_clock_ns(CLOCK_BOOTTIME), now = gp_clock_ns(CLOCK_REALTIME);
 	if (!boot || !now || now < boot)
 		return -EIO;
 	*start_ns = now - boot + since_boot;
 	return 0;
 }
 
-bool gp_statpage_pid_stale(int pid, uint64_t start_time_ns)
+/* True when `pid` is gone or no longer the process that created a page at
+ * start_time_ns (CLOCK_REALTIME): kill(pid, 0) == ESRCH or a later /proc start time. */
+static bool gp_statpage_pid_stale(int pid, uint64_t start_time_ns)
 {
 	if (pid <= 0)
 		return true;
@@ -148,7 +116,7 @@ void gp_statpage_init(struct gpupool_page *pg)
 	pg->version = GPUPOOL_PAGE_VERSION;
 	pg->size = (uint32_t)sizeof *pg;
 	pg->pid = (int32_t)getpid();
-	pg->start_time_ns = clock_ns(CLOCK_REALTIME);
+	pg->start_time_ns = gp_clock_ns(CLOCK_REALTIME);
 	memset(pg->comm, 0, sizeof pg->comm);
 	int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {

@@ -78,9 +78,6 @@ struct gp_statpage_info {
  * which callers that must survive that (the CLI) catch. */
 int gp_statpage_read(int dirfd, const char *name, uid_t uid, struct gp_statpage_info *out,
 		     char *why, size_t whylen);
-/* True when `pid` is gone or no longer the process that created a page at
- * start_time_ns (CLOCK_REALTIME): kill(pid, 0) == ESRCH or a later /proc start time. */
-bool gp_statpage_pid_stale(int pid, uint64_t start_time_ns);
 /* Removes `name` from dirfd when it is a page file of a dead process owned by `uid`
  * (any content: corrupt leftovers go too). Returns 1 removed, 0 kept (live, not ours,
  * not a regular file), or a negative errno; why[] says which. */

@@ -17,6 +17,7 @@
 #include <zlib.h>
 
 #include "log.h"
+#include "proc.h"
 
 struct rec {
 	uint64_t t_ns, size, dur_ns;
@@ -56,42 +57,25 @@ static _Thread_local struct tbuf *tl_buf;
 static _Thread_local unsigned tl_gen;
 static _Thread_local int32_t tl_tid;
 
-static uint64_t boottime_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+static uint64_t boottime_ns(void) { return gp_clock_ns(CLOCK_BOOTTIME); }
 
-/* Process start as CLOCK_BOOTTIME ns: field 22 of /proc/self/stat (clock ticks since
- * boot). Resolution is one tick (10 ms); falls back to "now" when /proc is unreadable. */
+/* Process start as CLOCK_BOOTTIME ns (one clock tick of resolution); "now" when /proc is
+ * unreadable. */
 static uint64_t process_start_ns(void)
 {
-	char buf[1024];
-	uint64_t now = boottime_ns();
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	uint64_t now = boottime_ns(), start;
+	bool zombie;
+	if (gp_proc_start((int)getpid(), &start, &zombie) != 0)
 		return now;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return now;
-	buf[n] = '\0';
-	char *p = strrchr(buf, ')'); /* comm may contain spaces and parentheses */
-	if (!p)
-		return now;
-	/* after ')' come fields 3, 4, ...: skip to field 22 */
-	for (int field = 2; field < 22 && p; field++)
-		p = strchr(p + 1, ' ');
-	if (!p)
-		return now;
-	unsigned long long ticks = strtoull(p + 1, NULL, 10);
-	long hz = sysconf(_SC_CLK_TCK);
-	if (hz <= 0)
-		return now;
-	uint64_t start = (uint64_t)(ticks / (unsigned long long)hz) * 1000000000u +
-			 (uint64_t)(ticks % (unsigned long long)hz) * (1000000000u / (uint64_t)hz);
 	return start <= now ? start : now;
+}
+
+const char *gp_trace_op_name(int op)
+{
+	static const char *const names[] = {"malloc", "free", "malloc_async", "free_async"};
+	if (op < 0 || op > 3)
+		return NULL;
+	return names[op];
 }
 
 static char *put_dec(char *o, uint64_t v)
@@ -204,17 +188,11 @@ static void thread_exit(void *v)
 	tl_buf = NULL;
 }
 
-static void atexit_close(void)
-{
-	gp_trace_close();
-}
-
 static void once_init(void)
 {
 	for (int i = 0; i < GP_TRACE_NBUF; i++)
 		pthread_mutex_init(&g_bufs[i].mu, NULL);
 	g_key_ok = pthread_key_create(&g_key, thread_exit) == 0;
-	atexit(atexit_close);
 }
 
 /* This thread's buffer for generation gen, claiming one when needed; NULL when all are taken. */
@@ -242,16 +220,25 @@ static struct tbuf *get_buf(unsigned gen)
 	return NULL;
 }
 
+uint64_t gp_trace_now_ns(void) { return boottime_ns(); }
+
 void gp_trace_record(int op, int dev, uintptr_t stream, size_t size, uintptr_t ptr,
 		     uint64_t dur_ns, int err)
 {
-	if (!atomic_load_explicit(&g_on, memory_order_acquire))
+	if (atomic_load_explicit(&g_on, memory_order_acquire))
+		gp_trace_record_at(op, dev, stream, size, ptr, boottime_ns(), dur_ns, err);
+}
+
+void gp_trace_record_at(int op, int dev, uintptr_t stream, size_t size, uintptr_t ptr,
+			uint64_t end_ns, uint64_t dur_ns, int err)
+{
+	if (op < 0 || op > 3 || !atomic_load_explicit(&g_on, memory_order_acquire))
 		return;
 	unsigned gen = atomic_load_explicit(&g_gen, memory_order_acquire);
 	if (!tl_tid)
 		tl_tid = (int32_t)gettid();
 	struct rec r = {
-		.t_ns = boottime_ns() - g_start_ns,
+		.t_ns = end_ns - g_start_ns,
 		.size = size,
 		.dur_ns = dur_ns,
 		.stream = stream,
@@ -261,8 +248,6 @@ void gp_trace_record(int op, int dev, uintptr_t stream, size_t size, uintptr_t p
 		.dev = (int16_t)dev,
 		.op = (int8_t)op,
 	};
-	if (op < 0 || op > 3)
-		return;
 	struct tbuf *b = get_buf(gen);
 	if (!b) { /* more threads than buffers: write through */
 		write_rows(&r, 1);

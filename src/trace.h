@@ -28,8 +28,8 @@ enum gp_trace_op {
 /* "malloc", "free", "malloc_async", "free_async"; NULL for anything else. */
 const char *gp_trace_op_name(int op);
 
-/* Starts recording to `path` (truncated). Reads the process start time once. Registers
- * an atexit handler that calls gp_trace_close. Returns 0, -EALREADY when a trace is open,
+/* Starts recording to `path` (truncated). Reads the process start time once. The owner
+ * calls gp_trace_close at exit (the shim does, from its exit report). Returns 0, -EALREADY when a trace is open,
  * -EINVAL, or the negative errno of open/gzdopen. Not thread-safe against itself: call it
  * once, from the shim's lazy init. */
 int gp_trace_open(const char *path);
@@ -40,6 +40,12 @@ int gp_trace_open(const char *path);
  * tid (gettid) are taken here. No-op when no trace is open. Never allocates. */
 void gp_trace_record(int op, int dev, uintptr_t stream, size_t size, uintptr_t ptr,
 		     uint64_t dur_ns, int err);
+/* The same, for a caller that timed the call with gp_trace_now_ns: `end_ns` is the clock
+ * when the call returned, so the row needs no clock read of its own. */
+void gp_trace_record_at(int op, int dev, uintptr_t stream, size_t size, uintptr_t ptr,
+			uint64_t end_ns, uint64_t dur_ns, int err);
+/* The trace's clock (CLOCK_BOOTTIME, ns). */
+uint64_t gp_trace_now_ns(void);
 
 /* Flushes every thread's buffer and closes the file. Rows of one thread are in call order;
  * across threads the file is in flush order (readers sort with a window, see tracefile.h).

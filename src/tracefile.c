@@ -35,14 +35,6 @@ struct gp_tracefile {
 	char buf[RDBUF];
 };
 
-const char *gp_trace_op_name(int op)
-{
-	static const char *const names[] = {"malloc", "free", "malloc_async", "free_async"};
-	if (op < 0 || op > 3)
-		return NULL;
-	return names[op];
-}
-
 static void fmt(char *dst, size_t n, const char *f, ...) __attribute__((format(printf, 3, 4)));
 static void fmt(char *dst, size_t n, const char *f, ...)
 {

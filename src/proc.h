@@ -1,0 +1,19 @@
+/* What the kernel says about a process: its start time from /proc/<pid>/stat, and the
+ * clocks as nanoseconds. Shared by the statistics page (is a page's writer still the same
+ * process?) and the trace (t_ns since the process started). libc only; no allocation. */
+#ifndef GP_PROC_H
+#define GP_PROC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+/* clock_gettime(c) in ns; 0 when the clock cannot be read. */
+uint64_t gp_clock_ns(clockid_t c);
+
+/* Field 22 of /proc/<pid>/stat (starttime) as ns since boot (CLOCK_BOOTTIME; one clock
+ * tick of resolution, usually 10 ms), and whether the process is a zombie (state Z or X).
+ * 0, or a negative errno (-ENOENT: no such process; -EIO: unreadable). */
+int gp_proc_start(int pid, uint64_t *since_boot_ns, bool *zombie);
+
+#endif
