@@ -28,8 +28,14 @@ static int child(pid_t parent)
 	void *c = NULL;
 	if (cudaMalloc(&c, 8192) != cudaSuccess)
 		return 2;
+#ifndef __SANITIZE_ADDRESS__
+	/* the data check needs the fake's stream workers, threads started in this child. Under
+	 * AddressSanitizer (GCC 12) a thread created in a child forked from a multithreaded
+	 * parent can hang before its first instruction (1 fork in ~8): there, this check is
+	 * left to the plain build */
 	if (cudaMemset(c, 0x77, 8192) != cudaSuccess || !e2e_dev_all(c, 8192, 0x77))
 		return 3;
+#endif
 	if (e2e_page_pid(getpid()) != getpid())
 		return 4; /* its own page */
 	if (e2e_page_pid(parent) != parent)

@@ -65,6 +65,7 @@ struct op {
 	unsigned long long seq;     /* global issue order, set when queued */
 	enum op_kind kind;
 	bool running, skip;
+	bool pinned;                /* fk_pin ran: once per op, even when a fork restarts it */
 	bool dst_dev, src_dev;      /* the pointer must be device memory */
 	void *dst;
 	const void *src;
@@ -732,8 +733,9 @@ static struct op *fk_pick(struct CUstream_st **out)
 /* Pin the memory `o` touches; mark it skipped (a fault) when that memory is gone. */
 static void fk_pin(struct op *o)
 {
-	if (o->kind != OP_COPY && o->kind != OP_SET && o->kind != OP_FILL)
+	if (o->pinned || (o->kind != OP_COPY && o->kind != OP_SET && o->kind != OP_FILL))
 		return;
+	o->pinned = true;
 	if (o->n == 0)
 		return;
 	struct alloc *d = fk_alloc_containing(o->dst);
@@ -868,11 +870,16 @@ static void fk_atfork_parent(void)
 
 static void fk_atfork_child(void)
 {
-	/* Worker threads do not exist in the child; queued work runs on fresh ones. */
+	/* Worker threads do not exist in the child; queued work runs on fresh ones. An op a
+	 * worker was running is run again from the start, keeping the pins it already holds. */
 	g_nworkers = 0;
 	for (struct CUstream_st *s = g_streams; s; s = s->next)
 		for (struct op *o = s->head; o; o = o->next)
 			o->running = false;
+	/* the parent's waiters are counted in the condition variables but do not exist here:
+	 * a broadcast could go to them and wake nobody */
+	pthread_cond_init(&g_work, NULL);
+	pthread_cond_init(&g_done, NULL);
 	pthread_mutex_unlock(&g_lock);
 	pthread_mutex_unlock(&g_ctl);
 }
