@@ -17,6 +17,7 @@ import textwrap
 import threading
 import time
 import unittest
+from unittest import mock
 import mmap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -180,14 +181,11 @@ class LayoutTest(unittest.TestCase):
 class PageTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp()
-        self.old = os.environ.get("GPUPOOL_SHM_DIR")
-        os.environ["GPUPOOL_SHM_DIR"] = self.dir
+        env = mock.patch.dict(os.environ, GPUPOOL_SHM_DIR=self.dir)
+        env.start()
+        self.addCleanup(env.stop)
 
     def tearDown(self):
-        if self.old is None:
-            os.environ.pop("GPUPOOL_SHM_DIR", None)
-        else:
-            os.environ["GPUPOOL_SHM_DIR"] = self.old
         shutil.rmtree(self.dir)
 
     def write(self, data, pid=4242):
@@ -293,19 +291,11 @@ class PageTest(unittest.TestCase):
 
 class LibraryTest(unittest.TestCase):
     def test_env_override(self):
-        old = os.environ.get("GPUPOOL_LIB")  # the caller's, put back after
-        with tempfile.NamedTemporaryFile(suffix=".so") as f:
-            os.environ["GPUPOOL_LIB"] = f.name
-            try:
-                self.assertEqual(gpupool.find_library(), os.path.abspath(f.name))
-                os.environ["GPUPOOL_LIB"] = f.name + ".missing"
-                with self.assertRaisesRegex(gpupool.GpupoolError, "no such file"):
-                    gpupool.find_library()
-            finally:
-                if old is None:
-                    del os.environ["GPUPOOL_LIB"]
-                else:
-                    os.environ["GPUPOOL_LIB"] = old
+        with tempfile.NamedTemporaryFile(suffix=".so") as f, mock.patch.dict(os.environ, GPUPOOL_LIB=f.name):
+            self.assertEqual(gpupool.find_library(), os.path.abspath(f.name))
+            os.environ["GPUPOOL_LIB"] = f.name + ".missing"  # patch.dict puts the caller's back
+            with self.assertRaisesRegex(gpupool.GpupoolError, "no such file"):
+                gpupool.find_library()
 
     def test_release_without_library(self):
         if gpupool._loaded_path():
@@ -329,11 +319,8 @@ class LivePageTest(unittest.TestCase):
             line = w.stdout.readline().split()
             self.assertEqual(line[0], "ready")
             pid = int(line[1])
-            os.environ["GPUPOOL_SHM_DIR"] = d
-            try:
+            with mock.patch.dict(os.environ, GPUPOOL_SHM_DIR=d):
                 ours = gpupool.stats(pid)
-            finally:
-                del os.environ["GPUPOOL_SHM_DIR"]
             out = subprocess.run([os.environ["GPUPOOL_TEST_STAT"], "--json", str(pid)], env=env,
                                  capture_output=True, text=True, check=True).stdout
             theirs = {x["device"]: x for x in json.loads(out)["processes"][0]["devices"]}
@@ -359,12 +346,17 @@ def _torch_cuda():
 
 @unittest.skipUnless(_torch_cuda(), "needs torch with CUDA")
 class TorchTest(unittest.TestCase):
-    def run_py(self, code, **extra_env):
+    @staticmethod
+    def child_env(**extra):
+        """A child Python that imports gpupool from here, without the caller's preload or knobs."""
         env = dict(os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
         env.pop("LD_PRELOAD", None)
         env.pop("GPUPOOL_CONF", None)
-        env.update(extra_env)
-        return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+        env.update(extra)
+        return env
+
+    def run_py(self, code, **extra_env):
+        return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=self.child_env(**extra_env),
                               capture_output=True, text=True, timeout=300)
 
     def assertRan(self, r):
@@ -458,9 +450,7 @@ class TorchTest(unittest.TestCase):
         d = tempfile.mkdtemp()
         try:
             report, trace = os.path.join(d, "report.json"), os.path.join(d, "trace.csv")
-            env = dict(os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                       GPUPOOL_REPORT=report, GPUPOOL_CONF="trace:" + trace, GPUPOOL_SHM_DIR=d)
-            env.pop("LD_PRELOAD", None)
+            env = self.child_env(GPUPOOL_REPORT=report, GPUPOOL_CONF="trace:" + trace, GPUPOOL_SHM_DIR=d)
             code = textwrap.dedent("""
                 import sys, torch, gpupool
                 gpupool.use_as_torch_allocator()
@@ -472,11 +462,8 @@ class TorchTest(unittest.TestCase):
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             try:
                 self.assertEqual(p.stdout.readline().strip(), "ready", p.stderr.read() if p.poll() else "")
-                os.environ["GPUPOOL_SHM_DIR"] = d
-                try:
+                with mock.patch.dict(os.environ, GPUPOOL_SHM_DIR=d):
                     live = gpupool.stats(p.pid)[0]
-                finally:
-                    del os.environ["GPUPOOL_SHM_DIR"]
                 self.assertTrue(live["consistent"])
                 self.assertGreaterEqual(live["allocated_bytes"], 100 << 20)
                 p.stdin.write("\n")

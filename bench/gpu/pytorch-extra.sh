@@ -8,13 +8,7 @@ O=${1:-/tmp/gpu-extra}
 mkdir -p "$O"
 cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-if [ ! -f build-gpu/src/libgpupool.so ]; then
-	cargs=()
-	[ -f /usr/include/uthash.h ] || cargs=("-Dc_args=-I$PWD/tests/gpu/include")
-	meson setup build-gpu -Dtests=false "${cargs[@]}" >"$O/build.log" 2>&1
-	ninja -C build-gpu src/libgpupool.so >>"$O/build.log" 2>&1 || { echo "build failed"; exit 1; }
-fi
-LIB=$PWD/build-gpu/src/libgpupool.so
+LIB=$(scripts/build-gpu-lib build-gpu 2>"$O/build.log") || { echo "build failed"; exit 1; }
 export GPUPOOL_LIB=$LIB
 run() { # NAME CMD...: one program, its key lines echoed
 	local name=$1

@@ -12,11 +12,9 @@ part() { [[ ",$PARTS," == *",$1,"* ]]; }
 mkdir -p "$O"
 cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-cargs=()
-[ -f /usr/include/uthash.h ] || cargs=("-Dc_args=-I$PWD/tests/gpu/include")
-{ { [ -d build-gpu ] || meson setup build-gpu -Dtests=false "${cargs[@]}"; } && ninja -C build-gpu; } >"$O/build.log" 2>&1 ||
+GPUPOOL_LIB=$(scripts/build-gpu-lib build-gpu 2>"$O/build.log") ||
 	{ echo "build failed"; tail -20 "$O/build.log"; exit 1; }
-export GPUPOOL_LIB=$PWD/build-gpu/src/libgpupool.so
+export GPUPOOL_LIB
 key() { grep -hE "$1" "$2" | tr '\n' ' ' | cut -c1-600; }
 
 if part tests; then

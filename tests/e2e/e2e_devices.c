@@ -2,9 +2,6 @@
  * device 0 is current is found by its pointer, per-device statistics, and the limit
  * (limit:64M) applies to each device on its own. */
 #include <cuda_runtime_api.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <unistd.h>
 
 #include "e2e_util.h"
 
@@ -69,7 +66,7 @@ int main(void)
 		CHECK(f != NULL);
 		fclose(f);
 		for (int i = 0; i < 2000 && access(hold, F_OK) == 0; i++)
-			usleep(10000);
+			e2e_sleep_ms(10);
 		CK(cudaFree(h0));
 		CK(cudaFree(h1));
 	}

@@ -14,10 +14,8 @@ typedef long long (*release_fn)(int);
 
 static void release_all(void)
 {
-	void *s = dlsym(RTLD_DEFAULT, "gpupool_release");
 	release_fn f;
-	CHECK(s != NULL);
-	memcpy(&f, &s, sizeof f);
+	E2E_API(f, "gpupool_release");
 	e2e_wait_no_pending(0);
 	CHECK(f(-1) >= 0);
 }
@@ -26,8 +24,7 @@ int main(void)
 {
 	e2e_shm_dir();
 	malloc_fn native_malloc;
-	void *sym = e2e_native("cudaMalloc");
-	memcpy(&native_malloc, &sym, sizeof sym);
+	E2E_FN(native_malloc, e2e_native("cudaMalloc"));
 	CHECK(gpfake_capacity(0) == 64 * MB);
 
 	/* invalid arguments: the same answer as the runtime, and the same last error */

@@ -14,8 +14,7 @@ int main(int argc, char **argv)
 	e2e_shm_dir();
 	CHECK(argc > 1);
 	meminfo_fn native;
-	void *sym = e2e_native("cudaMemGetInfo");
-	memcpy(&native, &sym, sizeof sym);
+	E2E_FN(native, e2e_native("cudaMemGetInfo"));
 	size_t f = 0, t = 0, nf = 0, nt = 0;
 	void *a = NULL, *b = NULL, *c = NULL;
 	if (!strcmp(argv[1], "limit")) {

@@ -14,9 +14,8 @@ int main(void)
 	e2e_shm_dir();
 	malloc_fn native_malloc;
 	malloc_async_fn native_malloc_async;
-	void *s1 = e2e_native("cudaMalloc"), *s2 = e2e_native("cudaMallocAsync");
-	memcpy(&native_malloc, &s1, sizeof s1);
-	memcpy(&native_malloc_async, &s2, sizeof s2);
+	E2E_FN(native_malloc, e2e_native("cudaMalloc"));
+	E2E_FN(native_malloc_async, e2e_native("cudaMallocAsync"));
 
 	/* cudaFree(0): the context-initialising call reaches the runtime, before and after init */
 	unsigned long f = gpfake_calls("cudaFree");

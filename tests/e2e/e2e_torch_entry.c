@@ -21,10 +21,8 @@ static void (*gpupool_free_)(void *, ssize_t, int, void *);
 int main(void)
 {
 	e2e_shm_dir();
-	void *m = dlsym(RTLD_DEFAULT, "gpupool_malloc"), *f = dlsym(RTLD_DEFAULT, "gpupool_free");
-	CHECK(m != NULL && f != NULL);
-	memcpy(&gpupool_malloc_, &m, sizeof m);
-	memcpy(&gpupool_free_, &f, sizeof f);
+	E2E_API(gpupool_malloc_, "gpupool_malloc");
+	E2E_API(gpupool_free_, "gpupool_free");
 	cudaStream_t s, t;
 	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 	CK(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking));

@@ -60,6 +60,19 @@ static inline void e2e_sleep_ms(unsigned ms)
 		;
 }
 
+/* Sets function pointer `fp` from symbol address `sym` (dlsym, e2e_native), which must
+ * not be NULL. */
+#define E2E_FN(fp, sym)                                 \
+	do {                                            \
+		void *s_ = (sym);                       \
+		CHECK(s_ != NULL);                      \
+		memcpy(&(fp), &s_, sizeof(fp));         \
+	} while (0)
+
+/* A gpupool_* entry point of the preloaded library (the programs link the fake runtime
+ * only); the check fails when the library is not loaded. */
+#define E2E_API(fp, name) E2E_FN(fp, dlsym(RTLD_DEFAULT, name))
+
 /* gpupool_stats from the preloaded library; NULL when it is not loaded. */
 typedef int (*e2e_stats_fn)(int, struct gpupool_device_stats *);
 static inline e2e_stats_fn e2e_stats_api(void)

@@ -548,22 +548,8 @@ static void print_knobs_to(char *buf, size_t size)
 static FILE *open_doc(const char *rel)
 {
 	char path[1024];
-	const char *dir = getenv("GP_SOURCE_DIR");
-#ifdef GP_SOURCE_DIR
-	if (!dir)
-		dir = GP_SOURCE_DIR;
-#endif
-	if (dir) {
-		snprintf(path, sizeof path, "%s/%s", dir, rel);
-		return fopen(path, "r");
-	}
-	/* __FILE__ is .../tests/unit/test_config.c, absolute or relative to the build dir
-	 * (meson runs tests from there). */
-	snprintf(path, sizeof path, "%s", __FILE__);
-	char *cut = strstr(path, "tests/unit/test_config.c");
-	if (!cut)
-		return NULL;
-	snprintf(cut, sizeof path - (size_t)(cut - path), "%s", rel);
+	const char *dir = getenv("GP_SOURCE_DIR"); /* the source tree (default: the one built from) */
+	snprintf(path, sizeof path, "%s/%s", dir ? dir : GP_SOURCE_DIR, rel);
 	return fopen(path, "r");
 }
 

@@ -69,7 +69,7 @@ static void test_rounding_and_segment_sizes(void **state)
 		{513, 1024, 2 * MiB},
 		{MiB, MiB, 2 * MiB},
 		{MiB + 1, MiB + 512, 20 * MiB},
-		{10 * MiB - 1, 10 * MiB, 20 * MiB}, /* rounds to 10 MiB: a large-segment request */
+		{10 * MiB - 1, 10 * MiB, 10 * MiB}, /* rounds to 10 MiB, >= medium_max: a segment of its own */
 		{10 * MiB - 512 - 1, 10 * MiB - 512, 20 * MiB},
 		{10 * MiB, 10 * MiB, 10 * MiB},
 		{11 * MiB, 12 * MiB, 12 * MiB}, /* a 1 MiB rest is not worth a split */
@@ -80,12 +80,7 @@ static void test_rounding_and_segment_sizes(void **state)
 		uintptr_t a = A(f, cases[i].req, GP_NO_STREAM);
 		struct gp_block_info bi;
 		assert_int_equal(gp_pool_lookup(f->p, a, &bi), 0);
-		if (cases[i].req == 10 * MiB - 1) {
-			/* 10 MiB - 1 rounds to exactly 10 MiB, which is >= medium_max */
-			assert_int_equal(bi.segment_size, 10 * MiB);
-		} else {
-			assert_int_equal(bi.segment_size, cases[i].seg);
-		}
+		assert_int_equal(bi.segment_size, cases[i].seg);
 		assert_int_equal(bi.size, cases[i].block);
 		assert_int_equal(bi.requested, cases[i].req);
 		assert_int_equal(f->st.requested_bytes, cases[i].req);

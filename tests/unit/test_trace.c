@@ -3,7 +3,6 @@
  * from several threads (plain and gzip), and malformed or hostile input that must fail
  * with the right line number. Also prints the recorder's cost per call. */
 #include <errno.h>
-#include <libgen.h>
 #include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -26,28 +25,11 @@
 static char g_traces[PATH_MAX];
 static char g_tmpdir[PATH_MAX];
 
-/* tests/traces, from __FILE__: absolute, or relative to the build root, which is two
- * levels above this executable (build/tests/unit/test_trace). */
+/* tests/traces of the source tree (GP_SOURCE_DIR: the environment's, else the one built from). */
 static void find_traces(void)
 {
-	char src[PATH_MAX], exe[PATH_MAX], probe[PATH_MAX + 32];
-	snprintf(src, sizeof src, "%s", __FILE__);
-	char *sdir = dirname(src);
-	snprintf(probe, sizeof probe, "%s/../traces/simple_sync.csv", sdir);
-	if (sdir[0] == '/' || access(probe, R_OK) == 0) {
-		snprintf(g_traces, sizeof g_traces, "%s/../traces", sdir);
-		return;
-	}
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	exe[n > 0 ? n : 0] = '\0';
-	char *edir = dirname(exe);
-	const char *ups[] = {"/../..", "/..", "", "/../../.."};
-	for (size_t i = 0; i < sizeof ups / sizeof ups[0]; i++) {
-		snprintf(g_traces, sizeof g_traces, "%s%s/%s/../traces", edir, ups[i], sdir);
-		snprintf(probe, sizeof probe, "%s/simple_sync.csv", g_traces);
-		if (access(probe, R_OK) == 0)
-			return;
-	}
+	const char *dir = getenv("GP_SOURCE_DIR");
+	snprintf(g_traces, sizeof g_traces, "%s/tests/traces", dir ? dir : GP_SOURCE_DIR);
 }
 
 static void trace_path(char *out, size_t n, const char *name)
@@ -95,12 +77,13 @@ static void write_file(const char *path, const char *data, size_t len, bool gz)
 
 /* ---- replay of hand-made traces -------------------------------------------------- */
 
-static void replay(const char *name, struct gp_replay_result *r, bool check)
+/* Replays tests/traces/<name> with the invariant checker after every operation. */
+static void replay(const char *name, struct gp_replay_result *r)
 {
 	char p[PATH_MAX + 64];
 	struct gp_replay_opts o;
 	gp_replay_opts_default(&o);
-	o.params.check = check;
+	o.params.check = true;
 	trace_path(p, sizeof p, name);
 	int rc = gp_replay_file(p, &o, r);
 	if (rc)
@@ -112,7 +95,7 @@ static void test_replay_simple_sync(void **state)
 {
 	struct gp_replay_result r;
 	(void)state;
-	replay("simple_sync.csv", &r, true);
+	replay("simple_sync.csv", &r);
 	assert_int_equal(r.ops, 6);
 	assert_int_equal(r.allocs, 3);
 	assert_int_equal(r.frees, 3);
@@ -130,7 +113,7 @@ static void test_replay_async_streams(void **state)
 {
 	struct gp_replay_result r;
 	(void)state;
-	replay("async_streams.csv", &r, true);
+	replay("async_streams.csv", &r);
 	assert_int_equal(r.ops, 6);
 	assert_int_equal(r.allocs, 3);
 	assert_int_equal(r.frees, 3);
@@ -146,7 +129,7 @@ static void test_replay_fence_gap(void **state)
 {
 	struct gp_replay_result r;
 	(void)state;
-	replay("fence_gap.csv", &r, true);
+	replay("fence_gap.csv", &r);
 	assert_int_equal(r.ops, 10);
 	assert_int_equal(r.allocs, 4);
 	assert_int_equal(r.frees, 3);
@@ -486,7 +469,6 @@ static void test_recorder_many_threads(void **state)
 	/* more live threads than buffers: the rest write through; all rows arrive */
 	enum { N = GP_TRACE_NBUF + 20 };
 	pthread_t th[N];
-	pthread_barrier_t bar;
 	char p[PATH_MAX + 64];
 	(void)state;
 	tmp_path(p, sizeof p, "many.csv");
@@ -500,7 +482,6 @@ static void test_recorder_many_threads(void **state)
 		assert_int_equal(pthread_create(&th[k], NULL, few_rows, NULL), 0);
 	for (int k = 0; k < 8; k++)
 		pthread_join(th[k], NULL);
-	(void)bar;
 	assert_int_equal(gp_trace_close(), 0);
 	assert_int_equal(gp_trace_rows_written(), (N + 8) * 10);
 }
