@@ -449,13 +449,18 @@ static bool fk_range_ok(const void *p, size_t n)
 	return a && n <= a->bytes - (size_t)((const char *)p - a->base);
 }
 
+/* Bytes of `device` not held by live allocations (g_lock held). */
+static size_t fk_free_bytes(int device)
+{
+	return g_used[device] < g_capacity[device] ? g_capacity[device] - g_used[device] : 0;
+}
+
 static cudaError_t fk_alloc_new(int device, size_t size, void **out)
 {
 	if (size > SIZE_MAX - FK_ALIGN)
 		return cudaErrorMemoryAllocation;
 	size_t bytes = (size + FK_ALIGN - 1) & ~(size_t)(FK_ALIGN - 1);
-	if (bytes > g_capacity[device] - (g_used[device] < g_capacity[device] ? g_used[device]
-	                                                                        : g_capacity[device]))
+	if (bytes > fk_free_bytes(device))
 		return cudaErrorMemoryAllocation;
 	if (g_nallocs == g_allocs_cap) {
 		size_t nc = g_allocs_cap ? g_allocs_cap * 2 : 64;
@@ -598,13 +603,17 @@ static bool fk_event_done(const struct CUevent_st *ev)
 	return !ev->rec_stream || fk_stream_done_upto(ev->rec_stream, ev->rec_seq);
 }
 
-/* A blocking stream on `device` is capturing: the legacy stream may not be used. */
-static bool fk_legacy_conflict(int device)
+/* A blocking stream on `device` is capturing: the legacy stream may not be used. With
+ * `invalidate`, using it anyway: every such capture is invalidated. */
+static bool fk_legacy_conflict(int device, bool invalidate)
 {
 	bool any = false;
 	for (struct CUstream_st *t = g_streams; t; t = t->next)
-		if (t->device == device && t->cap_state && !(t->flags & cudaStreamNonBlocking))
+		if (t->device == device && t->cap_state && !(t->flags & cudaStreamNonBlocking)) {
 			any = true;
+			if (invalidate)
+				t->cap_state = 2;
+		}
 	return any;
 }
 
@@ -623,8 +632,7 @@ static bool fk_capture_prohibits(void)
 		if (t_cap_mode == cudaStreamCaptureModeThreadLocal && !mine)
 			continue; /* thread-local interaction: only this thread's captures count */
 		if (t->cap_mode == cudaStreamCaptureModeGlobal ||
-		    (t->cap_mode == cudaStreamCaptureModeThreadLocal &&
-		     pthread_equal(t->cap_thread, pthread_self()))) {
+		    (t->cap_mode == cudaStreamCaptureModeThreadLocal && mine)) {
 			t->cap_state = 2;
 			prohibited = true;
 		}
@@ -634,31 +642,37 @@ static bool fk_capture_prohibits(void)
 
 static void fk_start_workers(void);
 
+/* Appends `o` to the singly linked op list head..tail. */
+static void fk_append(struct op **head, struct op **tail, struct op *o)
+{
+	if (*tail)
+		(*tail)->next = o;
+	else
+		*head = o;
+	*tail = o;
+}
+
+/* Drops what a capture recorded on `s` and ends it (g_lock held). */
+static void fk_capture_discard(struct CUstream_st *s)
+{
+	fk_ops_free(s->cap_head);
+	s->cap_head = s->cap_tail = NULL;
+	s->cap_state = 0;
+}
+
 /* Queue `o` on `s` (or record it into s's capture). Takes ownership of `o` in every case. */
 static cudaError_t fk_enqueue(struct CUstream_st *s, struct op *o)
 {
 	if (s->cap_state) {
-		if (s->cap_tail)
-			s->cap_tail->next = o;
-		else
-			s->cap_head = o;
-		s->cap_tail = o;
+		fk_append(&s->cap_head, &s->cap_tail, o);
 		return cudaSuccess;
 	}
-	if (s->legacy && fk_legacy_conflict(s->device)) {
-		for (struct CUstream_st *t = g_streams; t; t = t->next)
-			if (t->device == s->device && t->cap_state &&
-			    !(t->flags & cudaStreamNonBlocking))
-				t->cap_state = 2;
+	if (s->legacy && fk_legacy_conflict(s->device, true)) {
 		fk_op_free(o);
 		return cudaErrorStreamCaptureImplicit;
 	}
 	o->seq = ++g_seq;
-	if (s->tail)
-		s->tail->next = o;
-	else
-		s->head = o;
-	s->tail = o;
+	fk_append(&s->head, &s->tail, o);
 	if (o->kind == OP_RECORD) {
 		o->ev->rec_stream = s;
 		o->ev->rec_seq = o->seq;
@@ -676,12 +690,13 @@ static struct op *fk_op(enum op_kind kind)
 	return o;
 }
 
-/* Wait (g_lock held) until every op issued on `device` up to `seq` has completed. */
-static void fk_wait_device(int device, unsigned long long seq)
+/* Wait (g_lock held) until every op issued so far on `device` has completed. */
+static void fk_wait_device(int device)
 {
+	unsigned long long seq = g_seq;
 again:
 	for (struct CUstream_st *t = g_streams; t; t = t->next) {
-		if ((device < 0 || t->device == device) && !fk_stream_done_upto(t, seq)) {
+		if (t->device == device && !fk_stream_done_upto(t, seq)) {
 			pthread_cond_wait(&g_done, &g_lock);
 			goto again;
 		}
@@ -844,9 +859,8 @@ static void fk_pts_release(void *arg)
 	struct fk_pts *p = arg;
 	pthread_mutex_lock(&g_lock);
 	/* After fk_fini the streams are gone; a thread outliving exit() only frees its slot. */
-	for (int d = 0; d < FK_MAXDEV && __atomic_load_n(&g_shutdown, __ATOMIC_ACQUIRE); d++)
-		p->s[d] = NULL;
-	for (int d = 0; d < FK_MAXDEV; d++) {
+	bool alive = !__atomic_load_n(&g_shutdown, __ATOMIC_ACQUIRE);
+	for (int d = 0; d < FK_MAXDEV && alive; d++) {
 		if (p->s[d]) {
 			p->s[d]->dead = true;
 			fk_stream_retire(p->s[d]);
@@ -884,12 +898,18 @@ static void fk_atfork_child(void)
 	pthread_mutex_unlock(&g_ctl);
 }
 
-static void fk_free_stream(struct CUstream_st *s)
+/* Frees every stream of `list` with its queued and captured ops (events are freed by
+ * their last reference, and touch no stream). */
+static void fk_free_streams(struct CUstream_st **list)
 {
-	fk_ops_free(s->head);
-	fk_ops_free(s->cap_head);
-	s->magic = 0;
-	free(s);
+	while (*list) {
+		struct CUstream_st *s = *list;
+		*list = s->next;
+		fk_ops_free(s->head);
+		fk_ops_free(s->cap_head);
+		s->magic = 0;
+		free(s);
+	}
 }
 
 /* At exit: stop the workers (work still queued is dropped), then free everything. Later calls
@@ -906,22 +926,8 @@ __attribute__((destructor)) static void fk_fini(void)
 	for (int i = 0; i < n; i++)
 		pthread_join(g_workers[i], NULL);
 	pthread_mutex_lock(&g_lock);
-	/* Ops hold event references: free queues before anything else. */
-	for (struct CUstream_st *s = g_streams; s; s = s->next) {
-		fk_ops_free(s->head);
-		fk_ops_free(s->cap_head);
-		s->head = s->tail = s->cap_head = s->cap_tail = NULL;
-	}
-	while (g_streams) {
-		struct CUstream_st *s = g_streams;
-		g_streams = s->next;
-		fk_free_stream(s);
-	}
-	while (g_graveyard) {
-		struct CUstream_st *s = g_graveyard;
-		g_graveyard = s->next;
-		fk_free_stream(s);
-	}
+	fk_free_streams(&g_streams);
+	fk_free_streams(&g_graveyard);
 	for (int d = 0; d < FK_MAXDEV; d++)
 		g_legacy[d] = NULL;
 	while (g_nallocs)
@@ -971,7 +977,7 @@ FK_API cudaError_t cudaFree(void *devPtr)
 	} else {
 		/* cudaFree is a device-wide fence: all work issued before it completes first. */
 		a->free_pending = true;
-		fk_wait_device(a->device, g_seq);
+		fk_wait_device(a->device);
 		a = fk_alloc_exact(devPtr);
 		if (a)
 			fk_alloc_release(a);
@@ -1227,10 +1233,9 @@ FK_API cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
 	if (t_device >= g_ndev)
 		return fk_ret(cudaErrorNoDevice);
 	pthread_mutex_lock(&g_lock);
-	size_t cap = g_capacity[t_device], used = g_used[t_device];
+	*total = g_capacity[t_device];
+	*free_bytes = fk_free_bytes(t_device);
 	pthread_mutex_unlock(&g_lock);
-	*total = cap;
-	*free_bytes = used < cap ? cap - used : 0;
 	return cudaSuccess;
 }
 
@@ -1244,7 +1249,7 @@ FK_API cudaError_t cudaDeviceSynchronize(void)
 	if (fk_capture_prohibits())
 		e = cudaErrorStreamCaptureUnsupported;
 	else
-		fk_wait_device(t_device, g_seq);
+		fk_wait_device(t_device);
 	pthread_mutex_unlock(&g_lock);
 	return fk_ret(e);
 }
@@ -1257,7 +1262,7 @@ FK_API cudaError_t cudaDeviceReset(void)
 	if (t_device >= g_ndev)
 		return fk_ret(cudaErrorNoDevice);
 	pthread_mutex_lock(&g_lock);
-	fk_wait_device(t_device, g_seq);
+	fk_wait_device(t_device);
 	for (size_t i = g_nallocs; i-- > 0;)
 		if (g_allocs[i]->device == t_device && !g_allocs[i]->busy)
 			fk_alloc_release(g_allocs[i]);
@@ -1305,9 +1310,7 @@ FK_API cudaError_t cudaStreamDestroy(cudaStream_t stream)
 	if (!s) {
 		e = cudaErrorInvalidResourceHandle;
 	} else {
-		fk_ops_free(s->cap_head);
-		s->cap_head = s->cap_tail = NULL;
-		s->cap_state = 0;
+		fk_capture_discard(s);
 		s->dead = true;
 		fk_stream_retire(s);
 	}
@@ -1668,9 +1671,7 @@ static cudaError_t fk_end_capture(cudaStream_t h, bool ptsz, cudaGraph_t *pGraph
 			g->tail = s->cap_tail;
 			s->cap_head = s->cap_tail = NULL;
 		}
-		fk_ops_free(s->cap_head);
-		s->cap_head = s->cap_tail = NULL;
-		s->cap_state = 0;
+		fk_capture_discard(s); /* what the graph did not take */
 		*pGraph = g;
 	}
 	pthread_mutex_unlock(&g_lock);
@@ -1698,7 +1699,7 @@ static cudaError_t fk_is_capturing(cudaStream_t h, bool ptsz, enum cudaStreamCap
 	struct CUstream_st *s = fk_stream(h, ptsz);
 	if (!s)
 		e = cudaErrorInvalidResourceHandle;
-	else if (s->legacy && fk_legacy_conflict(s->device))
+	else if (s->legacy && fk_legacy_conflict(s->device, false))
 		e = cudaErrorStreamCaptureImplicit;   /* the capture is not invalidated */
 	else
 		*st = s->cap_state == 0   ? cudaStreamCaptureStatusNone
@@ -1742,29 +1743,23 @@ FK_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t
 	pthread_mutex_lock(&g_lock);
 	cudaError_t e = cudaSuccess;
 	struct CUgraphExec_st *x = calloc(1, sizeof *x);
-	if (x) {
+	if (!x) {
+		e = cudaErrorMemoryAllocation;
+	} else {
 		x->magic = FK_EXEC_MAGIC;
-		for (const struct op *o = graph->head; o && e == cudaSuccess; o = o->next) {
+		for (const struct op *o = graph->head; o; o = o->next) {
 			struct op *c = fk_op_clone(o);
 			if (!c) {
 				e = cudaErrorMemoryAllocation;
+				fk_ops_free(x->head);
+				free(x);
 				break;
 			}
-			if (x->tail)
-				x->tail->next = c;
-			else
-				x->head = c;
-			x->tail = c;
+			fk_append(&x->head, &x->tail, c);
 		}
-	} else {
-		e = cudaErrorMemoryAllocation;
 	}
-	if (e != cudaSuccess && x) {
-		fk_ops_free(x->head);
-		free(x);
-	} else {
+	if (e == cudaSuccess)
 		*pGraphExec = x;
-	}
 	pthread_mutex_unlock(&g_lock);
 	return fk_ret(e);
 }
