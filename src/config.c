@@ -245,9 +245,8 @@ static int gp_config_parse_percent(const char *s, unsigned *out)
 
 static int gp_config_parse_level(const char *s, int *out)
 {
-	static const char *const names[] = {"error", "warning", "info", "debug"};
-	for (int i = 0; i < 4; i++) {
-		if (gp_config_ieq(s, names[i])) {
+	for (int i = GP_LOG_ERROR; i <= GP_LOG_DEBUG; i++) {
+		if (gp_config_ieq(s, gp_log_level_name(i))) {
 			*out = i;
 			return 0;
 		}

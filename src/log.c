@@ -10,9 +10,14 @@ static atomic_int log_level = GP_LOG_WARN;
 static atomic_uint log_lines;
 
 void gp_log_set_level(int level) { atomic_store(&log_level, level); }
-void gp_log(int level, const char *fmt, ...)
+const char *gp_log_level_name(int level)
 {
 	static const char *const names[] = {"error", "warning", "info", "debug"};
+	return names[level < GP_LOG_ERROR ? GP_LOG_ERROR : level > GP_LOG_DEBUG ? GP_LOG_DEBUG : level];
+}
+
+void gp_log(int level, const char *fmt, ...)
+{
 	char buf[512];
 	if (level > atomic_load(&log_level))
 		return;
@@ -23,7 +28,7 @@ void gp_log(int level, const char *fmt, ...)
 	if (n == GP_LOG_MAX_LINES) {
 		len = snprintf(buf, sizeof buf, "gpupool: warning: log limit reached, further messages dropped\n");
 	} else {
-		len = snprintf(buf, sizeof buf, "gpupool: %s: ", names[level < 0 ? 0 : level > 3 ? 3 : level]);
+		len = snprintf(buf, sizeof buf, "gpupool: %s: ", gp_log_level_name(level));
 		va_list ap;
 		va_start(ap, fmt);
 		int m = vsnprintf(buf + len, sizeof buf - (size_t)len - 1, fmt, ap);

@@ -8,6 +8,8 @@ enum gp_log_level { GP_LOG_ERROR = 0, GP_LOG_WARN = 1, GP_LOG_INFO = 2, GP_LOG_D
 
 /* Messages above this level are dropped. Default GP_LOG_WARN. */
 void gp_log_set_level(int level);
+/* "error", "warning", "info", "debug" (levels out of range are clamped). */
+const char *gp_log_level_name(int level);
 void gp_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define GP_LOG_MAX_LINES 200

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "config.h"
 #include "log.h"
 #include "proc.h"
 #include "tracefile.h"
@@ -35,13 +36,25 @@ struct state {
 	struct pmap *map;
 };
 
+void gp_replay_opts_from_config(struct gp_replay_opts *o, const struct gp_config *c)
+{
+	gp_config_pool_params(c, 0, &o->params);
+	o->fence = (int)c->fence;
+	o->fence_interval_us = c->fence_interval_us;
+}
+
+static const char *no_env(const char *name)
+{
+	(void)name;
+	return NULL;
+}
+
 void gp_replay_opts_default(struct gp_replay_opts *o)
 {
+	struct gp_config c;
+	(void)gp_config_parse(&c, no_env); /* nothing set: every knob at its default */
 	memset(o, 0, sizeof *o);
-	gp_pool_params_default(&o->params);
-	o->fence = GP_FENCE_THREAD;
-	o->fence_interval_us = 50;
-	o->fence_latency_us = 0;
+	gp_replay_opts_from_config(o, &c);
 }
 
 static uint64_t now_ns(void) { return gp_clock_ns(CLOCK_MONOTONIC); }

@@ -22,7 +22,13 @@ struct gp_replay_opts {
 	uint64_t limit_rows;           /* stop after this many data rows; 0 = all */
 };
 
+/* The knobs' defaults (the config table's), everything else off. */
 void gp_replay_opts_default(struct gp_replay_opts *o);
+struct gp_config;
+/* Sets params, fence and fence_interval_us from a parsed config (GPUPOOL_CONF or --conf);
+ * leaves the other fields alone. A percentage limit is ignored (no device size to take
+ * it of). */
+void gp_replay_opts_from_config(struct gp_replay_opts *o, const struct gp_config *c);
 
 /* What one replay measured. Peaks are summed over devices (exact with one device). */
 struct gp_replay_result {

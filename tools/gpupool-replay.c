@@ -94,10 +94,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	gp_log_set_level(cfg.log_level);
-	gp_config_pool_params(&cfg, 0, &o.params); /* the fake device: a % limit has no total */
+	gp_replay_opts_from_config(&o, &cfg); /* the fake device: a % limit has no total */
 	o.params.check = o.params.check || check;
-	o.fence = (int)cfg.fence;
-	o.fence_interval_us = cfg.fence_interval_us;
 
 	struct gp_replay_result r;
 	int rc = gp_replay_file(path, &o, &r);
