@@ -5,13 +5,12 @@
 #include "pool.h"
 
 #include <errno.h>
-#include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "lock.h"
 #include "log.h"
 #include "stats.h"
 
@@ -73,39 +72,6 @@ struct gp_chunk {
 	struct gp_chunk *next;
 	struct gp_block blocks[126];
 };
-
-/* The pool lock: a futex mutex (0 free, 1 held, 2 held with waiters). The uncontended
- * path is one atomic exchange each way, a third of pthread_mutex's cost on the hot path;
- * waiters sleep in the kernel, so a holder inside a slow cudaMalloc costs them no CPU. */
-typedef struct {
-	int v;
-} gp_lock;
-
-static void lock_slow(gp_lock *l)
-{
-	int c = 1;
-	for (int spin = 0; spin < 100; spin++) {
-		c = 0;
-		if (__atomic_compare_exchange_n(&l->v, &c, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-			return;
-		__builtin_ia32_pause();
-	}
-	while (__atomic_exchange_n(&l->v, 2, __ATOMIC_ACQUIRE) != 0)
-		syscall(SYS_futex, &l->v, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
-}
-
-static inline void gp_lock_take(gp_lock *l)
-{
-	int c = 0;
-	if (!__atomic_compare_exchange_n(&l->v, &c, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-		lock_slow(l);
-}
-
-static inline void gp_lock_give(gp_lock *l)
-{
-	if (__atomic_exchange_n(&l->v, 0, __ATOMIC_RELEASE) == 2)
-		syscall(SYS_futex, &l->v, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
 
 struct gp_pool {
 	gp_lock lock;

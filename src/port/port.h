@@ -1,0 +1,25 @@
+/* The port layer: the few things the core needs from the CPU and the kernel that C11 does
+ * not give, behind one small contract. Linux: futex; x86-64: pause; aarch64: yield. Any
+ * other target builds with the portable fallbacks (a busy-wait with sched_yield).
+ * Depends on nothing of gpupool's. */
+#ifndef GP_PORT_H
+#define GP_PORT_H
+
+/* A hint to the CPU inside a spin loop: lets the sibling hyperthread run (x86 pause) or
+ * the core relax (aarch64 yield); a no-op elsewhere. */
+static inline void gp_port_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* Sleeps while *addr == expected (a spurious or early return is allowed; the caller loops);
+ * private to the process. */
+void gp_port_wait(int *addr, int expected);
+/* Wakes one thread sleeping in gp_port_wait(addr). */
+void gp_port_wake_one(int *addr);
+
+#endif
