@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend.h"
+#include "backend_fake.h"
 #include "pool.h"
 
 #define STREAM ((gp_stream)0x1000)

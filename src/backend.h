@@ -1,6 +1,7 @@
 /* The backend: the small contract between the pool and whatever owns device memory.
  * Implementations: backend_cuda.c (the real CUDA runtime, through the resolved table)
- * and backend_fake.c (synthetic addresses, for tests, the benchmark and replay).
+ * and backend_fake.c (synthetic addresses, for tests, the benchmark and replay;
+ * backend_fake.h).
  * Every function returns 0 or a negative errno; none is called with a pool lock held
  * except segment_alloc/segment_free/stream_wait (see pool.c for why that is safe). */
 #ifndef GP_BACKEND_H
@@ -31,20 +32,5 @@ struct gp_backend {
 	/* Free and total bytes of the device as the driver sees them. */
 	int (*mem_info)(void *ctx, int device, size_t *free_bytes, size_t *total_bytes);
 };
-
-/* The fake backend: addresses from a private range, never dereferenced. */
-struct gp_fake_backend {
-	struct gp_backend be;
-	uintptr_t next_addr;   /* bump pointer for new segments */
-	size_t capacity;       /* bytes each device may hold; 0 = unlimited */
-	size_t used[16];       /* bytes held per device */
-	uint64_t allocs, frees, syncs, waits, fail_allocs;
-	uint64_t fail_at;      /* fail the Nth segment_alloc (1-based); 0 = never */
-	bool fail_all;         /* every segment_alloc fails with -ENOMEM */
-	bool sync_busy;        /* device_sync and segment_free answer -EBUSY (a capture is active) */
-	bool wait_refused;     /* stream_wait answers -EAGAIN */
-};
-
-void gp_fake_backend_init(struct gp_fake_backend *fb, size_t capacity);
 
 #endif

@@ -1,28 +1,28 @@
-/* The fake backend: segments are synthetic address ranges from a private bump pointer,
- * never dereferenced. Counts every call and injects failures, for the unit tests, the
- * host benchmark and trace replay. Not thread-safe on its own: the pool calls
- * segment_alloc/free under its lock, and tests with several pools give each its own. */
+/* The fake backend (backend_fake.h): synthetic address ranges from a bump pointer, never
+ * dereferenced. Not thread-safe on its own: the pool calls segment_alloc/free under its
+ * lock, and tests with several pools give each its own. Depends on backend.h only. */
 #include <errno.h>
 #include <string.h>
 
-#include "backend.h"
+#include "backend_fake.h"
 
 #define FAKE_ALIGN ((uintptr_t)2 << 20)
 
 static int fake_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
 {
 	struct gp_fake_backend *fb = ctx;
-	int d = device & 15;
+	if (device < 0 || device >= GPUPOOL_MAX_DEVICES)
+		return -ENODEV;
 	fb->allocs++;
 	if (fb->fail_all || (fb->fail_at && fb->allocs == fb->fail_at) ||
-	    (fb->capacity && (size > fb->capacity || fb->used[d] > fb->capacity - size))) {
+	    (fb->capacity && (size > fb->capacity || fb->used[device] > fb->capacity - size))) {
 		fb->fail_allocs++;
 		return -ENOMEM;
 	}
 	*addr = fb->next_addr;
 	fb->next_addr += (size + FAKE_ALIGN - 1) & ~(FAKE_ALIGN - 1);
 	fb->next_addr += FAKE_ALIGN; /* a gap, so adjacent segments never look contiguous */
-	fb->used[d] += size;
+	fb->used[device] += size;
 	return 0;
 }
 
@@ -30,10 +30,12 @@ static int fake_segment_free(void *ctx, int device, uintptr_t addr, size_t size)
 {
 	struct gp_fake_backend *fb = ctx;
 	(void)addr;
+	if (device < 0 || device >= GPUPOOL_MAX_DEVICES)
+		return -ENODEV;
 	if (fb->sync_busy)
 		return -EBUSY;
 	fb->frees++;
-	fb->used[device & 15] -= size;
+	fb->used[device] -= size;
 	return 0;
 }
 
@@ -60,9 +62,11 @@ static int fake_stream_wait(void *ctx, int device, gp_stream from, gp_stream to)
 static int fake_mem_info(void *ctx, int device, size_t *free_bytes, size_t *total_bytes)
 {
 	struct gp_fake_backend *fb = ctx;
+	if (device < 0 || device >= GPUPOOL_MAX_DEVICES)
+		return -ENODEV;
 	size_t cap = fb->capacity ? fb->capacity : (size_t)1 << 46;
 	*total_bytes = cap;
-	*free_bytes = cap - fb->used[device & 15];
+	*free_bytes = cap - fb->used[device];
 	return 0;
 }
 

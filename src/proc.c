@@ -8,7 +8,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define GP_NS_PER_S 1000000000ull
 
 uint64_t gp_clock_ns(clockid_t c)
 {

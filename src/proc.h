@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#define GP_NS_PER_S 1000000000ull
+
 /* clock_gettime(c) in ns; 0 when the clock cannot be read. */
 uint64_t gp_clock_ns(clockid_t c);
 

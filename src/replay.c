@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend.h"
+#include "backend_fake.h"
 #include "config.h"
 #include "log.h"
 #include "proc.h"

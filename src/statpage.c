@@ -23,7 +23,6 @@
 #include "proc.h"
 #include "stats.h"
 
-#define GP_NS_PER_S 1000000000ull
 /* A process started this long after a page was created cannot be the page's writer. */
 #define GP_START_SLACK_NS (2 * GP_NS_PER_S)
 

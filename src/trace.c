@@ -1,7 +1,8 @@
 /* The trace recorder (trace.h): fixed per-thread row buffers claimed from a static
- * registry, formatted to CSV and written through zlib (gzip, or plain with mode "T")
- * under one file lock when full, at thread exit and at close. Lock order: a buffer's
- * mutex, then the file mutex. No CUDA, no pool, no getenv; never allocates per call. */
+ * registry, formatted to CSV and written under one file lock when full, at thread exit and
+ * at close: straight to the file, or through zlib (loaded then, zlib_dl.h) for a .gz name.
+ * Lock order: a buffer's mutex, then the file mutex. No CUDA, no pool, no getenv; never
+ * allocates per call. */
 #include "trace.h"
 
 #include <errno.h>
@@ -14,10 +15,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "log.h"
 #include "proc.h"
+#include "zlib_dl.h"
 
 struct rec {
 	uint64_t t_ns, size, dur_ns;
@@ -42,8 +43,9 @@ struct tbuf {
 
 static struct tbuf g_bufs[GP_TRACE_NBUF];
 static pthread_mutex_t g_file_mu = PTHREAD_MUTEX_INITIALIZER;
-static gzFile g_gz;                               /* under g_file_mu */
-static int g_fd = -1;                             /* g_gz's descriptor */
+static int g_fd = -1;                             /* under g_file_mu: the file, or -1 */
+static gzFile g_gz;                               /* under g_file_mu: over g_fd for .gz, else NULL */
+static const struct gp_zlib *g_z;                 /* zlib, when g_gz */
 static int g_werr;                                /* under g_file_mu: last write error */
 static uint64_t g_rows;                           /* under g_file_mu */
 static atomic_bool g_on;
@@ -68,14 +70,6 @@ static uint64_t process_start_ns(void)
 	if (gp_proc_start((int)getpid(), &start, &zombie) != 0)
 		return now;
 	return start <= now ? start : now;
-}
-
-const char *gp_trace_op_name(int op)
-{
-	static const char *const names[] = {"malloc", "free", "malloc_async", "free_async"};
-	if (op < 0 || op > 3)
-		return NULL;
-	return names[op];
 }
 
 static char *put_dec(char *o, uint64_t v)
@@ -130,17 +124,42 @@ static char *put_row(char *o, const struct rec *r)
 	return o;
 }
 
+/* Writes all of text to the plain file: 0 or -errno. */
+static int write_all(int fd, const char *text, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, text, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		text += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 /* Writes formatted text. Caller holds g_file_mu. */
 static void write_text_locked(const char *text, unsigned len, unsigned rows)
 {
-	if (!g_gz || len == 0)
+	if (g_fd < 0 || len == 0)
 		return;
-	if (gzwrite(g_gz, text, len) != (int)len) {
-		int zerr;
-		const char *msg = gzerror(g_gz, &zerr);
+	const char *why = NULL;
+	if (g_gz) {
+		if (g_z->gzwrite(g_gz, text, len) != (int)len) {
+			int zerr;
+			why = g_z->gzerror(g_gz, &zerr);
+			if (zerr == Z_ERRNO)
+				why = strerror(errno);
+		}
+	} else {
+		int rc = write_all(g_fd, text, len);
+		if (rc)
+			why = strerror(-rc);
+	}
+	if (why) {
 		if (!g_werr)
-			gp_log(GP_LOG_WARN, "trace: write failed: %s; rows are being lost",
-			       zerr == Z_ERRNO ? strerror(errno) : msg);
+			gp_log(GP_LOG_WARN, "trace: write failed: %s; rows are being lost", why);
 		g_werr = -EIO;
 		return;
 	}
@@ -271,22 +290,34 @@ int gp_trace_open(const char *path)
 	pthread_once(&g_once, once_init);
 	size_t l = strlen(path);
 	bool gz = l > 3 && strcmp(path + l - 3, ".gz") == 0;
+	const struct gp_zlib *z = gz ? gp_zlib_get() : NULL;
+	if (gz && !z)
+		return -ENOSYS;
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
-	gzFile f = gzdopen(fd, gz ? "wb1" : "wT");
-	if (!f) {
-		close(fd);
-		return -ENOMEM;
+	gzFile f = NULL;
+	if (gz) {
+		f = z->gzdopen(fd, "wb1");
+		if (!f) {
+			close(fd);
+			return -ENOMEM;
+		}
+		z->gzbuffer(f, 256 * 1024);
 	}
-	gzbuffer(f, 256 * 1024);
-	if (gzputs(f, GP_TRACE_HEADER "\n") < 0) {
-		gzclose(f);
-		return -EIO;
+	int hrc = f ? (z->gzwrite(f, GP_TRACE_HEADER "\n", sizeof GP_TRACE_HEADER) == (int)sizeof GP_TRACE_HEADER ? 0 : -EIO)
+		    : write_all(fd, GP_TRACE_HEADER "\n", sizeof GP_TRACE_HEADER);
+	if (hrc) {
+		if (f)
+			z->gzclose(f);
+		else
+			close(fd);
+		return hrc;
 	}
 	g_start_ns = process_start_ns();
 	pthread_mutex_lock(&g_file_mu);
 	g_gz = f;
+	g_z = z;
 	g_fd = fd;
 	g_werr = 0;
 	g_rows = 0;
@@ -319,8 +350,12 @@ int gp_trace_close(void)
 	}
 	pthread_mutex_lock(&g_file_mu);
 	int rc = g_werr;
-	if (g_gz && gzclose(g_gz) != Z_OK && !rc)
-		rc = -EIO;
+	if (g_gz) {
+		if (g_z->gzclose(g_gz) != Z_OK && !rc)
+			rc = -EIO;
+	} else if (g_fd >= 0 && close(g_fd) != 0 && !rc) {
+		rc = -errno;
+	}
 	g_gz = NULL;
 	g_fd = -1;
 	pthread_mutex_unlock(&g_file_mu);
@@ -334,7 +369,7 @@ void gp_trace_forget(void)
 	pthread_mutex_init(&g_file_mu, NULL);
 	/* the parent's gzFile holds unwritten parent data: closing it here would write it
 	 * twice. Leak the small struct, close only our fd copy. */
-	if (g_gz) {
+	if (g_fd >= 0) {
 		close(g_fd);
 		g_gz = NULL;
 		g_fd = -1;

@@ -1,22 +1,15 @@
 /* The trace recorder: appends one row per hooked allocation call to a CSV file (gzip'd
- * when the name ends in .gz) in the format of ../shared/traces/README.md. Rows are kept
+ * when the name ends in .gz) in the format of docs/replay.md. Rows are kept
  * in fixed per-thread buffers and written under one lock when a buffer fills and at
- * close/exit. Depends on zlib and libc only: no CUDA, no pool, no getenv. */
+ * close/exit. Depends on libc (zlib is loaded at run time, for .gz traces only): no CUDA,
+ * no pool, no getenv. */
 #ifndef GP_TRACE_H
 #define GP_TRACE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* The op column. */
-enum gp_trace_op {
-	GP_TRACE_MALLOC = 0,
-	GP_TRACE_FREE = 1,
-	GP_TRACE_MALLOC_ASYNC = 2,
-	GP_TRACE_FREE_ASYNC = 3,
-};
-
-#define GP_TRACE_HEADER "t_ns,op,tid,dev,stream,size,ptr,dur_ns,err"
+#include "trace_format.h"
 
 /* Rows per thread buffer and number of buffers: memory is bounded by their product
  * (GP_TRACE_NBUF * GP_TRACE_BUF_ROWS * 48 bytes = 1.5 MiB). A thread that finds no free
@@ -25,10 +18,8 @@ enum gp_trace_op {
 #define GP_TRACE_NBUF 64
 #define GP_TRACE_BUF_ROWS 512
 
-/* "malloc", "free", "malloc_async", "free_async"; NULL for anything else. */
-const char *gp_trace_op_name(int op);
-
-/* Starts recording to `path` (truncated). Reads the process start time once. The owner
+/* Starts recording to `path` (truncated): gzip when it ends in .gz (zlib is loaded then;
+ * -ENOSYS when it cannot be). Reads the process start time once. The owner
  * calls gp_trace_close at exit (the shim does, from its exit report). Returns 0, -EALREADY when a trace is open,
  * -EINVAL, or the negative errno of open/gzdopen. Not thread-safe against itself: call it
  * once, from the shim's lazy init. */

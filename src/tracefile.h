@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trace.h"
+#include "trace_format.h"
 
 /* Longest line accepted, in bytes without the newline (a real row is < 160). */
 #define GP_TRACEFILE_LINE_MAX 512

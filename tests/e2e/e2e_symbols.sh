@@ -1,7 +1,8 @@
 #!/bin/sh
 # Exported symbols: libgpupool.so exports exactly the names of the global section of
 # src/libgpupool.map (the interposed CUDA entry points and gpupool_*), all unversioned, so
-# that references bound to cudaMalloc@libcudart.so.13 reach them.
+# that references bound to cudaMalloc@libcudart.so.13 reach them. And it holds only what a
+# preloaded process runs: no replay engine, trace reader or fake backend, no zlib needed.
 # usage: e2e_symbols.sh LIBGPUPOOL MAPFILE
 set -u
 lib=$1 map=$2
@@ -29,5 +30,11 @@ fi
 # every export is a function
 nonfunc=$(nm -D --defined-only "$lib" | awk '$2 != "T" {print $3}')
 [ -z "$nonfunc" ] || { echo "exports that are not functions: $nonfunc"; fail=1; }
-[ $fail -eq 0 ] && echo "$(printf '%s\n' "$got" | wc -l) exports, all unversioned, as in the map"
+# only the layers a preloaded process runs (src/meson.build)
+extra=$(nm "$lib" | awk '{print $NF}' | grep -E '^(gp_replay|gp_tracefile|gp_fake_backend)' | sort -u)
+[ -z "$extra" ] || { echo "code a preloaded process never runs is linked in: $(echo $extra)"; fail=1; }
+if readelf -d "$lib" | grep NEEDED | grep -q 'libz\.'; then
+	echo "zlib is a load-time dependency: $(readelf -d "$lib" | grep NEEDED | grep libz)"; fail=1
+fi
+[ $fail -eq 0 ] && echo "$(printf '%s\n' "$got" | wc -l) exports, all unversioned, as in the map; no replay, trace-reader or fake-backend code; zlib not needed at load"
 exit $fail

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "backend.h"
+#include "backend_fake.h"
 #include "pool.h"
 
 #define KiB ((size_t)1 << 10)

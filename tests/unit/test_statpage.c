@@ -24,7 +24,7 @@
 
 #include <cmocka.h>
 
-#include "../e2e/stat_writer.h"
+#include "stat_writer.h"
 #include "format.h"
 #include "statpage.h"
 #include "stats.h"

@@ -1,29 +1,11 @@
-/* A statistics page writer for the stats tests: two pools (devices 0 and 1) on the fake
- * backend, driven with a random alloc/free mix, counters kept in a page's slots, release
- * requests answered between operations. Header-only so test_statpage and the CLI
- * test's helper process (stat_writer.c) share it. Test code only. */
-#ifndef GP_TEST_STAT_WRITER_H
-#define GP_TEST_STAT_WRITER_H
+/* The test library's statistics page writer (stat_writer.h). Test code only. */
+#include "stat_writer.h"
 
-#include <stdbool.h>
-#include <stdint.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "pool.h"
-#include "statpage.h"
-
-struct gp_test_writer {
-	struct gp_fake_backend fb;
-	gp_pool *pools[2];
-	uintptr_t live[2][128];
-	unsigned seed;
-	bool answer_release;
-};
-
-static inline int gp_test_writer_init(struct gp_test_writer *w, struct gpupool_page *pg, unsigned seed)
+int gp_test_writer_init(struct gp_test_writer *w, struct gpupool_page *pg, unsigned seed)
 {
 	struct gp_pool_params prm;
 	memset(w, 0, sizeof *w);
@@ -43,9 +25,7 @@ static inline int gp_test_writer_init(struct gp_test_writer *w, struct gpupool_p
 	return 0;
 }
 
-/* One allocation call's worth of work, as the shim does it: first the release request,
- * then an alloc or free on a random device. */
-static inline void gp_test_writer_step(struct gp_test_writer *w, struct gpupool_page *pg)
+void gp_test_writer_step(struct gp_test_writer *w, struct gpupool_page *pg)
 {
 	uint64_t req;
 	if (w->answer_release && gp_statpage_release_pending(pg, &req)) {
@@ -70,5 +50,3 @@ static inline void gp_test_writer_step(struct gp_test_writer *w, struct gpupool_
 	if ((r >> 20) % 64 == 0)
 		gp_pool_fence(w->pools[d]);
 }
-
-#endif

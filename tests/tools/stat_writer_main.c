@@ -1,9 +1,10 @@
 /* Helper process for the gpupool-stat CLI test: opens its page in $GPUPOOL_SHM_DIR, runs
- * N steps of pool work (stat_writer.h), prints "ready <pid>", then keeps answering release
+ * N steps of pool work (tests/lib/stat_writer.h), prints "ready <pid>", then keeps answering release
  * requests (one step every 2 ms; "idle" as argv[2]: no steps, so requests time out) until
  * SIGTERM, when it prints the exit report to stderr and unlinks its page. Test code only. */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>

@@ -1,0 +1,30 @@
+/* The fake backend: segments are synthetic address ranges from a private bump pointer,
+ * never dereferenced, with counters and injected failures; for the unit tests, the host
+ * benchmark and trace replay. Implements backend.h; depends on nothing else. */
+#ifndef GP_BACKEND_FAKE_H
+#define GP_BACKEND_FAKE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "gpupool/stats.h"
+
+struct gp_fake_backend {
+	struct gp_backend be;
+	uintptr_t next_addr;   /* bump pointer for new segments */
+	size_t capacity;       /* bytes each device may hold; 0 = unlimited */
+	size_t used[GPUPOOL_MAX_DEVICES]; /* bytes held per device */
+	uint64_t allocs, frees, syncs, waits, fail_allocs;
+	uint64_t fail_at;      /* fail the Nth segment_alloc (1-based); 0 = never */
+	bool fail_all;         /* every segment_alloc fails with -ENOMEM */
+	bool sync_busy;        /* device_sync and segment_free answer -EBUSY (a capture is active) */
+	bool wait_refused;     /* stream_wait answers -EAGAIN */
+};
+
+/* Every device may hold `capacity` bytes (0 = unlimited); devices 0..GPUPOOL_MAX_DEVICES-1,
+ * any other answers -ENODEV. */
+void gp_fake_backend_init(struct gp_fake_backend *fb, size_t capacity);
+
+#endif
