@@ -1,6 +1,6 @@
-/* The trace reader: parses and validates the CSV format of ../shared/traces/README.md,
+/* The trace reader: parses and validates the CSV format of docs/replay.md,
  * plain or gzip'd (zlib reads both), one row at a time in bounded memory. Every error
- * names the file and the line. Depends on zlib, libc and trace.h (the op codes) only. */
+ * names the file and the line. Depends on zlib, libc and trace_format.h only. */
 #ifndef GP_TRACEFILE_H
 #define GP_TRACEFILE_H
 

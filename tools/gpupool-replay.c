@@ -1,4 +1,4 @@
-/* gpupool-replay: replays a recorded allocation trace (../shared/traces format) through
+/* gpupool-replay: replays a recorded allocation trace (docs/replay.md) through
  * gp_pool on the fake backend and prints the peaks, ratios, backend calls and time per op
  * as key=value lines. Exit 0 on success, 1 on a pool failure, 2 on bad usage or input. */
 #include <errno.h>
