@@ -1,7 +1,7 @@
 /* The port layer: the few things the core needs from the CPU and the kernel that C11 does
- * not give, behind one small contract. Linux: futex; x86-64: pause; aarch64: yield. Any
- * other target builds with the portable fallbacks (a busy-wait with sched_yield).
- * Depends on nothing of gpupool's. */
+ * not give, behind one small contract. Linux: futex (port_linux.c, the only implementation
+ * of the waits: gpupool runs on Linux alone); x86: pause; aarch64: yield; on any other CPU
+ * the relax hint is a no-op. Depends on nothing of gpupool's. */
 #ifndef GP_PORT_H
 #define GP_PORT_H
 
