@@ -378,6 +378,68 @@ static void test_prometheus(void **state)
 	assert_null(strstr(text, "pid=\"77\""));
 }
 
+/* A hostile page may hold any value in any field: every formatter on extreme counters, with
+ * the derived figures (driver calls saved, hit rate) exact or saturated, never wrapped
+ * (UBSan in the sanitized build catches a signed overflow on the way). */
+static void test_extreme_values(void **state)
+{
+	(void)state;
+	static const uint64_t fill[] = {UINT64_MAX, (uint64_t)INT64_MAX, (uint64_t)INT64_MAX + 1, 0};
+	static const struct {
+		uint64_t allocs, frees, seg_allocs, seg_frees, hits, misses;
+		const char *saved, *rate;
+	} cases[] = {
+		{UINT64_MAX, 0, 0, 0, 0, 0, "18446744073709551615", "-"},
+		{UINT64_MAX, UINT64_MAX, 0, 0, UINT64_MAX, UINT64_MAX, "18446744073709551615", "50.0%"},
+		{(uint64_t)INT64_MAX, 0, UINT64_MAX, 0, UINT64_MAX, 2, "-9223372036854775808", "100.0%"},
+		{0, 0, UINT64_MAX, UINT64_MAX, 1, UINT64_MAX, "-18446744073709551615", "0.0%"},
+		{(uint64_t)INT64_MAX + 1, (uint64_t)INT64_MAX + 1, 1, 0, 3, 1, "18446744073709551614", "75.0%"},
+	};
+	static struct gpupool_page pg;
+	struct gp_format_out o;
+	char want[128];
+	for (size_t f = 0; f < sizeof fill / sizeof fill[0]; f++) {
+		for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+			memset(&pg, 0, sizeof pg);
+			gp_statpage_init(&pg);
+			pg.start_time_ns = fill[f];
+			pg.release_request = pg.release_done = fill[f];
+			for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
+				struct gpupool_device_stats *s = gp_statpage_slot(&pg, d);
+				assert_non_null(s);
+				s->limit_bytes = fill[f];
+				for (size_t i = 0; i < NFIELDS; i++) {
+					set(s, fields[i].off, fill[f]);
+					if (fields[i].gauge)
+						set(s, fields[i].peak_off, fill[f]);
+				}
+				s->allocs = cases[c].allocs;
+				s->frees = cases[c].frees;
+				s->segment_allocs = cases[c].seg_allocs;
+				s->segment_frees = cases[c].seg_frees;
+				s->hits = cases[c].hits;
+				s->misses = cases[c].misses;
+			}
+			struct gp_format_proc p = {&pg, false, 0};
+			gp_format_to_buf(&o, out, sizeof out);
+			gp_format_table(&o, &p, 1);
+			gp_format_detail(&o, &p);
+			gp_format_json(&o, &p, 1);
+			gp_format_prometheus(&o, &p, 1);
+			assert_int_equal(gp_format_flush(&o), 0);
+			snprintf(want, sizeof want, "  %-24s %28s\n", "driver calls saved", cases[c].saved);
+			assert_non_null(strstr(out, want));
+
+			gp_format_to_buf(&o, out, sizeof out);
+			gp_format_report(&o, &pg);
+			assert_int_equal(gp_format_flush(&o), 0);
+			snprintf(want, sizeof want, "driver calls saved %s, hit rate %s,", cases[c].saved,
+				 cases[c].rate);
+			assert_non_null(strstr(out, want));
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -387,6 +449,7 @@ int main(void)
 		cmocka_unit_test_setup(test_detail_and_report, setup),
 		cmocka_unit_test_setup(test_json, setup),
 		cmocka_unit_test_setup(test_prometheus, setup),
+		cmocka_unit_test(test_extreme_values),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
