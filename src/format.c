@@ -311,7 +311,8 @@ static void json_string(struct gp_format_out *o, const char *s, size_t max)
 	puts_(o, "\"");
 }
 
-void gp_format_json(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n)
+/* {"version":1,"processes":[...]: the document without its closing brace */
+static void json_processes(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n)
 {
 	gp_format_printf(o, "{\"version\":%u,\"processes\":[", GPUPOOL_PAGE_VERSION);
 	for (size_t i = 0; i < n; i++) {
@@ -346,7 +347,29 @@ void gp_format_json(struct gp_format_out *o, const struct gp_format_proc *procs,
 		}
 		puts_(o, "]}");
 	}
-	puts_(o, "\n]}\n");
+	puts_(o, "\n]");
+}
+
+void gp_format_json(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n)
+{
+	json_processes(o, procs, n);
+	puts_(o, "}\n");
+}
+
+void gp_format_json_listing(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n,
+			    const struct gp_format_skip *skips, size_t nskips)
+{
+	json_processes(o, procs, n);
+	unsigned long long total = 0;
+	for (size_t k = 0; k < nskips; k++)
+		total += skips[k].count;
+	gp_format_printf(o, ",\"skipped_pages\":%llu,\"skipped\":{", total);
+	for (size_t k = 0; k < nskips; k++) {
+		puts_(o, k ? "," : "");
+		json_string(o, skips[k].reason, 64);
+		gp_format_printf(o, ":%lu", skips[k].count);
+	}
+	puts_(o, "}}\n");
 }
 
 /* ---- Prometheus ------------------------------------------------------------------ */
@@ -405,7 +428,8 @@ static void prom_family(struct gp_format_out *o, const struct gp_format_proc *pr
 	}
 }
 
-void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n)
+void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n,
+			  const struct gp_format_skip *skips, size_t nskips)
 {
 	char name[96];
 	for (size_t k = 0; k < NMETRICS; k++) {
@@ -430,6 +454,10 @@ void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *
 		gp_format_printf(o, " %llu.%03llu\n", (unsigned long long)(pg->start_time_ns / 1000000000ull),
 				 (unsigned long long)(pg->start_time_ns / 1000000ull % 1000ull));
 	}
+	puts_(o, "# HELP gpupool_skipped_pages statistics pages the reader left out, by reason\n"
+		 "# TYPE gpupool_skipped_pages gauge\n");
+	for (size_t k = 0; k < nskips; k++)
+		gp_format_printf(o, "gpupool_skipped_pages{reason=\"%s\"} %lu\n", skips[k].reason, skips[k].count);
 }
 
 /* ---- exit report ----------------------------------------------------------------- */

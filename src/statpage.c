@@ -316,9 +316,37 @@ static const char *kind_of(mode_t m)
 	       : S_ISSOCK(m) ? "a socket" : S_ISCHR(m) || S_ISBLK(m) ? "a device" : "not a regular file";
 }
 
+static const struct {
+	const char *label, *text;
+} skips[GP_SKIP_COUNT] = {
+	[GP_SKIP_INVALID] = {"invalid", "not a valid page"},
+	[GP_SKIP_OTHER_USER] = {"other_user", "owned by another user (only root reads every page)"},
+	[GP_SKIP_FOREIGN] = {"foreign", "the file's owner is not the user of the process it names"},
+	[GP_SKIP_UNVERIFIED] = {"unverified", "the process is gone and the file is another user's"},
+	[GP_SKIP_LIMIT] = {"limit", "beyond the number of pages a listing keeps"},
+};
+
+enum gp_statpage_skip gp_statpage_skip_of(int rc)
+{
+	return rc == -EACCES ? GP_SKIP_OTHER_USER : rc == -EPERM ? GP_SKIP_FOREIGN
+	       : rc == -ESRCH ? GP_SKIP_UNVERIFIED : GP_SKIP_INVALID;
+}
+
+const char *gp_statpage_skip_label(enum gp_statpage_skip r)
+{
+	return r < GP_SKIP_COUNT ? skips[r].label : "invalid";
+}
+
+const char *gp_statpage_skip_text(enum gp_statpage_skip r)
+{
+	return r < GP_SKIP_COUNT ? skips[r].text : skips[GP_SKIP_INVALID].text;
+}
+
 /* Checks what `name` is before opening it (so a fifo or device is never opened), opens it
- * without following links, and checks again on the descriptor. Returns the fd or -errno. */
-static int open_checked(int dirfd, const char *name, uid_t uid, int oflags, char *why, size_t wl)
+ * without following links, and checks again on the descriptor. Returns the fd (its owner
+ * in *owner) or -errno. */
+static int open_checked(int dirfd, const char *name, uid_t uid, int oflags, uid_t *owner, char *why,
+			size_t wl)
 {
 	struct stat st, fst;
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -332,7 +360,7 @@ static int open_checked(int dirfd, const char *name, uid_t uid, int oflags, char
 	}
 	if (uid != 0 && st.st_uid != uid) {
 		why_set(why, wl, "skipped: %s owned by uid %u", name, (unsigned)st.st_uid);
-		return -EPERM;
+		return -EACCES;
 	}
 	int fd = openat(dirfd, name, oflags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0) {
@@ -353,7 +381,28 @@ static int open_checked(int dirfd, const char *name, uid_t uid, int oflags, char
 			fst.st_size == 0 ? ", being created?" : "");
 		return -EBADMSG;
 	}
+	*owner = fst.st_uid;
 	return fd;
+}
+
+/* The ownership rule (statpage.h): a page whose file belongs to `file_uid` may speak for
+ * process `pid` only when that process is file_uid's; a page of a process that is gone,
+ * only when it is the reader's own file. 0 or -EPERM / -ESRCH with why[]. */
+static int check_owner(const char *name, int pid, uid_t file_uid, uid_t uid, char *why, size_t wl)
+{
+	uid_t owner;
+	if (gp_proc_owner(pid, &owner) == 0) {
+		if (owner == file_uid)
+			return 0;
+		why_set(why, wl, "skipped: %s (uid %u) is not owned by the user of process %d (uid %u)", name,
+			(unsigned)file_uid, pid, (unsigned)owner);
+		return -EPERM;
+	}
+	if (file_uid == uid)
+		return 0;
+	why_set(why, wl, "skipped: %s (uid %u): process %d is gone and the file is not yours", name,
+		(unsigned)file_uid, pid);
+	return -ESRCH;
 }
 
 static int check_header(const struct gpupool_page *h, const char *name, int pid, char *why, size_t wl)
@@ -392,9 +441,15 @@ int gp_statpage_read(int dirfd, const char *name, uid_t uid, struct gp_statpage_
 		why_set(why, whylen, "skipped: %s: not a page name", name);
 		return -EINVAL;
 	}
-	int fd = open_checked(dirfd, name, uid, O_RDONLY, why, whylen);
+	uid_t owner;
+	int fd = open_checked(dirfd, name, uid, O_RDONLY, &owner, why, whylen);
 	if (fd < 0)
 		return fd;
+	int rc = check_owner(name, pid, owner, uid, why, whylen);
+	if (rc != 0) {
+		close(fd);
+		return rc;
+	}
 	const struct gpupool_page *map = mmap(NULL, sizeof *map, PROT_READ, MAP_SHARED, fd, 0);
 	int e = errno;
 	close(fd);
@@ -408,7 +463,7 @@ int gp_statpage_read(int dirfd, const char *name, uid_t uid, struct gp_statpage_
 	/* validate a private copy of the header: the mapping may change under us */
 	struct gpupool_page *h = &out->page;
 	memcpy(h, map, offsetof(struct gpupool_page, dev));
-	int rc = check_header(h, name, pid, why, whylen);
+	rc = check_header(h, name, pid, why, whylen);
 	if (rc == 0) {
 		out->inconsistent = gp_statpage_copy(map, h);
 		rc = check_header(h, name, pid, why, whylen); /* the header is copied again */
@@ -442,7 +497,8 @@ int gp_statpage_clean_one(int dirfd, const char *name, uid_t uid, char *why, siz
 	/* the start time only counts when the header is a valid page of this pid */
 	uint64_t start = 0;
 	char tmp[8];
-	int fd = open_checked(dirfd, name, uid, O_RDONLY, tmp, sizeof tmp);
+	uid_t owner;
+	int fd = open_checked(dirfd, name, uid, O_RDONLY, &owner, tmp, sizeof tmp);
 	if (fd >= 0) {
 		struct gpupool_page h;
 		if (pread(fd, &h, offsetof(struct gpupool_page, dev), 0) ==
@@ -474,9 +530,15 @@ int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_pa
 		why_set(why, whylen, "invalid pid %d", pid);
 		return -EINVAL;
 	}
-	int fd = open_checked(dirfd, name, uid, O_RDWR, why, whylen);
+	uid_t owner;
+	int fd = open_checked(dirfd, name, uid, O_RDWR, &owner, why, whylen);
 	if (fd < 0)
 		return fd;
+	int rc = check_owner(name, pid, owner, uid, why, whylen);
+	if (rc != 0) {
+		close(fd);
+		return rc;
+	}
 	struct gpupool_page *m = mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	int e = errno;
 	close(fd);
@@ -486,7 +548,7 @@ int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_pa
 	}
 	struct gpupool_page h;
 	memcpy(&h, m, offsetof(struct gpupool_page, dev));
-	int rc = check_header(&h, name, pid, why, whylen);
+	rc = check_header(&h, name, pid, why, whylen);
 	if (rc == 0 && gp_statpage_pid_stale(pid, h.start_time_ns)) {
 		why_set(why, whylen, "%s is stale: pid %d is gone", name, pid);
 		rc = -ESRCH;

@@ -70,12 +70,32 @@ struct gp_statpage_info {
 #define GP_STATPAGE_TRIES 200
 #define GP_STATPAGE_ROUNDS 300
 
-/* Reads and validates one page file in directory `dirfd`: a regular file (never follows
- * links, never opens fifos or devices), owned by `uid` unless uid is 0, of the exact size,
- * with the right magic/version/size/ndevices and the pid of its name. Returns 0 and fills
- * *out, or a negative errno with a one-line reason in why[] (nothing printed).
- * Never crashes on a corrupt file; a file truncated *while* mapped can raise SIGBUS,
- * which callers that must survive that (the CLI) catch. */
+/* Why a reader left a page out. gp_statpage_read's error codes map onto these. */
+enum gp_statpage_skip {
+	GP_SKIP_INVALID,    /* not a regular file, wrong size, bad header, vanished */
+	GP_SKIP_OTHER_USER, /* -EACCES: another user's file, and the reader is not root */
+	GP_SKIP_FOREIGN,    /* -EPERM: the file's owner is not the owner of the process it names */
+	GP_SKIP_UNVERIFIED, /* -ESRCH: that process is gone (or hidden) and the file is not the
+			     * reader's own: nothing to check its owner against */
+	GP_SKIP_LIMIT,      /* beyond the number of pages the listing keeps */
+	GP_SKIP_COUNT
+};
+enum gp_statpage_skip gp_statpage_skip_of(int rc);
+/* "foreign": a name for JSON keys and Prometheus labels ([a-z_]+). */
+const char *gp_statpage_skip_label(enum gp_statpage_skip r);
+/* "the file's owner is not the user of the process it names": for a line on stderr. */
+const char *gp_statpage_skip_text(enum gp_statpage_skip r);
+
+/* Reads and validates one page file in directory `dirfd`, for a reader whose effective
+ * uid is `uid`: a regular file (never follows links, never opens fifos or devices), owned
+ * by uid unless uid is 0 (-EACCES), of the exact size, with the right
+ * magic/version/size/ndevices and the pid of its name. Its owner, from fstat on the open
+ * descriptor and checked before anything is read, must be the owner of /proc/<pid>
+ * (-EPERM: forged, or the pid now names another user's process); when the process is
+ * gone the page counts (as stale) only when the file is uid's own (-ESRCH otherwise).
+ * Returns 0 and fills *out, or a negative errno with a one-line reason in why[] (nothing
+ * printed). Never crashes on a corrupt file; a file truncated *while* mapped can raise
+ * SIGBUS, which callers that must survive that (the CLI) catch. */
 int gp_statpage_read(int dirfd, const char *name, uid_t uid, struct gp_statpage_info *out,
 		     char *why, size_t whylen);
 /* Removes `name` from dirfd when it is a page file of a dead process owned by `uid`
@@ -83,9 +103,10 @@ int gp_statpage_read(int dirfd, const char *name, uid_t uid, struct gp_statpage_
  * not a regular file), or a negative errno; why[] says which. */
 int gp_statpage_clean_one(int dirfd, const char *name, uid_t uid, char *why, size_t whylen);
 
-/* Opens `pid`'s page in dir read-write and increments its release request. Returns 0 with
- * *req the request to wait for and *map the mapping (unmap with gp_statpage_unmap), or a
- * negative errno with why[]. */
+/* Opens `pid`'s page in dir read-write and increments its release request, under the
+ * checks and the ownership rule of gp_statpage_read (a page of a process that is gone:
+ * -ESRCH). Returns 0 with *req the request to wait for and *map the mapping (unmap with
+ * gp_statpage_unmap), or a negative errno with why[]. */
 int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_page **map,
 				uint64_t *req, char *why, size_t whylen);
 void gp_statpage_unmap(struct gpupool_page *map);

@@ -1,7 +1,8 @@
 /* gpupool-stat: the live reader of statistics pages ($GPUPOOL_SHM_DIR or /dev/shm).
  * Lists processes, shows one in full, prints JSON or Prometheus text, refreshes like top,
  * asks a process to release its cache, and removes pages of dead processes. Everything
- * found in the directory is untrusted: each problem is one line on stderr, then skipped. */
+ * found in the directory is untrusted: a page whose file is not its process's user's is
+ * skipped and counted (docs/security.md); a malformed file is one line on stderr. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -19,6 +20,7 @@
 #include "statpage.h"
 
 #define MAX_PAGES 4096
+#define MAX_PROBLEM_LINES 20 /* lines naming malformed files, per listing; the rest are counted */
 
 enum mode { MODE_TABLE, MODE_JSON, MODE_PROMETHEUS };
 
@@ -94,11 +96,43 @@ static int by_pid(const void *a, const void *b)
 	return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
-/* Reads every page in the directory into *infos (sorted by pid); problems go to stderr.
- * With want_pid > 0 only that page is read. Returns the count, or -1 when the directory
- * cannot be opened. */
-static int load(const char *dir, int want_pid, struct gp_statpage_info **infos)
+/* One listing: the pages read, and the pages left out by reason. */
+struct listing {
+	struct gp_statpage_info *infos; /* MAX_PAGES */
+	int n;
+	unsigned long skipped[GP_SKIP_COUNT];
+	unsigned long named[GP_SKIP_COUNT]; /* of those, named in a line of their own */
+};
+
+static void skip(struct listing *l, int rc, const char *why)
 {
+	enum gp_statpage_skip r = gp_statpage_skip_of(rc);
+	l->skipped[r]++;
+	if (r == GP_SKIP_INVALID && l->named[r] < MAX_PROBLEM_LINES) {
+		l->named[r]++;
+		fprintf(stderr, "gpupool-stat: %s\n", why);
+	}
+}
+
+/* One line on stderr per reason, for the pages not named on a line of their own. */
+static void report_skips(const struct listing *l)
+{
+	for (int r = 0; r < GP_SKIP_COUNT; r++) {
+		unsigned long k = l->skipped[r] - l->named[r];
+		if (k)
+			fprintf(stderr, "gpupool-stat: skipped %lu %spage%s: %s\n", k, l->named[r] ? "more " : "",
+				k == 1 ? "" : "s", gp_statpage_skip_text((enum gp_statpage_skip)r));
+	}
+}
+
+/* Reads every page in the directory into l (sorted by pid); malformed files go to stderr,
+ * every page left out is counted. With want_pid > 0 only that page is read. Returns the
+ * count, or -1 when the directory cannot be opened. */
+static int load(const char *dir, int want_pid, struct listing *l)
+{
+	memset(l->skipped, 0, sizeof l->skipped);
+	memset(l->named, 0, sizeof l->named);
+	l->n = 0;
 	DIR *d = opendir(dir);
 	if (!d) {
 		fprintf(stderr, "gpupool-stat: %s: %s\n", dir, strerror(errno));
@@ -107,16 +141,15 @@ static int load(const char *dir, int want_pid, struct gp_statpage_info **infos)
 	int dfd = dirfd(d), n = 0;
 	uid_t uid = geteuid();
 	static char why[512];
-	struct gp_statpage_info *arr = *infos;
+	struct gp_statpage_info *arr = l->infos;
 	struct dirent *e;
 	while ((e = readdir(d)) != NULL) {
 		int pid = gp_statpage_name_pid(e->d_name);
 		if (pid < 0 || (want_pid > 0 && pid != want_pid))
 			continue;
 		if (n == MAX_PAGES) {
-			fprintf(stderr, "gpupool-stat: more than %d pages in %s, showing the first %d\n",
-				MAX_PAGES, dir, MAX_PAGES);
-			break;
+			l->skipped[GP_SKIP_LIMIT]++;
+			continue;
 		}
 		why[0] = '\0';
 		int rc;
@@ -129,7 +162,7 @@ static int load(const char *dir, int want_pid, struct gp_statpage_info **infos)
 		}
 		in_read = 0;
 		if (rc != 0) {
-			fprintf(stderr, "gpupool-stat: %s\n", why);
+			skip(l, rc, why);
 			continue;
 		}
 		for (int i = 0; i < GPUPOOL_MAX_DEVICES; i++)
@@ -140,18 +173,24 @@ static int load(const char *dir, int want_pid, struct gp_statpage_info **infos)
 	}
 	closedir(d);
 	qsort(arr, (size_t)n, sizeof *arr, by_pid);
+	l->n = n;
 	return n;
 }
 
-static void render(struct gp_format_out *o, enum mode mode, int pid, const struct gp_statpage_info *infos, int n)
+static void render(struct gp_format_out *o, enum mode mode, int pid, const struct listing *l)
 {
 	static struct gp_format_proc procs[MAX_PAGES];
+	struct gp_format_skip skips[GP_SKIP_COUNT];
+	const struct gp_statpage_info *infos = l->infos;
+	int n = l->n;
 	for (int i = 0; i < n; i++)
 		procs[i] = (struct gp_format_proc){&infos[i].page, infos[i].stale, infos[i].inconsistent};
+	for (int r = 0; r < GP_SKIP_COUNT; r++)
+		skips[r] = (struct gp_format_skip){gp_statpage_skip_label((enum gp_statpage_skip)r), l->skipped[r]};
 	if (mode == MODE_JSON)
-		gp_format_json(o, procs, (size_t)n);
+		gp_format_json_listing(o, procs, (size_t)n, skips, GP_SKIP_COUNT);
 	else if (mode == MODE_PROMETHEUS)
-		gp_format_prometheus(o, procs, (size_t)n);
+		gp_format_prometheus(o, procs, (size_t)n, skips, GP_SKIP_COUNT);
 	else if (pid > 0)
 		gp_format_detail(o, &procs[0]);
 	else
@@ -161,15 +200,18 @@ static void render(struct gp_format_out *o, enum mode mode, int pid, const struc
 static int show(enum mode mode, int pid, double watch, long count)
 {
 	const char *dir = gp_statpage_dir();
-	struct gp_statpage_info *infos = calloc(MAX_PAGES, sizeof *infos);
+	static struct listing l;
+	l.infos = calloc(MAX_PAGES, sizeof *l.infos);
 	struct gp_format_out *o = malloc(sizeof *o);
-	if (!infos || !o) {
+	if (!l.infos || !o) {
 		fprintf(stderr, "gpupool-stat: out of memory\n");
 		return 1;
 	}
 	int status = 0;
 	for (long round = 0; !interrupted; round++) {
-		int n = load(dir, pid, &infos);
+		int n = load(dir, pid, &l);
+		if (mode == MODE_TABLE)
+			report_skips(&l);
 		gp_format_to_fd(o, STDOUT_FILENO);
 		if (watch > 0) {
 			time_t now = time(NULL);
@@ -185,7 +227,7 @@ static int show(enum mode mode, int pid, double watch, long count)
 			status = 1;
 		}
 		if (n >= 0 && (n > 0 || pid <= 0 || mode != MODE_TABLE))
-			render(o, mode, pid, infos, n);
+			render(o, mode, pid, &l);
 		gp_format_flush(o);
 		if (watch <= 0 || (count > 0 && round + 1 >= count))
 			break;
@@ -194,7 +236,7 @@ static int show(enum mode mode, int pid, double watch, long count)
 			;
 	}
 	free(o);
-	free(infos);
+	free(l.infos);
 	return status;
 }
 

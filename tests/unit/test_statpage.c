@@ -99,7 +99,7 @@ static void test_open_header(void **state)
 	assert_int_equal(info->page.ndevices, 2);
 	assert_int_equal(info->page.dev[0].device, 3);
 	/* not owned by that uid: one line, skipped */
-	assert_int_equal(gp_statpage_read(dfd, name, 4242, info, why, sizeof why), -EPERM);
+	assert_int_equal(gp_statpage_read(dfd, name, 4242, info, why, sizeof why), -EACCES);
 	assert_non_null(strstr(why, "owned by uid"));
 	/* clean keeps a live page */
 	assert_int_equal(gp_statpage_clean_one(dfd, name, geteuid(), why, sizeof why), 0);
@@ -284,7 +284,7 @@ static int poke(const char *name, struct gp_statpage_info *info)
 		gp_format_table(&o, &p, 1);
 		gp_format_detail(&o, &p);
 		gp_format_json(&o, &p, 1);
-		gp_format_prometheus(&o, &p, 1);
+		gp_format_prometheus(&o, &p, 1, NULL, 0);
 		gp_format_report(&o, &info->page);
 		gp_format_flush(&o);
 		assert_true(info->page.ndevices <= GPUPOOL_MAX_DEVICES);
@@ -394,11 +394,11 @@ static void test_fuzz_reader(void **state)
 	assert_int_equal(poke(name, info), -EINVAL);
 	close(sk);
 	assert_int_equal(unlinkat(dfd, name, 0), 0);
-	if (geteuid() == 0) { /* owned by nobody: root reads it, uid-checked readers skip it */
+	if (geteuid() == 0) { /* owned by nobody, of a dead pid: nobody can vouch for it */
 		write_file(name, valid, size);
 		assert_int_equal(fchownat(dfd, name, 65534, 65534, 0), 0);
-		assert_int_equal(poke(name, info), 0);
-		assert_int_equal(gp_statpage_read(dfd, name, 1000, info, why, sizeof why), -EPERM);
+		assert_int_equal(poke(name, info), -ESRCH);
+		assert_int_equal(gp_statpage_read(dfd, name, 1000, info, why, sizeof why), -EACCES);
 		assert_non_null(strstr(why, "owned by uid 65534"));
 		assert_int_equal(gp_statpage_clean_one(dfd, name, 1000, why, sizeof why), 0);
 		assert_int_equal(unlinkat(dfd, name, 0), 0);
@@ -418,6 +418,114 @@ static void test_fuzz_reader(void **state)
 	free(info);
 	free(valid);
 	free(buf);
+}
+
+/* A valid page of `pid` (one active slot) at `name`, owned by the caller. */
+static void write_page(const char *name, int pid)
+{
+	static struct gpupool_page pg;
+	memset(&pg, 0, sizeof pg);
+	gp_statpage_init(&pg);
+	pg.pid = pid;
+	gp_statpage_slot(&pg, 0)->reserved_bytes = 80ull << 30;
+	write_file(name, &pg, sizeof pg);
+}
+
+static int read_rc(const char *name, uid_t uid, char *why, size_t wl)
+{
+	static struct gp_statpage_info info;
+	why[0] = '\0';
+	return gp_statpage_read(dfd, name, uid, &info, why, wl);
+}
+
+/* A page counts only when its file's owner is the owner of the process its name gives
+ * (fstat on the descriptor against /proc/<pid>); a page of a process that is gone counts
+ * only when it is the reader's own file. As root, files are chowned to nobody to forge
+ * them and a child runs as nobody; otherwise pid 1 (root's) is the other user's process. */
+static void test_owner_rule(void **state)
+{
+	(void)state;
+	char why[512], name[32];
+	struct gpupool_page *m = NULL;
+	uint64_t req;
+	bool root = geteuid() == 0;
+	const uid_t nobody = 65534;
+
+	/* our own process: counts */
+	page_name(name, sizeof name, getpid());
+	write_page(name, getpid());
+	assert_int_equal(read_rc(name, geteuid(), why, sizeof why), 0);
+	if (root) { /* forged: owned by nobody, claiming this (root's) process */
+		assert_int_equal(fchownat(dfd, name, nobody, nobody, 0), 0);
+		assert_int_equal(read_rc(name, 0, why, sizeof why), -EPERM);
+		assert_non_null(strstr(why, "not owned by the user of process"));
+		assert_int_equal(gp_statpage_request_release(dfd, getpid(), 0, &m, &req, why, sizeof why), -EPERM);
+	}
+	assert_int_equal(unlinkat(dfd, name, 0), 0);
+
+	/* "init-forged": a page of ours claiming pid 1, which is root's */
+	if (!root) {
+		write_page("gpupool.1", 1);
+		assert_int_equal(read_rc("gpupool.1", geteuid(), why, sizeof why), -EPERM);
+		assert_non_null(strstr(why, "not owned by the user of process 1"));
+		assert_int_equal(read_rc("gpupool.1", 0, why, sizeof why), -EPERM);
+		assert_int_equal(gp_statpage_request_release(dfd, 1, geteuid(), &m, &req, why, sizeof why), -EPERM);
+		assert_int_equal(unlinkat(dfd, "gpupool.1", 0), 0);
+	} else {
+		/* a process of another user: root's file claiming it is forged, its user's is not */
+		int p[2];
+		assert_int_equal(pipe(p), 0);
+		pid_t child = fork();
+		assert_true(child >= 0);
+		if (child == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			close(p[0]);
+			if (setgid(nobody) != 0 || setuid(nobody) != 0)
+				_exit(3);
+			/* setuid clears the dumpable flag, which makes /proc/<pid> root's */
+			prctl(PR_SET_DUMPABLE, 1);
+			if (write(p[1], "r", 1) != 1)
+				_exit(4);
+			pause();
+			_exit(0);
+		}
+		close(p[1]);
+		char c;
+		assert_int_equal(read(p[0], &c, 1), 1);
+		close(p[0]);
+		page_name(name, sizeof name, child);
+		write_page(name, child);
+		assert_int_equal(read_rc(name, 0, why, sizeof why), -EPERM);
+		assert_int_equal(gp_statpage_request_release(dfd, child, 0, &m, &req, why, sizeof why), -EPERM);
+		assert_int_equal(fchownat(dfd, name, nobody, nobody, 0), 0);
+		assert_int_equal(read_rc(name, 0, why, sizeof why), 0);
+		assert_int_equal(gp_statpage_request_release(dfd, child, 0, &m, &req, why, sizeof why), 0);
+		gp_statpage_unmap(m);
+		assert_int_equal(unlinkat(dfd, name, 0), 0);
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+	}
+
+	/* a process that is gone: the reader's own leftover counts (stale); another user's
+	 * file cannot be checked against anything and is skipped */
+	write_page("gpupool.4000010", 4000010);
+	assert_int_equal(read_rc("gpupool.4000010", geteuid(), why, sizeof why), 0);
+	if (root) /* root reads it: the file must be root's */
+		assert_int_equal(fchownat(dfd, "gpupool.4000010", nobody, nobody, 0), 0);
+	assert_int_equal(read_rc("gpupool.4000010", 0, why, sizeof why), -ESRCH);
+	assert_non_null(strstr(why, "process 4000010 is gone"));
+	assert_int_equal(unlinkat(dfd, "gpupool.4000010", 0), 0);
+
+	/* the reasons callers count */
+	assert_int_equal(gp_statpage_skip_of(-EPERM), GP_SKIP_FOREIGN);
+	assert_int_equal(gp_statpage_skip_of(-ESRCH), GP_SKIP_UNVERIFIED);
+	assert_int_equal(gp_statpage_skip_of(-EACCES), GP_SKIP_OTHER_USER);
+	assert_int_equal(gp_statpage_skip_of(-EBADMSG), GP_SKIP_INVALID);
+	for (int r = 0; r < GP_SKIP_COUNT; r++) {
+		const char *l = gp_statpage_skip_label((enum gp_statpage_skip)r);
+		assert_true(strlen(l) > 0 && strspn(l, "abcdefghijklmnopqrstuvwxyz_") == strlen(l));
+		assert_true(strlen(gp_statpage_skip_text((enum gp_statpage_skip)r)) > 0);
+	}
 }
 
 static void test_release_round_trip(void **state)
@@ -493,6 +601,7 @@ int main(void)
 		cmocka_unit_test(test_writer_under_load),
 		cmocka_unit_test(test_inconsistent_slot),
 		cmocka_unit_test(test_fuzz_reader),
+		cmocka_unit_test(test_owner_rule),
 		cmocka_unit_test(test_release_round_trip),
 		cmocka_unit_test(test_forget_in_child),
 	};
