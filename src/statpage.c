@@ -4,6 +4,7 @@
  * the page is a lock; the only lock here is a process-local spin flag for slot activation. */
 #include "statpage.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -98,7 +99,7 @@ static bool gp_statpage_pid_stale(int pid, uint64_t start_time_ns)
 		return false; /* alive by kill(2); /proc hidden or another pid namespace */
 	if (zombie)
 		return true;
-	return start_time_ns && st > start_time_ns + GP_START_SLACK_NS;
+	return start_time_ns && st > start_time_ns && st - start_time_ns > GP_START_SLACK_NS;
 }
 
 /* ---- writer ---------------------------------------------------------------------- */
@@ -268,12 +269,16 @@ void gp_statpage_release_ack(struct gpupool_page *pg, uint64_t req)
 }
 
 /* A busy writer keeps its slot odd for most of each pool call: spin a little, then let it
- * run, for at most GP_STATPAGE_ROUNDS rounds (a few ms when the writer died mid-update). */
-static bool snapshot_patiently(const struct gpupool_device_stats *s, struct gpupool_device_stats *d)
+ * run, until deadline_ns (CLOCK_MONOTONIC). A writer that died mid-update never settles. */
+static bool snapshot_until(const struct gpupool_device_stats *s, struct gpupool_device_stats *d,
+			   uint64_t deadline_ns)
 {
-	for (int round = 0; round < GP_STATPAGE_ROUNDS; round++) {
+	for (int round = 0;; round++) {
 		if (gp_stats_snapshot(s, d, GP_STATPAGE_TRIES))
 			return true;
+		uint64_t now = gp_clock_ns(CLOCK_MONOTONIC);
+		if (!now || now >= deadline_ns)
+			return false;
 		if (round < 10) {
 			sched_yield();
 		} else {
@@ -281,10 +286,15 @@ static bool snapshot_patiently(const struct gpupool_device_stats *s, struct gpup
 			nanosleep(&nap, NULL);
 		}
 	}
-	return false;
 }
 
 uint32_t gp_statpage_copy(const struct gpupool_page *src, struct gpupool_page *dst)
+{
+	return gp_statpage_copy_until(src, dst, gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS);
+}
+
+uint32_t gp_statpage_copy_until(const struct gpupool_page *src, struct gpupool_page *dst,
+				uint64_t deadline_ns)
 {
 	uint32_t bad = 0;
 	uint32_t n = __atomic_load_n(&src->ndevices, __ATOMIC_ACQUIRE);
@@ -299,7 +309,7 @@ uint32_t gp_statpage_copy(const struct gpupool_page *src, struct gpupool_page *d
 		struct gpupool_device_stats *d = &dst->dev[i];
 		if (!__atomic_load_n(&s->active, __ATOMIC_ACQUIRE))
 			continue;
-		if (!snapshot_patiently(s, d)) {
+		if (!snapshot_until(s, d, deadline_ns)) {
 			memset(d, 0, sizeof *d);
 			d->device = __atomic_load_n(&s->device, __ATOMIC_RELAXED);
 			bad |= 1u << i;
@@ -433,8 +443,61 @@ static int check_header(const struct gpupool_page *h, const char *name, int pid,
 	return 0;
 }
 
-int gp_statpage_read(int dirfd, const char *name, uid_t uid, struct gp_statpage_info *out,
-		     char *why, size_t whylen)
+static int by_live_then_pid(const void *a, const void *b)
+{
+	const struct gp_statpage_name *x = a, *y = b;
+	if (x->live != y->live)
+		return x->live ? -1 : 1;
+	return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+int gp_statpage_scan(int dirfd, int want_pid, struct gp_statpage_name **out)
+{
+	*out = NULL;
+	int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return -e;
+	}
+	rewinddir(d); /* the duplicate shares dirfd's offset */
+	struct gp_statpage_name *v = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		int pid = gp_statpage_name_pid(e->d_name);
+		if (pid < 0 || (want_pid > 0 && pid != want_pid))
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? 2 * cap : 64;
+			struct gp_statpage_name *nv = n > (size_t)INT_MAX / 2 ? NULL : realloc(v, ncap * sizeof *v);
+			if (!nv) {
+				rc = -ENOMEM;
+				break;
+			}
+			v = nv;
+			cap = ncap;
+		}
+		v[n].pid = pid;
+		v[n].live = kill(pid, 0) == 0 || errno == EPERM;
+		n++;
+	}
+	closedir(d);
+	if (rc) {
+		free(v);
+		return rc;
+	}
+	if (n)
+		qsort(v, n, sizeof *v, by_live_then_pid);
+	*out = v;
+	return (int)n;
+}
+
+int gp_statpage_read(int dirfd, const char *name, uid_t uid, uint64_t deadline_ns,
+		     struct gp_statpage_info *out, char *why, size_t whylen)
 {
 	int pid = gp_statpage_name_pid(name);
 	if (pid < 0) {
@@ -465,9 +528,12 @@ int gp_statpage_read(int dirfd, const char *name, uid_t uid, struct gp_statpage_
 	memcpy(h, map, offsetof(struct gpupool_page, dev));
 	rc = check_header(h, name, pid, why, whylen);
 	if (rc == 0) {
-		out->inconsistent = gp_statpage_copy(map, h);
-		rc = check_header(h, name, pid, why, whylen); /* the header is copied again */
 		out->stale = gp_statpage_pid_stale(pid, h->start_time_ns);
+		if (!deadline_ns)
+			deadline_ns = gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS;
+		/* a writer that is gone will never finish an update: no waiting */
+		out->inconsistent = gp_statpage_copy_until(map, h, out->stale ? 0 : deadline_ns);
+		rc = check_header(h, name, pid, why, whylen); /* the header is copied again */
 	}
 	munmap((void *)map, sizeof *map);
 	return rc;

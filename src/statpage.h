@@ -44,10 +44,18 @@ void gp_statpage_forget(struct gpupool_page *pg);
 bool gp_statpage_release_pending(const struct gpupool_page *pg, uint64_t *req);
 void gp_statpage_release_ack(struct gpupool_page *pg, uint64_t req);
 
+/* How long one page's slots are waited for, at most, when they are mid-update (a busy
+ * writer keeps a slot odd for a few microseconds per pool call; a dead one forever). */
+#define GP_STATPAGE_PATIENCE_NS (20 * 1000 * 1000ull)
+
 /* A consistent copy of `src` into `dst` (header by value, each active slot through
- * gp_stats_snapshot, bounded retries). Returns the mask of active slots that never
- * settled (their copy in dst is zero but for the device). Safe at exit: no locks, no
- * allocation; may sleep ~10 ms per slot left odd by a dead writer. */
+ * gp_stats_snapshot). A slot found mid-update is retried (spinning, yielding, then 20 us
+ * naps) until deadline_ns (CLOCK_MONOTONIC; 0 or past: one round of tries, no waiting).
+ * Returns the mask of active slots that never settled (their copy in dst is zero but for
+ * the device). Safe at exit: no locks, no allocation. */
+uint32_t gp_statpage_copy_until(const struct gpupool_page *src, struct gpupool_page *dst,
+				uint64_t deadline_ns);
+/* gp_statpage_copy_until with GP_STATPAGE_PATIENCE_NS from now. */
 uint32_t gp_statpage_copy(const struct gpupool_page *src, struct gpupool_page *dst);
 
 /* ---- reader ---------------------------------------------------------------------- */
@@ -65,10 +73,21 @@ struct gp_statpage_info {
 	struct gpupool_page page; /* header and consistent slot snapshots */
 };
 
-/* Snapshot attempts per slot before "inconsistent": GP_STATPAGE_ROUNDS rounds of
- * GP_STATPAGE_TRIES, yielding then sleeping 20 us between rounds (bounded, ~10 ms). */
+/* Snapshot attempts per slot in one round of gp_statpage_copy_until. */
 #define GP_STATPAGE_TRIES 200
-#define GP_STATPAGE_ROUNDS 300
+
+/* A page name found by gp_statpage_scan: its pid, and whether that process exists. */
+struct gp_statpage_name {
+	int pid;
+	bool live;
+};
+
+/* The page names in dirfd ("gpupool.<pid>"; want_pid > 0: that pid's only), live
+ * processes first (kill(pid, 0) finds them), then by pid: the order in which a listing
+ * that keeps a limited number of pages reads them, so that pages of dead pids never push
+ * a live process out. Nothing is opened; no limit on the count. Returns the count with
+ * *out malloc'd (the caller frees it), or a negative errno. */
+int gp_statpage_scan(int dirfd, int want_pid, struct gp_statpage_name **out);
 
 /* Why a reader left a page out. gp_statpage_read's error codes map onto these. */
 enum gp_statpage_skip {
@@ -93,11 +112,13 @@ const char *gp_statpage_skip_text(enum gp_statpage_skip r);
  * descriptor and checked before anything is read, must be the owner of /proc/<pid>
  * (-EPERM: forged, or the pid now names another user's process); when the process is
  * gone the page counts (as stale) only when the file is uid's own (-ESRCH otherwise).
- * Returns 0 and fills *out, or a negative errno with a one-line reason in why[] (nothing
- * printed). Never crashes on a corrupt file; a file truncated *while* mapped can raise
- * SIGBUS, which callers that must survive that (the CLI) catch. */
-int gp_statpage_read(int dirfd, const char *name, uid_t uid, struct gp_statpage_info *out,
-		     char *why, size_t whylen);
+ * Slots mid-update are waited for until deadline_ns (gp_statpage_copy_until; 0:
+ * GP_STATPAGE_PATIENCE_NS from now), those of a stale page not at all (its writer will
+ * never finish). Returns 0 and fills *out, or a negative errno with a one-line reason in
+ * why[] (nothing printed). Never crashes on a corrupt file; a file truncated *while*
+ * mapped can raise SIGBUS, which callers that must survive that (the CLI) catch. */
+int gp_statpage_read(int dirfd, const char *name, uid_t uid, uint64_t deadline_ns,
+		     struct gp_statpage_info *out, char *why, size_t whylen);
 /* Removes `name` from dirfd when it is a page file of a dead process owned by `uid`
  * (any content: corrupt leftovers go too). Returns 1 removed, 0 kept (live, not ours,
  * not a regular file), or a negative errno; why[] says which. */

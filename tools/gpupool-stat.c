@@ -9,18 +9,22 @@
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <dirent.h>
 #include <unistd.h>
 
 #include "format.h"
+#include "proc.h"
 #include "statpage.h"
 
-#define MAX_PAGES 4096
-#define MAX_PROBLEM_LINES 20 /* lines naming malformed files, per listing; the rest are counted */
+#define MAX_PAGES 4096        /* pages one listing keeps: live processes first */
+#define MAX_PROBLEM_LINES 20 /* lines naming a malformed file or slot, per listing; the rest are counted */
+/* One listing waits this long in all for slots found mid-update, shared among the pages
+ * of live processes; a page of a dead one is never waited for. */
+#define LISTING_PATIENCE_NS (1000 * 1000 * 1000ull)
 
 enum mode { MODE_TABLE, MODE_JSON, MODE_PROMETHEUS };
 
@@ -102,16 +106,32 @@ struct listing {
 	int n;
 	unsigned long skipped[GP_SKIP_COUNT];
 	unsigned long named[GP_SKIP_COUNT]; /* of those, named in a line of their own */
+	unsigned long unsettled, unsettled_named; /* slots that never settled */
+	int lines;                                /* problem lines printed */
 };
+
+/* Prints one problem line while the listing has lines left; false when it has none. */
+static bool problem_line(struct listing *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool problem_line(struct listing *l, const char *fmt, ...)
+{
+	if (l->lines >= MAX_PROBLEM_LINES)
+		return false;
+	l->lines++;
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("gpupool-stat: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	return true;
+}
 
 static void skip(struct listing *l, int rc, const char *why)
 {
 	enum gp_statpage_skip r = gp_statpage_skip_of(rc);
 	l->skipped[r]++;
-	if (r == GP_SKIP_INVALID && l->named[r] < MAX_PROBLEM_LINES) {
+	if (r == GP_SKIP_INVALID && problem_line(l, "%s", why))
 		l->named[r]++;
-		fprintf(stderr, "gpupool-stat: %s\n", why);
-	}
 }
 
 /* One line on stderr per reason, for the pages not named on a line of their own. */
@@ -123,55 +143,86 @@ static void report_skips(const struct listing *l)
 			fprintf(stderr, "gpupool-stat: skipped %lu %spage%s: %s\n", k, l->named[r] ? "more " : "",
 				k == 1 ? "" : "s", gp_statpage_skip_text((enum gp_statpage_skip)r));
 	}
+	unsigned long k = l->unsettled - l->unsettled_named;
+	if (k)
+		fprintf(stderr, "gpupool-stat: %lu %sslot%s inconsistent (writer died mid-update?)\n", k,
+			l->unsettled_named ? "more " : "", k == 1 ? "" : "s");
 }
 
-/* Reads every page in the directory into l (sorted by pid); malformed files go to stderr,
- * every page left out is counted. With want_pid > 0 only that page is read. Returns the
- * count, or -1 when the directory cannot be opened. */
+/* How long the next page may wait for its slots: an equal share of what is left of the
+ * listing's patience among the live pages still to read, GP_STATPAGE_PATIENCE_NS at most. */
+static uint64_t page_deadline(uint64_t end, int live_left)
+{
+	uint64_t now = gp_clock_ns(CLOCK_MONOTONIC);
+	uint64_t share = now < end && live_left > 0 ? (end - now) / (uint64_t)live_left : 0;
+	return now + (share < GP_STATPAGE_PATIENCE_NS ? share : GP_STATPAGE_PATIENCE_NS);
+}
+
+/* gp_statpage_read, with SIGBUS (the file truncated while mapped) made a skip. */
+static int read_guarded(int dfd, const char *name, uid_t uid, uint64_t deadline, struct gp_statpage_info *out,
+			char *why, size_t wl)
+{
+	int rc;
+	why[0] = '\0';
+	in_read = 1;
+	if (sigsetjmp(bus_jmp, 1) == 0) {
+		rc = gp_statpage_read(dfd, name, uid, deadline, out, why, wl);
+	} else {
+		rc = -EFAULT;
+		snprintf(why, wl, "skipped: %s changed size while being read", name);
+	}
+	in_read = 0;
+	return rc;
+}
+
+/* Reads the pages of the directory into l (sorted by pid), live processes first and at
+ * most MAX_PAGES of them, within about LISTING_PATIENCE_NS of waiting; malformed files go
+ * to stderr, every page left out is counted. With want_pid > 0 only that page is read.
+ * Returns the count, or -1 when the directory cannot be read. */
 static int load(const char *dir, int want_pid, struct listing *l)
 {
-	memset(l->skipped, 0, sizeof l->skipped);
-	memset(l->named, 0, sizeof l->named);
-	l->n = 0;
-	DIR *d = opendir(dir);
-	if (!d) {
-		fprintf(stderr, "gpupool-stat: %s: %s\n", dir, strerror(errno));
+	*l = (struct listing){.infos = l->infos};
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct gp_statpage_name *names = NULL;
+	int count = dfd < 0 ? -errno : gp_statpage_scan(dfd, want_pid, &names);
+	if (count < 0) {
+		fprintf(stderr, "gpupool-stat: %s: %s\n", dir, strerror(-count));
+		if (dfd >= 0)
+			close(dfd);
 		return -1;
 	}
-	int dfd = dirfd(d), n = 0;
+	int live = 0, n = 0;
+	while (live < count && names[live].live)
+		live++;
+	uint64_t end = gp_clock_ns(CLOCK_MONOTONIC) + LISTING_PATIENCE_NS;
 	uid_t uid = geteuid();
 	static char why[512];
 	struct gp_statpage_info *arr = l->infos;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		int pid = gp_statpage_name_pid(e->d_name);
-		if (pid < 0 || (want_pid > 0 && pid != want_pid))
-			continue;
+	for (int i = 0; i < count; i++) {
 		if (n == MAX_PAGES) {
-			l->skipped[GP_SKIP_LIMIT]++;
-			continue;
+			l->skipped[GP_SKIP_LIMIT] += (unsigned long)(count - i);
+			break;
 		}
-		why[0] = '\0';
-		int rc;
-		in_read = 1;
-		if (sigsetjmp(bus_jmp, 1) == 0)
-			rc = gp_statpage_read(dfd, e->d_name, uid, &arr[n], why, sizeof why);
-		else {
-			rc = -EFAULT;
-			snprintf(why, sizeof why, "skipped: %s changed size while being read", e->d_name);
-		}
-		in_read = 0;
+		char name[32];
+		snprintf(name, sizeof name, "%s%d", GP_STATPAGE_NAME, names[i].pid);
+		uint64_t deadline = page_deadline(end, live - i);
+		int rc = read_guarded(dfd, name, uid, deadline, &arr[n], why, sizeof why);
 		if (rc != 0) {
 			skip(l, rc, why);
 			continue;
 		}
-		for (int i = 0; i < GPUPOOL_MAX_DEVICES; i++)
-			if (arr[n].inconsistent & (1u << i))
-				fprintf(stderr, "gpupool-stat: %s: device %d: inconsistent (writer died mid-update?)\n",
-					e->d_name, (int)arr[n].page.dev[i].device);
+		for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
+			if (!(arr[n].inconsistent & (1u << d)))
+				continue;
+			l->unsettled++;
+			if (problem_line(l, "%s: device %d: inconsistent (writer died mid-update?)", name,
+					 (int)arr[n].page.dev[d].device))
+				l->unsettled_named++;
+		}
 		n++;
 	}
-	closedir(d);
+	free(names);
+	close(dfd);
 	qsort(arr, (size_t)n, sizeof *arr, by_pid);
 	l->n = n;
 	return n;
@@ -302,18 +353,21 @@ static int release(int pid, double timeout)
 static int clean(void)
 {
 	const char *dir = gp_statpage_dir();
-	DIR *d = opendir(dir);
-	if (!d) {
-		fprintf(stderr, "gpupool-stat: %s: %s\n", dir, strerror(errno));
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct gp_statpage_name *names = NULL;
+	int count = dfd < 0 ? -errno : gp_statpage_scan(dfd, 0, &names);
+	if (count < 0) {
+		fprintf(stderr, "gpupool-stat: %s: %s\n", dir, strerror(-count));
+		if (dfd >= 0)
+			close(dfd);
 		return 0;
 	}
 	char why[512];
 	int removed = 0;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		if (gp_statpage_name_pid(e->d_name) < 0)
-			continue;
-		int rc = gp_statpage_clean_one(dirfd(d), e->d_name, geteuid(), why, sizeof why);
+	for (int i = 0; i < count; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "%s%d", GP_STATPAGE_NAME, names[i].pid);
+		int rc = gp_statpage_clean_one(dfd, name, geteuid(), why, sizeof why);
 		if (rc > 0) {
 			printf("%s\n", why);
 			removed++;
@@ -322,7 +376,8 @@ static int clean(void)
 				fprintf(stderr, "gpupool-stat: %s\n", why);
 		}
 	}
-	closedir(d);
+	free(names);
+	close(dfd);
 	printf("removed %d stale page%s from %s\n", removed, removed == 1 ? "" : "s", dir);
 	return 0;
 }

@@ -2,9 +2,9 @@
  * N steps of pool work (tests/lib/stat_writer.h), prints "ready <pid>", then keeps answering release
  * requests (one step every 2 ms; "idle" as argv[2]: no steps, so requests time out) until
  * SIGTERM, when it prints the exit report to stderr and unlinks its page.
- * "forge even|odd PID...": writes a page for each PID instead (comm "forged", 16 devices,
- * 80 GiB reserved each; "odd": every slot's counter left odd, as by a writer that died
- * mid-update) and exits. Test code only. */
+ * "forge even|odd NDEV PID...": writes a page for each PID instead (comm "forged", NDEV
+ * devices with 80 GiB reserved each; "odd": every slot's counter left odd, as by a writer
+ * that died mid-update) and exits. Test code only. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -26,7 +26,7 @@ static void on_term(int sig)
 	stop = 1;
 }
 
-static int forge(bool odd, int npids, char **pids)
+static int forge(bool odd, int ndev, int npids, char **pids)
 {
 	static struct gpupool_page pg;
 	for (int i = 0; i < npids; i++) {
@@ -34,7 +34,7 @@ static int forge(bool odd, int npids, char **pids)
 		gp_statpage_init(&pg);
 		pg.pid = atoi(pids[i]);
 		memcpy(pg.comm, "forged", 7);
-		for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
+		for (int d = 0; d < ndev && d < GPUPOOL_MAX_DEVICES; d++) {
 			struct gpupool_device_stats *s = gp_statpage_slot(&pg, d);
 			s->reserved_bytes = s->reserved_bytes_peak = 80ull << 30;
 			if (odd)
@@ -54,8 +54,8 @@ static int forge(bool odd, int npids, char **pids)
 
 int main(int argc, char **argv)
 {
-	if (argc > 2 && strcmp(argv[1], "forge") == 0)
-		return forge(strcmp(argv[2], "odd") == 0, argc - 3, argv + 3);
+	if (argc > 3 && strcmp(argv[1], "forge") == 0)
+		return forge(strcmp(argv[2], "odd") == 0, atoi(argv[3]), argc - 4, argv + 4);
 	long steps = argc > 1 ? atol(argv[1]) : 2000;
 	bool idle = argc > 2 && strcmp(argv[2], "idle") == 0;
 	signal(SIGTERM, on_term);

@@ -94,12 +94,12 @@ static void test_open_header(void **state)
 
 	struct gp_statpage_info *info = calloc(1, sizeof *info);
 	char why[256];
-	assert_int_equal(gp_statpage_read(dfd, name, geteuid(), info, why, sizeof why), 0);
+	assert_int_equal(gp_statpage_read(dfd, name, geteuid(), 0, info, why, sizeof why), 0);
 	assert_false(info->stale);
 	assert_int_equal(info->page.ndevices, 2);
 	assert_int_equal(info->page.dev[0].device, 3);
 	/* not owned by that uid: one line, skipped */
-	assert_int_equal(gp_statpage_read(dfd, name, 4242, info, why, sizeof why), -EACCES);
+	assert_int_equal(gp_statpage_read(dfd, name, 4242, 0, info, why, sizeof why), -EACCES);
 	assert_non_null(strstr(why, "owned by uid"));
 	/* clean keeps a live page */
 	assert_int_equal(gp_statpage_clean_one(dfd, name, geteuid(), why, sizeof why), 0);
@@ -194,7 +194,7 @@ static void test_writer_under_load(void **state)
 	struct timespec t0, t;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	do {
-		assert_int_equal(gp_statpage_read(dfd, name, geteuid(), info, why, sizeof why), 0);
+		assert_int_equal(gp_statpage_read(dfd, name, geteuid(), 0, info, why, sizeof why), 0);
 		assert_false(info->stale);
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		if (info->inconsistent) {
@@ -228,15 +228,15 @@ static void test_writer_under_load(void **state)
 		if (si.si_pid == pid)
 			break;
 	}
-	int rc = gp_statpage_read(dfd, name, geteuid(), info, why, sizeof why);
+	int rc = gp_statpage_read(dfd, name, geteuid(), 0, info, why, sizeof why);
 	assert_int_equal(rc, 0); /* a slot may be inconsistent if killed mid-update */
 	assert_true(info->stale);
 	assert_int_equal(waitpid(pid, NULL, 0), pid);
-	assert_int_equal(gp_statpage_read(dfd, name, geteuid(), info, why, sizeof why), 0);
+	assert_int_equal(gp_statpage_read(dfd, name, geteuid(), 0, info, why, sizeof why), 0);
 	assert_true(info->stale);
 	assert_int_equal(gp_statpage_clean_one(dfd, name, geteuid(), why, sizeof why), 1);
 	assert_non_null(strstr(why, "removed"));
-	assert_int_equal(gp_statpage_read(dfd, name, geteuid(), info, why, sizeof why), -ENOENT);
+	assert_int_equal(gp_statpage_read(dfd, name, geteuid(), 0, info, why, sizeof why), -ENOENT);
 	close(rfd);
 	free(info);
 }
@@ -256,7 +256,7 @@ static void test_inconsistent_slot(void **state)
 	close(fd);
 	struct gp_statpage_info *info = calloc(1, sizeof *info);
 	char why[256];
-	assert_int_equal(gp_statpage_read(dfd, "gpupool.4000001", geteuid(), info, why, sizeof why), 0);
+	assert_int_equal(gp_statpage_read(dfd, "gpupool.4000001", geteuid(), 0, info, why, sizeof why), 0);
 	assert_int_equal(info->inconsistent, 1);
 	assert_true(info->stale);
 	assert_int_equal(info->page.dev[1].allocs, 9);
@@ -276,7 +276,7 @@ static int poke(const char *name, struct gp_statpage_info *info)
 {
 	char why[512], out[1 << 14];
 	why[0] = '\0';
-	int rc = gp_statpage_read(dfd, name, geteuid(), info, why, sizeof why);
+	int rc = gp_statpage_read(dfd, name, geteuid(), 0, info, why, sizeof why);
 	if (rc == 0) {
 		struct gp_format_proc p = {&info->page, info->stale, info->inconsistent};
 		struct gp_format_out o;
@@ -398,7 +398,7 @@ static void test_fuzz_reader(void **state)
 		write_file(name, valid, size);
 		assert_int_equal(fchownat(dfd, name, 65534, 65534, 0), 0);
 		assert_int_equal(poke(name, info), -ESRCH);
-		assert_int_equal(gp_statpage_read(dfd, name, 1000, info, why, sizeof why), -EACCES);
+		assert_int_equal(gp_statpage_read(dfd, name, 1000, 0, info, why, sizeof why), -EACCES);
 		assert_non_null(strstr(why, "owned by uid 65534"));
 		assert_int_equal(gp_statpage_clean_one(dfd, name, 1000, why, sizeof why), 0);
 		assert_int_equal(unlinkat(dfd, name, 0), 0);
@@ -407,7 +407,7 @@ static void test_fuzz_reader(void **state)
 					    "gpupool.", "gpupool.12x", "gpupool", "xgpupool.1"};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
 		assert_int_equal(gp_statpage_name_pid(names[i]), -1);
-		assert_int_equal(gp_statpage_read(dfd, names[i], 0, info, why, sizeof why), -EINVAL);
+		assert_int_equal(gp_statpage_read(dfd, names[i], 0, 0, info, why, sizeof why), -EINVAL);
 	}
 	assert_int_equal(gp_statpage_name_pid("gpupool.2147483647"), 2147483647);
 	/* the pid in the page must match the name */
@@ -435,7 +435,7 @@ static int read_rc(const char *name, uid_t uid, char *why, size_t wl)
 {
 	static struct gp_statpage_info info;
 	why[0] = '\0';
-	return gp_statpage_read(dfd, name, uid, &info, why, wl);
+	return gp_statpage_read(dfd, name, uid, 0, &info, why, wl);
 }
 
 /* A page counts only when its file's owner is the owner of the process its name gives
@@ -528,6 +528,82 @@ static void test_owner_rule(void **state)
 	}
 }
 
+static uint64_t mono_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+/* Names come live processes first, then by pid, all of them; a page whose slots stay odd
+ * is waited for until the deadline when its process lives, not at all when it is gone. */
+static void test_scan_and_deadline(void **state)
+{
+	(void)state;
+	static struct gpupool_page pg;
+	static struct gp_statpage_info info;
+	char why[512], name[32];
+	const int dead[] = {4000023, 4000021, 4000022};
+	memset(&pg, 0, sizeof pg);
+	gp_statpage_init(&pg);
+	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++)
+		gp_stats_begin(gp_statpage_slot(&pg, d)); /* every slot odd: a writer died mid-update */
+	for (size_t i = 0; i < 3; i++) {
+		page_name(name, sizeof name, dead[i]);
+		pg.pid = dead[i];
+		write_file(name, &pg, sizeof pg);
+	}
+	page_name(name, sizeof name, getpid());
+	pg.pid = getpid();
+	write_file(name, &pg, sizeof pg);
+	write_file("gpupool.012", &pg, sizeof pg); /* not a page name */
+
+	struct gp_statpage_name *names;
+	assert_int_equal(gp_statpage_scan(dfd, 0, &names), 4);
+	assert_int_equal(names[0].pid, getpid());
+	assert_true(names[0].live);
+	for (int i = 1; i < 4; i++) {
+		assert_int_equal(names[i].pid, 4000020 + i);
+		assert_false(names[i].live);
+	}
+	free(names);
+	assert_int_equal(gp_statpage_scan(dfd, 4000022, &names), 1);
+	assert_int_equal(names[0].pid, 4000022);
+	free(names);
+	assert_int_equal(gp_statpage_scan(dfd, 4000029, &names), 0);
+	free(names);
+
+	/* our own (live) page: waited for until the deadline, then reported inconsistent */
+	uint64_t t0 = mono_ms();
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	uint64_t deadline = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec + 50000000ull;
+	assert_int_equal(gp_statpage_read(dfd, name, geteuid(), deadline, &info, why, sizeof why), 0);
+	uint64_t ms = mono_ms() - t0;
+	assert_int_equal(info.inconsistent, 0xffff);
+	assert_false(info.stale);
+	assert_true(ms >= 50 && ms < 1000);
+	t0 = mono_ms();
+	assert_int_equal(gp_statpage_read(dfd, name, geteuid(), 0, &info, why, sizeof why), 0);
+	ms = mono_ms() - t0;
+	assert_true(ms >= GP_STATPAGE_PATIENCE_NS / 1000000 && ms < 1000);
+	/* a dead writer's: no waiting at all */
+	t0 = mono_ms();
+	for (size_t i = 0; i < 3; i++) {
+		page_name(name, sizeof name, dead[i]);
+		assert_int_equal(gp_statpage_read(dfd, name, geteuid(), 0, &info, why, sizeof why), 0);
+		assert_true(info.stale);
+		assert_int_equal(info.inconsistent, 0xffff);
+		assert_int_equal(unlinkat(dfd, name, 0), 0);
+	}
+	ms = mono_ms() - t0;
+	print_message("3 stale pages with 16 odd slots each read in %llu ms\n", (unsigned long long)ms);
+	assert_true(ms < 100); /* they cost ~0.5 s each when every slot was waited for */
+	page_name(name, sizeof name, getpid());
+	assert_int_equal(unlinkat(dfd, name, 0), 0);
+	assert_int_equal(unlinkat(dfd, "gpupool.012", 0), 0);
+}
+
 static void test_release_round_trip(void **state)
 {
 	(void)state;
@@ -602,6 +678,7 @@ int main(void)
 		cmocka_unit_test(test_inconsistent_slot),
 		cmocka_unit_test(test_fuzz_reader),
 		cmocka_unit_test(test_owner_rule),
+		cmocka_unit_test(test_scan_and_deadline),
 		cmocka_unit_test(test_release_round_trip),
 		cmocka_unit_test(test_forget_in_child),
 	};
