@@ -352,6 +352,13 @@ const char *gp_statpage_skip_text(enum gp_statpage_skip r)
 	return r < GP_SKIP_COUNT ? skips[r].text : skips[GP_SKIP_INVALID].text;
 }
 
+static int wrong_size(const char *name, long long size, char *why, size_t wl)
+{
+	why_set(why, wl, "skipped: %s truncated/wrong size (%lld bytes, expected %zu)%s", name, size,
+		sizeof(struct gpupool_page), size == 0 ? ", being created?" : "");
+	return -EBADMSG;
+}
+
 /* Checks what `name` is before opening it (so a fifo or device is never opened), opens it
  * without following links, and checks again on the descriptor. Returns the fd (its owner
  * in *owner) or -errno. */
@@ -386,10 +393,7 @@ static int open_checked(int dirfd, const char *name, uid_t uid, int oflags, uid_
 	}
 	if (fst.st_size != (off_t)sizeof(struct gpupool_page)) {
 		close(fd);
-		why_set(why, wl, "skipped: %s truncated/wrong size (%lld bytes, expected %zu)%s", name,
-			(long long)fst.st_size, sizeof(struct gpupool_page),
-			fst.st_size == 0 ? ", being created?" : "");
-		return -EBADMSG;
+		return wrong_size(name, (long long)fst.st_size, why, wl);
 	}
 	*owner = fst.st_uid;
 	return fd;
@@ -523,19 +527,41 @@ int gp_statpage_read(int dirfd, const char *name, uid_t uid, uint64_t deadline_n
 	memset(out, 0, sizeof *out);
 	snprintf(out->name, sizeof out->name, "%s", name);
 	out->pid = pid;
-	/* validate a private copy of the header: the mapping may change under us */
-	struct gpupool_page *h = &out->page;
-	memcpy(h, map, offsetof(struct gpupool_page, dev));
-	rc = check_header(h, name, pid, why, whylen);
+	/* first without waiting; a live writer caught mid-update then gets until the deadline
+	 * (a writer that is gone will never finish its update) */
+	rc = gp_statpage_validate(map, sizeof *map, name, 0, &out->page, &out->inconsistent, why, whylen);
 	if (rc == 0) {
-		out->stale = gp_statpage_pid_stale(pid, h->start_time_ns);
-		if (!deadline_ns)
-			deadline_ns = gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS;
-		/* a writer that is gone will never finish an update: no waiting */
-		out->inconsistent = gp_statpage_copy_until(map, h, out->stale ? 0 : deadline_ns);
-		rc = check_header(h, name, pid, why, whylen); /* the header is copied again */
+		out->stale = gp_statpage_pid_stale(pid, out->page.start_time_ns);
+		if (out->inconsistent && !out->stale) {
+			if (!deadline_ns)
+				deadline_ns = gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS;
+			rc = gp_statpage_validate(map, sizeof *map, name, deadline_ns, &out->page, &out->inconsistent,
+						  why, whylen);
+		}
 	}
 	munmap((void *)map, sizeof *map);
+	return rc;
+}
+
+int gp_statpage_validate(const void *buf, size_t len, const char *name, uint64_t deadline_ns,
+			 struct gpupool_page *out, uint32_t *inconsistent, char *why, size_t whylen)
+{
+	int pid = gp_statpage_name_pid(name);
+	*inconsistent = 0;
+	if (pid < 0) {
+		why_set(why, whylen, "skipped: %s: not a page name", name);
+		return -EINVAL;
+	}
+	if (len != sizeof *out)
+		return wrong_size(name, (long long)len, why, whylen);
+	const struct gpupool_page *img = buf;
+	/* check a private copy of the header: the image may change under us */
+	memcpy(out, img, offsetof(struct gpupool_page, dev));
+	int rc = check_header(out, name, pid, why, whylen);
+	if (rc == 0) {
+		*inconsistent = gp_statpage_copy_until(img, out, deadline_ns);
+		rc = check_header(out, name, pid, why, whylen); /* the header is copied again */
+	}
 	return rc;
 }
 

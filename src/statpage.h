@@ -119,6 +119,16 @@ const char *gp_statpage_skip_text(enum gp_statpage_skip r);
  * mapped can raise SIGBUS, which callers that must survive that (the CLI) catch. */
 int gp_statpage_read(int dirfd, const char *name, uid_t uid, uint64_t deadline_ns,
 		     struct gp_statpage_info *out, char *why, size_t whylen);
+/* Checks a page image of len bytes that claims to be file `name` ("gpupool.<pid>") and
+ * copies it into *out: the exact size (nothing is read otherwise), magic, version, header
+ * size, ndevices and the pid of the name, checked on a private copy of the header before
+ * and after the slots are copied with gp_statpage_copy_until(deadline_ns). buf is aligned
+ * for struct gpupool_page (a mapping, or malloc'd) and may change while being read (a live
+ * writer's page). Returns 0 with *inconsistent the slots that never settled, or a negative
+ * errno with a one-line reason in why[]. No I/O: gp_statpage_read's checks of content, and
+ * the fuzzing harness's entry point. */
+int gp_statpage_validate(const void *buf, size_t len, const char *name, uint64_t deadline_ns,
+			 struct gpupool_page *out, uint32_t *inconsistent, char *why, size_t whylen);
 /* Removes `name` from dirfd when it is a page file of a dead process owned by `uid`
  * (any content: corrupt leftovers go too). Returns 1 removed, 0 kept (live, not ours,
  * not a regular file), or a negative errno; why[] says which. */

@@ -76,7 +76,7 @@ for i in $(seq 25); do
 	sleep 300 &
 	SLEEPERS="$SLEEPERS $!"
 done
-"$WRITER" forge odd 16 $SLEEPERS $(seq 4100000 4100024) || fail "forge odd"
+"$WRITER" forge odd 16 $SLEEPERS $(seq 5100000 5100024) || fail "forge odd"
 t0=$(now_ms)
 timeout 60 "$STAT" >"$D/junk" 2>"$D/junk.err" || fail "table with junk: exit status"
 ms=$(($(now_ms) - t0))
@@ -84,12 +84,12 @@ echo "table with 50 odd junk pages: $ms ms"
 head -3 "$D/junk.err"
 [ "$ms" -lt 3000 ] || fail "the table with 50 odd junk pages took $ms ms"
 grep -q "^ *$WPID stat_writer *0 .* live" "$D/junk" || fail "the real writer is missing among junk"
-[ "$(grep -c '^ *4100000 forged .*inconsistent' "$D/junk")" -eq 16 ] || fail "odd slots not shown inconsistent"
+[ "$(grep -c '^ *5100000 forged .*inconsistent' "$D/junk")" -eq 16 ] || fail "odd slots not shown inconsistent"
 [ "$(wc -l <"$D/junk.err")" -le 25 ] || fail "stderr flooded: $(wc -l <"$D/junk.err") lines"
 
 # more junk than one listing keeps (4096 pages): 6000 consistent pages of pids that do not
 # exist. Every live process (the writer, the sleepers) is still listed.
-"$WRITER" forge even 1 $(seq 4200000 4205999) || fail "forge flood"
+"$WRITER" forge even 1 $(seq 5200000 5205999) || fail "forge flood"
 t0=$(now_ms)
 timeout 120 "$STAT" --json >"$D/flood" 2>"$D/flood.err" || fail "json with a flood: exit status"
 ms=$(($(now_ms) - t0))

@@ -508,13 +508,13 @@ static void test_owner_rule(void **state)
 
 	/* a process that is gone: the reader's own leftover counts (stale); another user's
 	 * file cannot be checked against anything and is skipped */
-	write_page("gpupool.4000010", 4000010);
-	assert_int_equal(read_rc("gpupool.4000010", geteuid(), why, sizeof why), 0);
+	write_page("gpupool.5000010", 5000010);
+	assert_int_equal(read_rc("gpupool.5000010", geteuid(), why, sizeof why), 0);
 	if (root) /* root reads it: the file must be root's */
-		assert_int_equal(fchownat(dfd, "gpupool.4000010", nobody, nobody, 0), 0);
-	assert_int_equal(read_rc("gpupool.4000010", 0, why, sizeof why), -ESRCH);
-	assert_non_null(strstr(why, "process 4000010 is gone"));
-	assert_int_equal(unlinkat(dfd, "gpupool.4000010", 0), 0);
+		assert_int_equal(fchownat(dfd, "gpupool.5000010", nobody, nobody, 0), 0);
+	assert_int_equal(read_rc("gpupool.5000010", 0, why, sizeof why), -ESRCH);
+	assert_non_null(strstr(why, "process 5000010 is gone"));
+	assert_int_equal(unlinkat(dfd, "gpupool.5000010", 0), 0);
 
 	/* the reasons callers count */
 	assert_int_equal(gp_statpage_skip_of(-EPERM), GP_SKIP_FOREIGN);
@@ -543,7 +543,7 @@ static void test_scan_and_deadline(void **state)
 	static struct gpupool_page pg;
 	static struct gp_statpage_info info;
 	char why[512], name[32];
-	const int dead[] = {4000023, 4000021, 4000022};
+	const int dead[] = {5000023, 5000021, 5000022}; /* above PID_MAX_LIMIT (2^22): never live */
 	memset(&pg, 0, sizeof pg);
 	gp_statpage_init(&pg);
 	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++)
@@ -563,14 +563,14 @@ static void test_scan_and_deadline(void **state)
 	assert_int_equal(names[0].pid, getpid());
 	assert_true(names[0].live);
 	for (int i = 1; i < 4; i++) {
-		assert_int_equal(names[i].pid, 4000020 + i);
+		assert_int_equal(names[i].pid, 5000020 + i);
 		assert_false(names[i].live);
 	}
 	free(names);
-	assert_int_equal(gp_statpage_scan(dfd, 4000022, &names), 1);
-	assert_int_equal(names[0].pid, 4000022);
+	assert_int_equal(gp_statpage_scan(dfd, 5000022, &names), 1);
+	assert_int_equal(names[0].pid, 5000022);
 	free(names);
-	assert_int_equal(gp_statpage_scan(dfd, 4000029, &names), 0);
+	assert_int_equal(gp_statpage_scan(dfd, 5000029, &names), 0);
 	free(names);
 
 	/* our own (live) page: waited for until the deadline, then reported inconsistent */
