@@ -5,27 +5,12 @@
 # As root the forgeries are chowned to nobody (65534); otherwise pid 1 (root's) is the
 # process another user's file claims.
 set -eu
-STAT=$1
-WRITER=$2
-D=$(mktemp -d)
-export GPUPOOL_SHM_DIR="$D/shm"
-mkdir "$GPUPOOL_SHM_DIR"
-WPID=
-SLEEPERS=
-cleanup() {
-	[ -n "$WPID" ] && kill -9 "$WPID" 2>/dev/null || true
-	for p in $SLEEPERS; do kill -9 "$p" 2>/dev/null || true; done
-	rm -rf "$D"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/stat_lib.sh"
 
 "$WRITER" 500 >"$D/w.out" 2>"$D/w.err" &
 WPID=$!
-i=0
-while ! grep -q ready "$D/w.out" 2>/dev/null; do
-	i=$((i + 1)); [ $i -lt 500 ] || fail "writer not ready"; sleep 0.02
-done
+HELPERS=$WPID
+wait_ready w
 
 # "init-forged": 80 GiB claimed for pid 1, and (as root) a nobody page claiming this shell
 "$WRITER" forge even 16 1 || fail "forge"
@@ -72,10 +57,12 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # 50 pages whose 16 slots stay odd, as if their writers died mid-update: 25 of our live
 # processes (sleepers) and 25 pids that do not exist. The listing must not wait on each.
+SLEEPERS=
 for i in $(seq 25); do
 	sleep 300 &
 	SLEEPERS="$SLEEPERS $!"
 done
+HELPERS="$HELPERS $SLEEPERS"
 "$WRITER" forge odd 16 $SLEEPERS $(seq 5100000 5100024) || fail "forge odd"
 t0=$(now_ms)
 timeout 60 "$STAT" >"$D/junk" 2>"$D/junk.err" || fail "table with junk: exit status"

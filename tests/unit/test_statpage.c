@@ -144,17 +144,39 @@ static void check_slot(const struct gpupool_device_stats *s, struct gpupool_devi
 	*prev = *s;
 }
 
-static pid_t spawn_writer(bool answer, int *ready_fd)
+/* Forks a child that never outlives the test, even when it fails an assertion. In the
+ * child: returns 0 with *fd the end to call child_ready on. In the parent: returns the
+ * child's pid once it is ready, with *fd the other end (the caller closes it). */
+static pid_t fork_ready(int *fd)
 {
 	int p[2];
 	assert_int_equal(pipe(p), 0);
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		/* never outlive the test, even when it fails an assertion */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		alarm(60);
 		close(p[0]);
+		*fd = p[1];
+		return 0;
+	}
+	close(p[1]);
+	char c;
+	assert_int_equal(read(p[0], &c, 1), 1);
+	*fd = p[0];
+	return pid;
+}
+
+static void child_ready(int fd)
+{
+	if (write(fd, "r", 1) != 1)
+		_exit(4);
+}
+
+static pid_t spawn_writer(bool answer, int *ready_fd)
+{
+	pid_t pid = fork_ready(ready_fd);
+	if (pid == 0) {
 		struct gpupool_page *pg = gp_statpage_open();
 		static struct gp_test_writer w;
 		if (!pg || gp_test_writer_init(&w, pg, (unsigned)getpid()) != 0)
@@ -162,8 +184,7 @@ static pid_t spawn_writer(bool answer, int *ready_fd)
 		w.answer_release = answer;
 		for (int i = 0; i < 200; i++)
 			gp_test_writer_step(&w, pg);
-		if (write(p[1], "r", 1) != 1)
-			_exit(4);
+		child_ready(*ready_fd);
 		for (long i = 0;; i++) {
 			gp_test_writer_step(&w, pg);
 			if (!answer && i > 1000) {
@@ -172,10 +193,6 @@ static pid_t spawn_writer(bool answer, int *ready_fd)
 			}
 		}
 	}
-	close(p[1]);
-	char c;
-	assert_int_equal(read(p[0], &c, 1), 1);
-	*ready_fd = p[0];
 	return pid;
 }
 
@@ -473,26 +490,18 @@ static void test_owner_rule(void **state)
 		assert_int_equal(unlinkat(dfd, "gpupool.1", 0), 0);
 	} else {
 		/* a process of another user: root's file claiming it is forged, its user's is not */
-		int p[2];
-		assert_int_equal(pipe(p), 0);
-		pid_t child = fork();
-		assert_true(child >= 0);
+		int fd;
+		pid_t child = fork_ready(&fd);
 		if (child == 0) {
-			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			close(p[0]);
 			if (setgid(nobody) != 0 || setuid(nobody) != 0)
 				_exit(3);
 			/* setuid clears the dumpable flag, which makes /proc/<pid> root's */
 			prctl(PR_SET_DUMPABLE, 1);
-			if (write(p[1], "r", 1) != 1)
-				_exit(4);
+			child_ready(fd);
 			pause();
 			_exit(0);
 		}
-		close(p[1]);
-		char c;
-		assert_int_equal(read(p[0], &c, 1), 1);
-		close(p[0]);
+		close(fd);
 		page_name(name, sizeof name, child);
 		write_page(name, child);
 		assert_int_equal(read_rc(name, 0, why, sizeof why), -EPERM);
