@@ -157,17 +157,24 @@ const char *gp_format_bytes(char *buf, size_t cap, uint64_t b)
 	return buf;
 }
 
-/* Pool hit rate in percent (hits / (hits + misses)); negative when there were none. */
+/* Pool hit rate in percent (hits / (hits + misses)); negative when there were none.
+ * In double: the counters come from a page anyone may have written, the sum may not fit. */
 static double gp_format_hit_rate(const struct gpupool_device_stats *s)
 {
-	uint64_t all = s->hits + s->misses;
-	return all ? 100.0 * (double)s->hits / (double)all : -1.0;
+	if (!s->hits && !s->misses)
+		return -1.0;
+	return 100.0 * (double)s->hits / ((double)s->hits + (double)s->misses);
 }
 
-/* Real driver calls the pool avoided: allocs + frees - (segment_allocs + segment_frees). */
-static int64_t gp_format_calls_saved(const struct gpupool_device_stats *s)
+static uint64_t add_sat(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+/* Real driver calls the pool avoided, allocs + frees - (segment_allocs + segment_frees),
+ * as a sign and a magnitude: both sums saturate at UINT64_MAX, nothing overflows. */
+static void gp_format_calls_saved(char *buf, size_t cap, const struct gpupool_device_stats *s)
 {
-	return (int64_t)(s->allocs + s->frees) - (int64_t)(s->segment_allocs + s->segment_frees);
+	uint64_t pool = add_sat(s->allocs, s->frees), real = add_sat(s->segment_allocs, s->segment_frees);
+	snprintf(buf, cap, "%s%llu", pool < real ? "-" : "",
+		 (unsigned long long)(pool < real ? real - pool : pool - real));
 }
 
 /* comm is 15 bytes the program chose: printable ASCII for the table, '?' otherwise */
@@ -279,7 +286,9 @@ void gp_format_detail(struct gp_format_out *o, const struct gp_format_proc *p)
 		double hr = gp_format_hit_rate(s);
 		if (hr >= 0)
 			gp_format_printf(o, "  %-24s %27.1f%%\n", "hit rate", hr);
-		gp_format_printf(o, "  %-24s %28lld\n", "driver calls saved", (long long)gp_format_calls_saved(s));
+		char saved[24];
+		gp_format_calls_saved(saved, sizeof saved, s);
+		gp_format_printf(o, "  %-24s %28s\n", "driver calls saved", saved);
 	}
 }
 
@@ -302,7 +311,8 @@ static void json_string(struct gp_format_out *o, const char *s, size_t max)
 	puts_(o, "\"");
 }
 
-void gp_format_json(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n)
+/* {"version":1,"processes":[...]: the document without its closing brace */
+static void json_processes(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n)
 {
 	gp_format_printf(o, "{\"version\":%u,\"processes\":[", GPUPOOL_PAGE_VERSION);
 	for (size_t i = 0; i < n; i++) {
@@ -337,7 +347,29 @@ void gp_format_json(struct gp_format_out *o, const struct gp_format_proc *procs,
 		}
 		puts_(o, "]}");
 	}
-	puts_(o, "\n]}\n");
+	puts_(o, "\n]");
+}
+
+void gp_format_json(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n)
+{
+	json_processes(o, procs, n);
+	puts_(o, "}\n");
+}
+
+void gp_format_json_listing(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n,
+			    const struct gp_format_skip *skips, size_t nskips)
+{
+	json_processes(o, procs, n);
+	unsigned long long total = 0;
+	for (size_t k = 0; k < nskips; k++)
+		total += skips[k].count;
+	gp_format_printf(o, ",\"skipped_pages\":%llu,\"skipped\":{", total);
+	for (size_t k = 0; k < nskips; k++) {
+		puts_(o, k ? "," : "");
+		json_string(o, skips[k].reason, 64);
+		gp_format_printf(o, ":%lu", skips[k].count);
+	}
+	puts_(o, "}}\n");
 }
 
 /* ---- Prometheus ------------------------------------------------------------------ */
@@ -396,7 +428,8 @@ static void prom_family(struct gp_format_out *o, const struct gp_format_proc *pr
 	}
 }
 
-void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n)
+void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n,
+			  const struct gp_format_skip *skips, size_t nskips)
 {
 	char name[96];
 	for (size_t k = 0; k < NMETRICS; k++) {
@@ -421,6 +454,10 @@ void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *
 		gp_format_printf(o, " %llu.%03llu\n", (unsigned long long)(pg->start_time_ns / 1000000000ull),
 				 (unsigned long long)(pg->start_time_ns / 1000000ull % 1000ull));
 	}
+	puts_(o, "# HELP gpupool_skipped_pages statistics pages the reader left out, by reason\n"
+		 "# TYPE gpupool_skipped_pages gauge\n");
+	for (size_t k = 0; k < nskips; k++)
+		gp_format_printf(o, "gpupool_skipped_pages{reason=\"%s\"} %lu\n", skips[k].reason, skips[k].count);
 }
 
 /* ---- exit report ----------------------------------------------------------------- */
@@ -435,7 +472,7 @@ void gp_format_report(struct gp_format_out *o, const struct gpupool_page *pg)
 		const struct gpupool_device_stats *s = &pg->dev[d];
 		if (!s->active)
 			continue;
-		char a[16], b[16], h[16];
+		char a[16], b[16], h[16], saved[24];
 		gp_format_printf(o, "  device %-3d %19s %14s\n", (int)s->device, "peak", "final");
 		gp_format_printf(o, "  %-16s %14s %14s\n", "reserved", gp_format_bytes(a, sizeof a, s->reserved_bytes_peak),
 				 gp_format_bytes(b, sizeof b, s->reserved_bytes));
@@ -451,8 +488,8 @@ void gp_format_report(struct gp_format_out *o, const struct gpupool_page *pg)
 			snprintf(h, sizeof h, "-");
 		else
 			snprintf(h, sizeof h, "%.1f%%", hr);
-		gp_format_printf(o, "  driver calls saved %lld, hit rate %s, largest free block %s\n",
-				 (long long)gp_format_calls_saved(s), h,
+		gp_format_calls_saved(saved, sizeof saved, s);
+		gp_format_printf(o, "  driver calls saved %s, hit rate %s, largest free block %s\n", saved, h,
 				 gp_format_bytes(a, sizeof a, s->largest_free_block));
 		gp_format_printf(o, "  fences %llu, OOMs %llu (retried %llu), invalid frees %llu\n",
 				 (unsigned long long)s->fences, (unsigned long long)s->ooms,

@@ -38,6 +38,12 @@ struct gp_format_proc {
 	uint32_t inconsistent; /* slots without a consistent snapshot */
 };
 
+/* Pages the reader left out for one reason (reason: [a-z_]+, e.g. "foreign"). */
+struct gp_format_skip {
+	const char *reason;
+	unsigned long count;
+};
+
 /* "1.5 GiB", "512 B": binary units, one decimal. Returns buf. */
 const char *gp_format_bytes(char *buf, size_t cap, uint64_t bytes);
 
@@ -47,8 +53,14 @@ void gp_format_table(struct gp_format_out *o, const struct gp_format_proc *procs
 void gp_format_detail(struct gp_format_out *o, const struct gp_format_proc *p);
 /* {"version":1,"processes":[{..., "devices":[{...raw integers...}]}]} */
 void gp_format_json(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n);
-/* Prometheus text exposition format 0.0.4; stale processes and inconsistent slots left out. */
-void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n);
+/* A reader's listing: gp_format_json plus "skipped_pages":N (the sum) and
+ * "skipped":{"<reason>":count,...} for the nskips entries of skips[]. */
+void gp_format_json_listing(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n,
+			    const struct gp_format_skip *skips, size_t nskips);
+/* Prometheus text exposition format 0.0.4; stale processes and inconsistent slots left out;
+ * then gpupool_skipped_pages{reason="..."}, one sample per entry of skips[]. */
+void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n,
+			  const struct gp_format_skip *skips, size_t nskips);
 /* The exit report of one process: a short table per active device. Counters only. */
 void gp_format_report(struct gp_format_out *o, const struct gpupool_page *page);
 

@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
-
 
 uint64_t gp_clock_ns(clockid_t c)
 {
@@ -51,5 +51,16 @@ int gp_proc_start(int pid, uint64_t *since_boot_ns, bool *zombie)
 		return -EIO;
 	*since_boot_ns = (uint64_t)ticks / (uint64_t)hz * GP_NS_PER_S +
 			 (uint64_t)ticks % (uint64_t)hz * GP_NS_PER_S / (uint64_t)hz;
+	return 0;
+}
+
+int gp_proc_owner(int pid, uid_t *uid)
+{
+	char path[32];
+	struct stat st;
+	snprintf(path, sizeof path, "/proc/%d", pid);
+	if (pid <= 0 || stat(path, &st) != 0)
+		return pid <= 0 ? -ENOENT : -errno;
+	*uid = st.st_uid;
 	return 0;
 }

@@ -4,6 +4,7 @@
  * the page is a lock; the only lock here is a process-local spin flag for slot activation. */
 #include "statpage.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -98,7 +99,7 @@ static bool gp_statpage_pid_stale(int pid, uint64_t start_time_ns)
 		return false; /* alive by kill(2); /proc hidden or another pid namespace */
 	if (zombie)
 		return true;
-	return start_time_ns && st > start_time_ns + GP_START_SLACK_NS;
+	return start_time_ns && st > start_time_ns && st - start_time_ns > GP_START_SLACK_NS;
 }
 
 /* ---- writer ---------------------------------------------------------------------- */
@@ -268,12 +269,16 @@ void gp_statpage_release_ack(struct gpupool_page *pg, uint64_t req)
 }
 
 /* A busy writer keeps its slot odd for most of each pool call: spin a little, then let it
- * run, for at most GP_STATPAGE_ROUNDS rounds (a few ms when the writer died mid-update). */
-static bool snapshot_patiently(const struct gpupool_device_stats *s, struct gpupool_device_stats *d)
+ * run, until deadline_ns (CLOCK_MONOTONIC). A writer that died mid-update never settles. */
+static bool snapshot_until(const struct gpupool_device_stats *s, struct gpupool_device_stats *d,
+			   uint64_t deadline_ns)
 {
-	for (int round = 0; round < GP_STATPAGE_ROUNDS; round++) {
+	for (int round = 0;; round++) {
 		if (gp_stats_snapshot(s, d, GP_STATPAGE_TRIES))
 			return true;
+		uint64_t now = gp_clock_ns(CLOCK_MONOTONIC);
+		if (!now || now >= deadline_ns)
+			return false;
 		if (round < 10) {
 			sched_yield();
 		} else {
@@ -281,10 +286,15 @@ static bool snapshot_patiently(const struct gpupool_device_stats *s, struct gpup
 			nanosleep(&nap, NULL);
 		}
 	}
-	return false;
 }
 
 uint32_t gp_statpage_copy(const struct gpupool_page *src, struct gpupool_page *dst)
+{
+	return gp_statpage_copy_until(src, dst, gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS);
+}
+
+uint32_t gp_statpage_copy_until(const struct gpupool_page *src, struct gpupool_page *dst,
+				uint64_t deadline_ns)
 {
 	uint32_t bad = 0;
 	uint32_t n = __atomic_load_n(&src->ndevices, __ATOMIC_ACQUIRE);
@@ -299,7 +309,7 @@ uint32_t gp_statpage_copy(const struct gpupool_page *src, struct gpupool_page *d
 		struct gpupool_device_stats *d = &dst->dev[i];
 		if (!__atomic_load_n(&s->active, __ATOMIC_ACQUIRE))
 			continue;
-		if (!snapshot_patiently(s, d)) {
+		if (!snapshot_until(s, d, deadline_ns)) {
 			memset(d, 0, sizeof *d);
 			d->device = __atomic_load_n(&s->device, __ATOMIC_RELAXED);
 			bad |= 1u << i;
@@ -316,9 +326,44 @@ static const char *kind_of(mode_t m)
 	       : S_ISSOCK(m) ? "a socket" : S_ISCHR(m) || S_ISBLK(m) ? "a device" : "not a regular file";
 }
 
+static const struct {
+	const char *label, *text;
+} skips[GP_SKIP_COUNT] = {
+	[GP_SKIP_INVALID] = {"invalid", "not a valid page"},
+	[GP_SKIP_OTHER_USER] = {"other_user", "owned by another user (only root reads every page)"},
+	[GP_SKIP_FOREIGN] = {"foreign", "the file's owner is not the user of the process it names"},
+	[GP_SKIP_UNVERIFIED] = {"unverified", "the process is gone and the file is another user's"},
+	[GP_SKIP_LIMIT] = {"limit", "beyond the number of pages a listing keeps"},
+};
+
+enum gp_statpage_skip gp_statpage_skip_of(int rc)
+{
+	return rc == -EACCES ? GP_SKIP_OTHER_USER : rc == -EPERM ? GP_SKIP_FOREIGN
+	       : rc == -ESRCH ? GP_SKIP_UNVERIFIED : GP_SKIP_INVALID;
+}
+
+const char *gp_statpage_skip_label(enum gp_statpage_skip r)
+{
+	return r < GP_SKIP_COUNT ? skips[r].label : "invalid";
+}
+
+const char *gp_statpage_skip_text(enum gp_statpage_skip r)
+{
+	return r < GP_SKIP_COUNT ? skips[r].text : skips[GP_SKIP_INVALID].text;
+}
+
+static int wrong_size(const char *name, long long size, char *why, size_t wl)
+{
+	why_set(why, wl, "skipped: %s truncated/wrong size (%lld bytes, expected %zu)%s", name, size,
+		sizeof(struct gpupool_page), size == 0 ? ", being created?" : "");
+	return -EBADMSG;
+}
+
 /* Checks what `name` is before opening it (so a fifo or device is never opened), opens it
- * without following links, and checks again on the descriptor. Returns the fd or -errno. */
-static int open_checked(int dirfd, const char *name, uid_t uid, int oflags, char *why, size_t wl)
+ * without following links, and checks again on the descriptor. Returns the fd (its owner
+ * in *owner) or -errno. */
+static int open_checked(int dirfd, const char *name, uid_t uid, int oflags, uid_t *owner, char *why,
+			size_t wl)
 {
 	struct stat st, fst;
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -332,7 +377,7 @@ static int open_checked(int dirfd, const char *name, uid_t uid, int oflags, char
 	}
 	if (uid != 0 && st.st_uid != uid) {
 		why_set(why, wl, "skipped: %s owned by uid %u", name, (unsigned)st.st_uid);
-		return -EPERM;
+		return -EACCES;
 	}
 	int fd = openat(dirfd, name, oflags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0) {
@@ -348,12 +393,30 @@ static int open_checked(int dirfd, const char *name, uid_t uid, int oflags, char
 	}
 	if (fst.st_size != (off_t)sizeof(struct gpupool_page)) {
 		close(fd);
-		why_set(why, wl, "skipped: %s truncated/wrong size (%lld bytes, expected %zu)%s", name,
-			(long long)fst.st_size, sizeof(struct gpupool_page),
-			fst.st_size == 0 ? ", being created?" : "");
-		return -EBADMSG;
+		return wrong_size(name, (long long)fst.st_size, why, wl);
 	}
+	*owner = fst.st_uid;
 	return fd;
+}
+
+/* The ownership rule (statpage.h): a page whose file belongs to `file_uid` may speak for
+ * process `pid` only when that process is file_uid's; a page of a process that is gone,
+ * only when it is the reader's own file. 0 or -EPERM / -ESRCH with why[]. */
+static int check_owner(const char *name, int pid, uid_t file_uid, uid_t uid, char *why, size_t wl)
+{
+	uid_t owner;
+	if (gp_proc_owner(pid, &owner) == 0) {
+		if (owner == file_uid)
+			return 0;
+		why_set(why, wl, "skipped: %s (uid %u) is not owned by the user of process %d (uid %u)", name,
+			(unsigned)file_uid, pid, (unsigned)owner);
+		return -EPERM;
+	}
+	if (file_uid == uid)
+		return 0;
+	why_set(why, wl, "skipped: %s (uid %u): process %d is gone and the file is not yours", name,
+		(unsigned)file_uid, pid);
+	return -ESRCH;
 }
 
 static int check_header(const struct gpupool_page *h, const char *name, int pid, char *why, size_t wl)
@@ -384,17 +447,76 @@ static int check_header(const struct gpupool_page *h, const char *name, int pid,
 	return 0;
 }
 
-int gp_statpage_read(int dirfd, const char *name, uid_t uid, struct gp_statpage_info *out,
-		     char *why, size_t whylen)
+static int by_live_then_pid(const void *a, const void *b)
+{
+	const struct gp_statpage_name *x = a, *y = b;
+	if (x->live != y->live)
+		return x->live ? -1 : 1;
+	return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+int gp_statpage_scan(int dirfd, int want_pid, struct gp_statpage_name **out)
+{
+	*out = NULL;
+	int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return -e;
+	}
+	rewinddir(d); /* the duplicate shares dirfd's offset */
+	struct gp_statpage_name *v = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		int pid = gp_statpage_name_pid(e->d_name);
+		if (pid < 0 || (want_pid > 0 && pid != want_pid))
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? 2 * cap : 64;
+			struct gp_statpage_name *nv = n > (size_t)INT_MAX / 2 ? NULL : realloc(v, ncap * sizeof *v);
+			if (!nv) {
+				rc = -ENOMEM;
+				break;
+			}
+			v = nv;
+			cap = ncap;
+		}
+		v[n].pid = pid;
+		v[n].live = kill(pid, 0) == 0 || errno == EPERM;
+		n++;
+	}
+	closedir(d);
+	if (rc) {
+		free(v);
+		return rc;
+	}
+	if (n)
+		qsort(v, n, sizeof *v, by_live_then_pid);
+	*out = v;
+	return (int)n;
+}
+
+int gp_statpage_read(int dirfd, const char *name, uid_t uid, uint64_t deadline_ns,
+		     struct gp_statpage_info *out, char *why, size_t whylen)
 {
 	int pid = gp_statpage_name_pid(name);
 	if (pid < 0) {
 		why_set(why, whylen, "skipped: %s: not a page name", name);
 		return -EINVAL;
 	}
-	int fd = open_checked(dirfd, name, uid, O_RDONLY, why, whylen);
+	uid_t owner;
+	int fd = open_checked(dirfd, name, uid, O_RDONLY, &owner, why, whylen);
 	if (fd < 0)
 		return fd;
+	int rc = check_owner(name, pid, owner, uid, why, whylen);
+	if (rc != 0) {
+		close(fd);
+		return rc;
+	}
 	const struct gpupool_page *map = mmap(NULL, sizeof *map, PROT_READ, MAP_SHARED, fd, 0);
 	int e = errno;
 	close(fd);
@@ -405,16 +527,41 @@ int gp_statpage_read(int dirfd, const char *name, uid_t uid, struct gp_statpage_
 	memset(out, 0, sizeof *out);
 	snprintf(out->name, sizeof out->name, "%s", name);
 	out->pid = pid;
-	/* validate a private copy of the header: the mapping may change under us */
-	struct gpupool_page *h = &out->page;
-	memcpy(h, map, offsetof(struct gpupool_page, dev));
-	int rc = check_header(h, name, pid, why, whylen);
+	/* first without waiting; a live writer caught mid-update then gets until the deadline
+	 * (a writer that is gone will never finish its update) */
+	rc = gp_statpage_validate(map, sizeof *map, name, 0, &out->page, &out->inconsistent, why, whylen);
 	if (rc == 0) {
-		out->inconsistent = gp_statpage_copy(map, h);
-		rc = check_header(h, name, pid, why, whylen); /* the header is copied again */
-		out->stale = gp_statpage_pid_stale(pid, h->start_time_ns);
+		out->stale = gp_statpage_pid_stale(pid, out->page.start_time_ns);
+		if (out->inconsistent && !out->stale) {
+			if (!deadline_ns)
+				deadline_ns = gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS;
+			rc = gp_statpage_validate(map, sizeof *map, name, deadline_ns, &out->page, &out->inconsistent,
+						  why, whylen);
+		}
 	}
 	munmap((void *)map, sizeof *map);
+	return rc;
+}
+
+int gp_statpage_validate(const void *buf, size_t len, const char *name, uint64_t deadline_ns,
+			 struct gpupool_page *out, uint32_t *inconsistent, char *why, size_t whylen)
+{
+	int pid = gp_statpage_name_pid(name);
+	*inconsistent = 0;
+	if (pid < 0) {
+		why_set(why, whylen, "skipped: %s: not a page name", name);
+		return -EINVAL;
+	}
+	if (len != sizeof *out)
+		return wrong_size(name, (long long)len, why, whylen);
+	const struct gpupool_page *img = buf;
+	/* check a private copy of the header: the image may change under us */
+	memcpy(out, img, offsetof(struct gpupool_page, dev));
+	int rc = check_header(out, name, pid, why, whylen);
+	if (rc == 0) {
+		*inconsistent = gp_statpage_copy_until(img, out, deadline_ns);
+		rc = check_header(out, name, pid, why, whylen); /* the header is copied again */
+	}
 	return rc;
 }
 
@@ -442,7 +589,8 @@ int gp_statpage_clean_one(int dirfd, const char *name, uid_t uid, char *why, siz
 	/* the start time only counts when the header is a valid page of this pid */
 	uint64_t start = 0;
 	char tmp[8];
-	int fd = open_checked(dirfd, name, uid, O_RDONLY, tmp, sizeof tmp);
+	uid_t owner;
+	int fd = open_checked(dirfd, name, uid, O_RDONLY, &owner, tmp, sizeof tmp);
 	if (fd >= 0) {
 		struct gpupool_page h;
 		if (pread(fd, &h, offsetof(struct gpupool_page, dev), 0) ==
@@ -474,9 +622,15 @@ int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_pa
 		why_set(why, whylen, "invalid pid %d", pid);
 		return -EINVAL;
 	}
-	int fd = open_checked(dirfd, name, uid, O_RDWR, why, whylen);
+	uid_t owner;
+	int fd = open_checked(dirfd, name, uid, O_RDWR, &owner, why, whylen);
 	if (fd < 0)
 		return fd;
+	int rc = check_owner(name, pid, owner, uid, why, whylen);
+	if (rc != 0) {
+		close(fd);
+		return rc;
+	}
 	struct gpupool_page *m = mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	int e = errno;
 	close(fd);
@@ -486,7 +640,7 @@ int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_pa
 	}
 	struct gpupool_page h;
 	memcpy(&h, m, offsetof(struct gpupool_page, dev));
-	int rc = check_header(&h, name, pid, why, whylen);
+	rc = check_header(&h, name, pid, why, whylen);
 	if (rc == 0 && gp_statpage_pid_stale(pid, h.start_time_ns)) {
 		why_set(why, whylen, "%s is stale: pid %d is gone", name, pid);
 		rc = -ESRCH;

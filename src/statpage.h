@@ -44,10 +44,18 @@ void gp_statpage_forget(struct gpupool_page *pg);
 bool gp_statpage_release_pending(const struct gpupool_page *pg, uint64_t *req);
 void gp_statpage_release_ack(struct gpupool_page *pg, uint64_t req);
 
+/* How long one page's slots are waited for, at most, when they are mid-update (a busy
+ * writer keeps a slot odd for a few microseconds per pool call; a dead one forever). */
+#define GP_STATPAGE_PATIENCE_NS (20 * 1000 * 1000ull)
+
 /* A consistent copy of `src` into `dst` (header by value, each active slot through
- * gp_stats_snapshot, bounded retries). Returns the mask of active slots that never
- * settled (their copy in dst is zero but for the device). Safe at exit: no locks, no
- * allocation; may sleep ~10 ms per slot left odd by a dead writer. */
+ * gp_stats_snapshot). A slot found mid-update is retried (spinning, yielding, then 20 us
+ * naps) until deadline_ns (CLOCK_MONOTONIC; 0 or past: one round of tries, no waiting).
+ * Returns the mask of active slots that never settled (their copy in dst is zero but for
+ * the device). Safe at exit: no locks, no allocation. */
+uint32_t gp_statpage_copy_until(const struct gpupool_page *src, struct gpupool_page *dst,
+				uint64_t deadline_ns);
+/* gp_statpage_copy_until with GP_STATPAGE_PATIENCE_NS from now. */
 uint32_t gp_statpage_copy(const struct gpupool_page *src, struct gpupool_page *dst);
 
 /* ---- reader ---------------------------------------------------------------------- */
@@ -65,27 +73,71 @@ struct gp_statpage_info {
 	struct gpupool_page page; /* header and consistent slot snapshots */
 };
 
-/* Snapshot attempts per slot before "inconsistent": GP_STATPAGE_ROUNDS rounds of
- * GP_STATPAGE_TRIES, yielding then sleeping 20 us between rounds (bounded, ~10 ms). */
+/* Snapshot attempts per slot in one round of gp_statpage_copy_until. */
 #define GP_STATPAGE_TRIES 200
-#define GP_STATPAGE_ROUNDS 300
 
-/* Reads and validates one page file in directory `dirfd`: a regular file (never follows
- * links, never opens fifos or devices), owned by `uid` unless uid is 0, of the exact size,
- * with the right magic/version/size/ndevices and the pid of its name. Returns 0 and fills
- * *out, or a negative errno with a one-line reason in why[] (nothing printed).
- * Never crashes on a corrupt file; a file truncated *while* mapped can raise SIGBUS,
- * which callers that must survive that (the CLI) catch. */
-int gp_statpage_read(int dirfd, const char *name, uid_t uid, struct gp_statpage_info *out,
-		     char *why, size_t whylen);
+/* A page name found by gp_statpage_scan: its pid, and whether that process exists. */
+struct gp_statpage_name {
+	int pid;
+	bool live;
+};
+
+/* The page names in dirfd ("gpupool.<pid>"; want_pid > 0: that pid's only), live
+ * processes first (kill(pid, 0) finds them), then by pid: the order in which a listing
+ * that keeps a limited number of pages reads them, so that pages of dead pids never push
+ * a live process out. Nothing is opened; no limit on the count. Returns the count with
+ * *out malloc'd (the caller frees it), or a negative errno. */
+int gp_statpage_scan(int dirfd, int want_pid, struct gp_statpage_name **out);
+
+/* Why a reader left a page out. gp_statpage_read's error codes map onto these. */
+enum gp_statpage_skip {
+	GP_SKIP_INVALID,    /* not a regular file, wrong size, bad header, vanished */
+	GP_SKIP_OTHER_USER, /* -EACCES: another user's file, and the reader is not root */
+	GP_SKIP_FOREIGN,    /* -EPERM: the file's owner is not the owner of the process it names */
+	GP_SKIP_UNVERIFIED, /* -ESRCH: that process is gone (or hidden) and the file is not the
+			     * reader's own: nothing to check its owner against */
+	GP_SKIP_LIMIT,      /* beyond the number of pages the listing keeps */
+	GP_SKIP_COUNT
+};
+enum gp_statpage_skip gp_statpage_skip_of(int rc);
+/* "foreign": a name for JSON keys and Prometheus labels ([a-z_]+). */
+const char *gp_statpage_skip_label(enum gp_statpage_skip r);
+/* "the file's owner is not the user of the process it names": for a line on stderr. */
+const char *gp_statpage_skip_text(enum gp_statpage_skip r);
+
+/* Reads and validates one page file in directory `dirfd`, for a reader whose effective
+ * uid is `uid`: a regular file (never follows links, never opens fifos or devices), owned
+ * by uid unless uid is 0 (-EACCES), of the exact size, with the right
+ * magic/version/size/ndevices and the pid of its name. Its owner, from fstat on the open
+ * descriptor and checked before anything is read, must be the owner of /proc/<pid>
+ * (-EPERM: forged, or the pid now names another user's process); when the process is
+ * gone the page counts (as stale) only when the file is uid's own (-ESRCH otherwise).
+ * Slots mid-update are waited for until deadline_ns (gp_statpage_copy_until; 0:
+ * GP_STATPAGE_PATIENCE_NS from now), those of a stale page not at all (its writer will
+ * never finish). Returns 0 and fills *out, or a negative errno with a one-line reason in
+ * why[] (nothing printed). Never crashes on a corrupt file; a file truncated *while*
+ * mapped can raise SIGBUS, which callers that must survive that (the CLI) catch. */
+int gp_statpage_read(int dirfd, const char *name, uid_t uid, uint64_t deadline_ns,
+		     struct gp_statpage_info *out, char *why, size_t whylen);
+/* Checks a page image of len bytes that claims to be file `name` ("gpupool.<pid>") and
+ * copies it into *out: the exact size (nothing is read otherwise), magic, version, header
+ * size, ndevices and the pid of the name, checked on a private copy of the header before
+ * and after the slots are copied with gp_statpage_copy_until(deadline_ns). buf is aligned
+ * for struct gpupool_page (a mapping, or malloc'd) and may change while being read (a live
+ * writer's page). Returns 0 with *inconsistent the slots that never settled, or a negative
+ * errno with a one-line reason in why[]. No I/O: gp_statpage_read's checks of content, and
+ * the fuzzing harness's entry point. */
+int gp_statpage_validate(const void *buf, size_t len, const char *name, uint64_t deadline_ns,
+			 struct gpupool_page *out, uint32_t *inconsistent, char *why, size_t whylen);
 /* Removes `name` from dirfd when it is a page file of a dead process owned by `uid`
  * (any content: corrupt leftovers go too). Returns 1 removed, 0 kept (live, not ours,
  * not a regular file), or a negative errno; why[] says which. */
 int gp_statpage_clean_one(int dirfd, const char *name, uid_t uid, char *why, size_t whylen);
 
-/* Opens `pid`'s page in dir read-write and increments its release request. Returns 0 with
- * *req the request to wait for and *map the mapping (unmap with gp_statpage_unmap), or a
- * negative errno with why[]. */
+/* Opens `pid`'s page in dir read-write and increments its release request, under the
+ * checks and the ownership rule of gp_statpage_read (a page of a process that is gone:
+ * -ESRCH). Returns 0 with *req the request to wait for and *map the mapping (unmap with
+ * gp_statpage_unmap), or a negative errno with why[]. */
 int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_page **map,
 				uint64_t *req, char *why, size_t whylen);
 void gp_statpage_unmap(struct gpupool_page *map);

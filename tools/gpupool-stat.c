@@ -1,24 +1,30 @@
 /* gpupool-stat: the live reader of statistics pages ($GPUPOOL_SHM_DIR or /dev/shm).
  * Lists processes, shows one in full, prints JSON or Prometheus text, refreshes like top,
  * asks a process to release its cache, and removes pages of dead processes. Everything
- * found in the directory is untrusted: each problem is one line on stderr, then skipped. */
+ * found in the directory is untrusted: a page whose file is not its process's user's is
+ * skipped and counted (docs/security.md); a malformed file is one line on stderr. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <dirent.h>
 #include <unistd.h>
 
 #include "format.h"
+#include "proc.h"
 #include "statpage.h"
 
-#define MAX_PAGES 4096
+#define MAX_PAGES 4096        /* pages one listing keeps: live processes first */
+#define MAX_PROBLEM_LINES 20 /* lines naming a malformed file or slot, per listing; the rest are counted */
+/* One listing waits this long in all for slots found mid-update, shared among the pages
+ * of live processes; a page of a dead one is never waited for. */
+#define LISTING_PATIENCE_NS (1000 * 1000 * 1000ull)
 
 enum mode { MODE_TABLE, MODE_JSON, MODE_PROMETHEUS };
 
@@ -94,64 +100,148 @@ static int by_pid(const void *a, const void *b)
 	return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
-/* Reads every page in the directory into *infos (sorted by pid); problems go to stderr.
- * With want_pid > 0 only that page is read. Returns the count, or -1 when the directory
- * cannot be opened. */
-static int load(const char *dir, int want_pid, struct gp_statpage_info **infos)
+/* One listing: the pages read, and the pages left out by reason. */
+struct listing {
+	struct gp_statpage_info *infos; /* MAX_PAGES */
+	int n;
+	unsigned long skipped[GP_SKIP_COUNT];
+	unsigned long named[GP_SKIP_COUNT]; /* of those, named in a line of their own */
+	unsigned long unsettled, unsettled_named; /* slots that never settled */
+	int lines;                                /* problem lines printed */
+};
+
+/* Prints one problem line while the listing has lines left; false when it has none. */
+static bool problem_line(struct listing *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool problem_line(struct listing *l, const char *fmt, ...)
 {
-	DIR *d = opendir(dir);
-	if (!d) {
-		fprintf(stderr, "gpupool-stat: %s: %s\n", dir, strerror(errno));
+	if (l->lines >= MAX_PROBLEM_LINES)
+		return false;
+	l->lines++;
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("gpupool-stat: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	return true;
+}
+
+static void skip(struct listing *l, int rc, const char *why)
+{
+	enum gp_statpage_skip r = gp_statpage_skip_of(rc);
+	l->skipped[r]++;
+	if (r == GP_SKIP_INVALID && problem_line(l, "%s", why))
+		l->named[r]++;
+}
+
+/* One line on stderr per reason, for the pages not named on a line of their own. */
+static void report_skips(const struct listing *l)
+{
+	for (int r = 0; r < GP_SKIP_COUNT; r++) {
+		unsigned long k = l->skipped[r] - l->named[r];
+		if (k)
+			fprintf(stderr, "gpupool-stat: skipped %lu %spage%s: %s\n", k, l->named[r] ? "more " : "",
+				k == 1 ? "" : "s", gp_statpage_skip_text((enum gp_statpage_skip)r));
+	}
+	unsigned long k = l->unsettled - l->unsettled_named;
+	if (k)
+		fprintf(stderr, "gpupool-stat: %lu %sslot%s inconsistent (writer died mid-update?)\n", k,
+			l->unsettled_named ? "more " : "", k == 1 ? "" : "s");
+}
+
+/* How long the next page may wait for its slots: an equal share of what is left of the
+ * listing's patience among the live pages still to read, GP_STATPAGE_PATIENCE_NS at most. */
+static uint64_t page_deadline(uint64_t end, int live_left)
+{
+	uint64_t now = gp_clock_ns(CLOCK_MONOTONIC);
+	uint64_t share = now < end && live_left > 0 ? (end - now) / (uint64_t)live_left : 0;
+	return now + (share < GP_STATPAGE_PATIENCE_NS ? share : GP_STATPAGE_PATIENCE_NS);
+}
+
+/* gp_statpage_read, with SIGBUS (the file truncated while mapped) made a skip. */
+static int read_guarded(int dfd, const char *name, uid_t uid, uint64_t deadline, struct gp_statpage_info *out,
+			char *why, size_t wl)
+{
+	int rc;
+	why[0] = '\0';
+	in_read = 1;
+	if (sigsetjmp(bus_jmp, 1) == 0) {
+		rc = gp_statpage_read(dfd, name, uid, deadline, out, why, wl);
+	} else {
+		rc = -EFAULT;
+		snprintf(why, wl, "skipped: %s changed size while being read", name);
+	}
+	in_read = 0;
+	return rc;
+}
+
+/* Reads the pages of the directory into l (sorted by pid), live processes first and at
+ * most MAX_PAGES of them, within about LISTING_PATIENCE_NS of waiting; malformed files go
+ * to stderr, every page left out is counted. With want_pid > 0 only that page is read.
+ * Returns the count, or -1 when the directory cannot be read. */
+static int load(const char *dir, int want_pid, struct listing *l)
+{
+	*l = (struct listing){.infos = l->infos};
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct gp_statpage_name *names = NULL;
+	int count = dfd < 0 ? -errno : gp_statpage_scan(dfd, want_pid, &names);
+	if (count < 0) {
+		fprintf(stderr, "gpupool-stat: %s: %s\n", dir, strerror(-count));
+		if (dfd >= 0)
+			close(dfd);
 		return -1;
 	}
-	int dfd = dirfd(d), n = 0;
+	int live = 0, n = 0;
+	while (live < count && names[live].live)
+		live++;
+	uint64_t end = gp_clock_ns(CLOCK_MONOTONIC) + LISTING_PATIENCE_NS;
 	uid_t uid = geteuid();
 	static char why[512];
-	struct gp_statpage_info *arr = *infos;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		int pid = gp_statpage_name_pid(e->d_name);
-		if (pid < 0 || (want_pid > 0 && pid != want_pid))
-			continue;
+	struct gp_statpage_info *arr = l->infos;
+	for (int i = 0; i < count; i++) {
 		if (n == MAX_PAGES) {
-			fprintf(stderr, "gpupool-stat: more than %d pages in %s, showing the first %d\n",
-				MAX_PAGES, dir, MAX_PAGES);
+			l->skipped[GP_SKIP_LIMIT] += (unsigned long)(count - i);
 			break;
 		}
-		why[0] = '\0';
-		int rc;
-		in_read = 1;
-		if (sigsetjmp(bus_jmp, 1) == 0)
-			rc = gp_statpage_read(dfd, e->d_name, uid, &arr[n], why, sizeof why);
-		else {
-			rc = -EFAULT;
-			snprintf(why, sizeof why, "skipped: %s changed size while being read", e->d_name);
-		}
-		in_read = 0;
+		char name[32];
+		snprintf(name, sizeof name, "%s%d", GP_STATPAGE_NAME, names[i].pid);
+		uint64_t deadline = page_deadline(end, live - i);
+		int rc = read_guarded(dfd, name, uid, deadline, &arr[n], why, sizeof why);
 		if (rc != 0) {
-			fprintf(stderr, "gpupool-stat: %s\n", why);
+			skip(l, rc, why);
 			continue;
 		}
-		for (int i = 0; i < GPUPOOL_MAX_DEVICES; i++)
-			if (arr[n].inconsistent & (1u << i))
-				fprintf(stderr, "gpupool-stat: %s: device %d: inconsistent (writer died mid-update?)\n",
-					e->d_name, (int)arr[n].page.dev[i].device);
+		for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
+			if (!(arr[n].inconsistent & (1u << d)))
+				continue;
+			l->unsettled++;
+			if (problem_line(l, "%s: device %d: inconsistent (writer died mid-update?)", name,
+					 (int)arr[n].page.dev[d].device))
+				l->unsettled_named++;
+		}
 		n++;
 	}
-	closedir(d);
+	free(names);
+	close(dfd);
 	qsort(arr, (size_t)n, sizeof *arr, by_pid);
+	l->n = n;
 	return n;
 }
 
-static void render(struct gp_format_out *o, enum mode mode, int pid, const struct gp_statpage_info *infos, int n)
+static void render(struct gp_format_out *o, enum mode mode, int pid, const struct listing *l)
 {
 	static struct gp_format_proc procs[MAX_PAGES];
+	struct gp_format_skip skips[GP_SKIP_COUNT];
+	const struct gp_statpage_info *infos = l->infos;
+	int n = l->n;
 	for (int i = 0; i < n; i++)
 		procs[i] = (struct gp_format_proc){&infos[i].page, infos[i].stale, infos[i].inconsistent};
+	for (int r = 0; r < GP_SKIP_COUNT; r++)
+		skips[r] = (struct gp_format_skip){gp_statpage_skip_label((enum gp_statpage_skip)r), l->skipped[r]};
 	if (mode == MODE_JSON)
-		gp_format_json(o, procs, (size_t)n);
+		gp_format_json_listing(o, procs, (size_t)n, skips, GP_SKIP_COUNT);
 	else if (mode == MODE_PROMETHEUS)
-		gp_format_prometheus(o, procs, (size_t)n);
+		gp_format_prometheus(o, procs, (size_t)n, skips, GP_SKIP_COUNT);
 	else if (pid > 0)
 		gp_format_detail(o, &procs[0]);
 	else
@@ -161,15 +251,18 @@ static void render(struct gp_format_out *o, enum mode mode, int pid, const struc
 static int show(enum mode mode, int pid, double watch, long count)
 {
 	const char *dir = gp_statpage_dir();
-	struct gp_statpage_info *infos = calloc(MAX_PAGES, sizeof *infos);
+	static struct listing l;
+	l.infos = calloc(MAX_PAGES, sizeof *l.infos);
 	struct gp_format_out *o = malloc(sizeof *o);
-	if (!infos || !o) {
+	if (!l.infos || !o) {
 		fprintf(stderr, "gpupool-stat: out of memory\n");
 		return 1;
 	}
 	int status = 0;
 	for (long round = 0; !interrupted; round++) {
-		int n = load(dir, pid, &infos);
+		int n = load(dir, pid, &l);
+		if (mode == MODE_TABLE)
+			report_skips(&l);
 		gp_format_to_fd(o, STDOUT_FILENO);
 		if (watch > 0) {
 			time_t now = time(NULL);
@@ -185,7 +278,7 @@ static int show(enum mode mode, int pid, double watch, long count)
 			status = 1;
 		}
 		if (n >= 0 && (n > 0 || pid <= 0 || mode != MODE_TABLE))
-			render(o, mode, pid, infos, n);
+			render(o, mode, pid, &l);
 		gp_format_flush(o);
 		if (watch <= 0 || (count > 0 && round + 1 >= count))
 			break;
@@ -194,7 +287,7 @@ static int show(enum mode mode, int pid, double watch, long count)
 			;
 	}
 	free(o);
-	free(infos);
+	free(l.infos);
 	return status;
 }
 
@@ -260,18 +353,21 @@ static int release(int pid, double timeout)
 static int clean(void)
 {
 	const char *dir = gp_statpage_dir();
-	DIR *d = opendir(dir);
-	if (!d) {
-		fprintf(stderr, "gpupool-stat: %s: %s\n", dir, strerror(errno));
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct gp_statpage_name *names = NULL;
+	int count = dfd < 0 ? -errno : gp_statpage_scan(dfd, 0, &names);
+	if (count < 0) {
+		fprintf(stderr, "gpupool-stat: %s: %s\n", dir, strerror(-count));
+		if (dfd >= 0)
+			close(dfd);
 		return 0;
 	}
 	char why[512];
 	int removed = 0;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		if (gp_statpage_name_pid(e->d_name) < 0)
-			continue;
-		int rc = gp_statpage_clean_one(dirfd(d), e->d_name, geteuid(), why, sizeof why);
+	for (int i = 0; i < count; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "%s%d", GP_STATPAGE_NAME, names[i].pid);
+		int rc = gp_statpage_clean_one(dfd, name, geteuid(), why, sizeof why);
 		if (rc > 0) {
 			printf("%s\n", why);
 			removed++;
@@ -280,7 +376,8 @@ static int clean(void)
 				fprintf(stderr, "gpupool-stat: %s\n", why);
 		}
 	}
-	closedir(d);
+	free(names);
+	close(dfd);
 	printf("removed %d stale page%s from %s\n", removed, removed == 1 ? "" : "s", dir);
 	return 0;
 }

@@ -3,32 +3,14 @@
 # GPUPOOL_SHM_DIR; checks the table, the PID view, --json (python3), --prometheus,
 # --watch, --release (acked and idle), --clean, junk in the directory, the exit report.
 set -eu
-STAT=$1
-WRITER=$2
-D=$(mktemp -d)
-export GPUPOOL_SHM_DIR="$D/shm"
-mkdir "$GPUPOOL_SHM_DIR"
-WPID=
-IPID=
-cleanup() {
-	[ -n "$WPID" ] && kill -9 "$WPID" 2>/dev/null || true
-	[ -n "$IPID" ] && kill -9 "$IPID" 2>/dev/null || true
-	rm -rf "$D"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/stat_lib.sh"
 
-wait_ready() { # name
-	i=0
-	while ! grep -q ready "$D/$1.out" 2>/dev/null; do
-		i=$((i + 1)); [ $i -lt 500 ] || fail "writer $1 not ready"; sleep 0.02
-	done
-}
 # started here, not in a subshell, so that this shell can wait for them
 "$WRITER" 3000 >"$D/w.out" 2>"$D/w.err" &
 WPID=$!
 "$WRITER" 500 idle >"$D/idle.out" 2>"$D/idle.err" &
 IPID=$!
+HELPERS="$WPID $IPID"
 wait_ready w
 wait_ready idle
 
@@ -78,7 +60,8 @@ EOF
 "$STAT" --prometheus >"$D/prom" 2>/dev/null || fail "prometheus exit status"
 grep -q '^# TYPE gpupool_allocs_total counter$' "$D/prom" || fail "prom TYPE"
 grep -q "^gpupool_reserved_bytes{pid=\"$WPID\",comm=\"stat_writer\",device=\"1\"} [0-9]*$" "$D/prom" || fail "prom sample"
-bad=$(grep -v '^# \(HELP\|TYPE\) ' "$D/prom" | grep -cv '^gpupool_[a-z_]*{pid="[0-9]*",comm="[^"]*"\(,device="[0-9]*"\)\?} [0-9.]*$' || true)
+bad=$(grep -v '^# \(HELP\|TYPE\) ' "$D/prom" |
+	grep -cv '^gpupool_[a-z_]*{\(pid="[0-9]*",comm="[^"]*"\(,device="[0-9]*"\)\?\|reason="[a-z_]*"\)} [0-9.]*$' || true)
 [ "$bad" -eq 0 ] || fail "prom grammar: $bad bad lines"
 
 # watch: two refreshes with the ANSI clear
@@ -103,7 +86,7 @@ grep -q "removed gpupool.$IPID: pid $IPID is gone" "$D/clean" || fail "clean idl
 grep -q "removed gpupool.4000005" "$D/clean" || fail "clean junk"
 [ ! -e "$GPUPOOL_SHM_DIR/gpupool.$IPID" ] || fail "stale page still there"
 [ -e "$GPUPOOL_SHM_DIR/gpupool.$WPID" ] || fail "live page removed"
-IPID=
+helper_done "$IPID"
 
 # normal exit: the exit report, page unlinked
 kill -TERM "$WPID"
@@ -112,5 +95,5 @@ cat "$D/w.err"
 grep -q "report for pid $WPID (stat_writer)" "$D/w.err" || fail "exit report"
 grep -q "driver calls saved" "$D/w.err" || fail "exit report content"
 [ ! -e "$GPUPOOL_SHM_DIR/gpupool.$WPID" ] || fail "page not unlinked at exit"
-WPID=
+helper_done "$WPID"
 echo "stat_cli: all checks passed"

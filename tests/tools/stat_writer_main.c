@@ -1,7 +1,12 @@
 /* Helper process for the gpupool-stat CLI test: opens its page in $GPUPOOL_SHM_DIR, runs
  * N steps of pool work (tests/lib/stat_writer.h), prints "ready <pid>", then keeps answering release
  * requests (one step every 2 ms; "idle" as argv[2]: no steps, so requests time out) until
- * SIGTERM, when it prints the exit report to stderr and unlinks its page. Test code only. */
+ * SIGTERM, when it prints the exit report to stderr and unlinks its page.
+ * "forge even|odd NDEV PID...": writes a page for each PID instead (comm "forged", NDEV
+ * devices with 80 GiB reserved each; "odd": every slot's counter left odd, as by a writer
+ * that died mid-update) and exits. Test code only. */
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +16,7 @@
 
 #include "format.h"
 #include "stat_writer.h"
+#include "stats.h"
 
 static volatile sig_atomic_t stop;
 
@@ -20,8 +26,36 @@ static void on_term(int sig)
 	stop = 1;
 }
 
+static int forge(bool odd, int ndev, int npids, char **pids)
+{
+	static struct gpupool_page pg;
+	for (int i = 0; i < npids; i++) {
+		memset(&pg, 0, sizeof pg);
+		gp_statpage_init(&pg);
+		pg.pid = atoi(pids[i]);
+		memcpy(pg.comm, "forged", 7);
+		for (int d = 0; d < ndev && d < GPUPOOL_MAX_DEVICES; d++) {
+			struct gpupool_device_stats *s = gp_statpage_slot(&pg, d);
+			s->reserved_bytes = s->reserved_bytes_peak = 80ull << 30;
+			if (odd)
+				gp_stats_begin(s);
+		}
+		char path[4096];
+		snprintf(path, sizeof path, "%s/%s%d", gp_statpage_dir(), GP_STATPAGE_NAME, (int)pg.pid);
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
+		if (fd < 0 || write(fd, &pg, sizeof pg) != (ssize_t)sizeof pg) {
+			fprintf(stderr, "stat_writer: %s: %s\n", path, strerror(errno));
+			return 1;
+		}
+		close(fd);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 3 && strcmp(argv[1], "forge") == 0)
+		return forge(strcmp(argv[2], "odd") == 0, atoi(argv[3]), argc - 4, argv + 4);
 	long steps = argc > 1 ? atol(argv[1]) : 2000;
 	bool idle = argc > 2 && strcmp(argv[2], "idle") == 0;
 	signal(SIGTERM, on_term);

@@ -40,6 +40,9 @@ static void set(struct gpupool_device_stats *s, size_t off, uint64_t v) { memcpy
 static struct gpupool_page pages[2];
 static struct gp_format_proc procs[2];
 static char out[1 << 20];
+/* what a reader left out, for the listing views */
+static const struct gp_format_skip skips[] = {{"invalid", 2}, {"foreign", 3}, {"limit", 0}};
+#define NSKIPS (sizeof skips / sizeof skips[0])
 
 /* Two processes: pid 4242 "train" with devices 0 and 3 (distinct values in every field),
  * pid 77 with an awkward comm and one inconsistent slot; pid 77 is stale. */
@@ -125,6 +128,11 @@ static const char *render(void (*fn)(struct gp_format_out *, const struct gp_for
 	return out;
 }
 
+static void prometheus(struct gp_format_out *o, const struct gp_format_proc *p, size_t n)
+{
+	gp_format_prometheus(o, p, n, skips, NSKIPS);
+}
+
 static void test_table(void **state)
 {
 	(void)state;
@@ -202,7 +210,7 @@ static void test_json(void **state)
 	assert_true(fd >= 0);
 	struct gp_format_out o;
 	gp_format_to_fd(&o, fd);
-	gp_format_json(&o, procs, 2);
+	gp_format_json_listing(&o, procs, 2, skips, NSKIPS);
 	assert_int_equal(gp_format_flush(&o), 0);
 	close(fd);
 	char cmd[1024];
@@ -210,6 +218,7 @@ static void test_json(void **state)
 		 "python3 -c 'import json,sys\n"
 		 "d=json.load(open(sys.argv[1]))\n"
 		 "assert d[\"version\"]==1\n"
+		 "assert d[\"skipped_pages\"]==5 and d[\"skipped\"]=={\"invalid\":2,\"foreign\":3,\"limit\":0}\n"
 		 "for p in d[\"processes\"]:\n"
 		 "  print(\"P\", p[\"pid\"], json.dumps(p[\"comm\"]), p[\"stale\"], len(p[\"devices\"]))\n"
 		 "  for v in p[\"devices\"]:\n"
@@ -259,6 +268,13 @@ static void test_json(void **state)
 	assert_int_equal(procs_seen, 2);
 	assert_int_equal(inconsistent_seen, 1);
 	assert_int_equal(numbers, (int)(3 * per_dev + 1)); /* the inconsistent slot: device only */
+
+	/* one process's document (the exit report) has no reader, nothing skipped */
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_json(&o, procs, 1);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_null(strstr(out, "skipped"));
+	assert_string_equal(out + strlen(out) - 4, "\n]}\n");
 }
 
 static bool ends_with(const char *s, const char *suf)
@@ -272,7 +288,7 @@ static bool ends_with(const char *s, const char *suf)
 static void test_prometheus(void **state)
 {
 	(void)state;
-	const char *text = render(gp_format_prometheus, 2);
+	const char *text = render(prometheus, 2);
 	regex_t sample, help, type;
 	assert_int_equal(regcomp(&sample,
 				 "^([a-zA-Z_:][a-zA-Z0-9_:]*)"
@@ -283,7 +299,7 @@ static void test_prometheus(void **state)
 	assert_int_equal(regcomp(&help, "^# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) [^\n]+$", REG_EXTENDED), 0);
 	assert_int_equal(regcomp(&type, "^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (gauge|counter)$", REG_EXTENDED), 0);
 	char helped[128][96], typed[128][96], types[128][16];
-	int nhelp = 0, ntype = 0, samples = 0;
+	int nhelp = 0, ntype = 0, samples = 0, skipped = 0;
 	char *copy = strdup(text), *save = NULL;
 	for (char *ln = strtok_r(copy, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
 		regmatch_t m[10];
@@ -303,6 +319,16 @@ static void test_prometheus(void **state)
 			assert_int_equal(ntype + 1, nhelp);
 			assert_string_equal(typed[ntype], helped[ntype]);
 			ntype++;
+			continue;
+		}
+		char reason[32];
+		unsigned long count;
+		if (sscanf(ln, "gpupool_skipped_pages{reason=\"%31[a-z_]\"} %lu", reason, &count) == 2) {
+			assert_string_equal(typed[ntype - 1], "gpupool_skipped_pages");
+			assert_string_equal(types[ntype - 1], "gauge");
+			assert_string_equal(reason, skips[skipped].reason);
+			assert_int_equal(count, skips[skipped].count);
+			skipped++;
 			continue;
 		}
 		if (regexec(&sample, ln, 10, m, 0) != 0)
@@ -361,9 +387,10 @@ static void test_prometheus(void **state)
 	size_t families = 2; /* limit, start time */
 	for (size_t i = 0; i < NFIELDS; i++)
 		families += fields[i].gauge ? 2 : 1;
-	assert_int_equal(nhelp, (int)families);
-	assert_int_equal(ntype, (int)families);
+	assert_int_equal(nhelp, (int)families + 1); /* and skipped pages */
+	assert_int_equal(ntype, (int)families + 1);
 	assert_int_equal(samples, (int)((families - 1) * 3 + 2));
+	assert_int_equal(skipped, (int)NSKIPS);
 	/* the conventions the brief names */
 	assert_non_null(strstr(text, "# TYPE gpupool_allocs_total counter\n"));
 	assert_non_null(strstr(text, "# TYPE gpupool_requested_bytes_total counter\n"));
@@ -373,9 +400,71 @@ static void test_prometheus(void **state)
 
 	/* stale processes are left out */
 	procs[1].stale = true;
-	text = render(gp_format_prometheus, 2);
+	text = render(prometheus, 2);
 	procs[1].stale = false;
 	assert_null(strstr(text, "pid=\"77\""));
+}
+
+/* A hostile page may hold any value in any field: every formatter on extreme counters, with
+ * the derived figures (driver calls saved, hit rate) exact or saturated, never wrapped
+ * (UBSan in the sanitized build catches a signed overflow on the way). */
+static void test_extreme_values(void **state)
+{
+	(void)state;
+	static const uint64_t fill[] = {UINT64_MAX, (uint64_t)INT64_MAX, (uint64_t)INT64_MAX + 1, 0};
+	static const struct {
+		uint64_t allocs, frees, seg_allocs, seg_frees, hits, misses;
+		const char *saved, *rate;
+	} cases[] = {
+		{UINT64_MAX, 0, 0, 0, 0, 0, "18446744073709551615", "-"},
+		{UINT64_MAX, UINT64_MAX, 0, 0, UINT64_MAX, UINT64_MAX, "18446744073709551615", "50.0%"},
+		{(uint64_t)INT64_MAX, 0, UINT64_MAX, 0, UINT64_MAX, 2, "-9223372036854775808", "100.0%"},
+		{0, 0, UINT64_MAX, UINT64_MAX, 1, UINT64_MAX, "-18446744073709551615", "0.0%"},
+		{(uint64_t)INT64_MAX + 1, (uint64_t)INT64_MAX + 1, 1, 0, 3, 1, "18446744073709551614", "75.0%"},
+	};
+	static struct gpupool_page pg;
+	struct gp_format_out o;
+	char want[128];
+	for (size_t f = 0; f < sizeof fill / sizeof fill[0]; f++) {
+		for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+			memset(&pg, 0, sizeof pg);
+			gp_statpage_init(&pg);
+			pg.start_time_ns = fill[f];
+			pg.release_request = pg.release_done = fill[f];
+			for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
+				struct gpupool_device_stats *s = gp_statpage_slot(&pg, d);
+				assert_non_null(s);
+				s->limit_bytes = fill[f];
+				for (size_t i = 0; i < NFIELDS; i++) {
+					set(s, fields[i].off, fill[f]);
+					if (fields[i].gauge)
+						set(s, fields[i].peak_off, fill[f]);
+				}
+				s->allocs = cases[c].allocs;
+				s->frees = cases[c].frees;
+				s->segment_allocs = cases[c].seg_allocs;
+				s->segment_frees = cases[c].seg_frees;
+				s->hits = cases[c].hits;
+				s->misses = cases[c].misses;
+			}
+			struct gp_format_proc p = {&pg, false, 0};
+			gp_format_to_buf(&o, out, sizeof out);
+			gp_format_table(&o, &p, 1);
+			gp_format_detail(&o, &p);
+			gp_format_json(&o, &p, 1);
+			gp_format_prometheus(&o, &p, 1, NULL, 0);
+			assert_int_equal(gp_format_flush(&o), 0);
+			snprintf(want, sizeof want, "  %-24s %28s\n", "driver calls saved", cases[c].saved);
+			assert_non_null(strstr(out, want));
+
+			gp_format_to_buf(&o, out, sizeof out);
+			gp_format_report(&o, &pg);
+			assert_int_equal(gp_format_flush(&o), 0);
+			snprintf(want, sizeof want, "driver calls saved %s, hit rate %s,", cases[c].saved,
+				 cases[c].rate);
+			assert_non_null(strstr(out, want));
+		}
+	}
 }
 
 int main(void)
@@ -387,6 +476,7 @@ int main(void)
 		cmocka_unit_test_setup(test_detail_and_report, setup),
 		cmocka_unit_test_setup(test_json, setup),
 		cmocka_unit_test_setup(test_prometheus, setup),
+		cmocka_unit_test(test_extreme_values),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

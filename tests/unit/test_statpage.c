@@ -94,12 +94,12 @@ static void test_open_header(void **state)
 
 	struct gp_statpage_info *info = calloc(1, sizeof *info);
 	char why[256];
-	assert_int_equal(gp_statpage_read(dfd, name, geteuid(), info, why, sizeof why), 0);
+	assert_int_equal(gp_statpage_read(dfd, name, geteuid(), 0, info, why, sizeof why), 0);
 	assert_false(info->stale);
 	assert_int_equal(info->page.ndevices, 2);
 	assert_int_equal(info->page.dev[0].device, 3);
 	/* not owned by that uid: one line, skipped */
-	assert_int_equal(gp_statpage_read(dfd, name, 4242, info, why, sizeof why), -EPERM);
+	assert_int_equal(gp_statpage_read(dfd, name, 4242, 0, info, why, sizeof why), -EACCES);
 	assert_non_null(strstr(why, "owned by uid"));
 	/* clean keeps a live page */
 	assert_int_equal(gp_statpage_clean_one(dfd, name, geteuid(), why, sizeof why), 0);
@@ -144,17 +144,39 @@ static void check_slot(const struct gpupool_device_stats *s, struct gpupool_devi
 	*prev = *s;
 }
 
-static pid_t spawn_writer(bool answer, int *ready_fd)
+/* Forks a child that never outlives the test, even when it fails an assertion. In the
+ * child: returns 0 with *fd the end to call child_ready on. In the parent: returns the
+ * child's pid once it is ready, with *fd the other end (the caller closes it). */
+static pid_t fork_ready(int *fd)
 {
 	int p[2];
 	assert_int_equal(pipe(p), 0);
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		/* never outlive the test, even when it fails an assertion */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		alarm(60);
 		close(p[0]);
+		*fd = p[1];
+		return 0;
+	}
+	close(p[1]);
+	char c;
+	assert_int_equal(read(p[0], &c, 1), 1);
+	*fd = p[0];
+	return pid;
+}
+
+static void child_ready(int fd)
+{
+	if (write(fd, "r", 1) != 1)
+		_exit(4);
+}
+
+static pid_t spawn_writer(bool answer, int *ready_fd)
+{
+	pid_t pid = fork_ready(ready_fd);
+	if (pid == 0) {
 		struct gpupool_page *pg = gp_statpage_open();
 		static struct gp_test_writer w;
 		if (!pg || gp_test_writer_init(&w, pg, (unsigned)getpid()) != 0)
@@ -162,8 +184,7 @@ static pid_t spawn_writer(bool answer, int *ready_fd)
 		w.answer_release = answer;
 		for (int i = 0; i < 200; i++)
 			gp_test_writer_step(&w, pg);
-		if (write(p[1], "r", 1) != 1)
-			_exit(4);
+		child_ready(*ready_fd);
 		for (long i = 0;; i++) {
 			gp_test_writer_step(&w, pg);
 			if (!answer && i > 1000) {
@@ -172,10 +193,6 @@ static pid_t spawn_writer(bool answer, int *ready_fd)
 			}
 		}
 	}
-	close(p[1]);
-	char c;
-	assert_int_equal(read(p[0], &c, 1), 1);
-	*ready_fd = p[0];
 	return pid;
 }
 
@@ -194,7 +211,7 @@ static void test_writer_under_load(void **state)
 	struct timespec t0, t;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	do {
-		assert_int_equal(gp_statpage_read(dfd, name, geteuid(), info, why, sizeof why), 0);
+		assert_int_equal(gp_statpage_read(dfd, name, geteuid(), 0, info, why, sizeof why), 0);
 		assert_false(info->stale);
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		if (info->inconsistent) {
@@ -228,15 +245,15 @@ static void test_writer_under_load(void **state)
 		if (si.si_pid == pid)
 			break;
 	}
-	int rc = gp_statpage_read(dfd, name, geteuid(), info, why, sizeof why);
+	int rc = gp_statpage_read(dfd, name, geteuid(), 0, info, why, sizeof why);
 	assert_int_equal(rc, 0); /* a slot may be inconsistent if killed mid-update */
 	assert_true(info->stale);
 	assert_int_equal(waitpid(pid, NULL, 0), pid);
-	assert_int_equal(gp_statpage_read(dfd, name, geteuid(), info, why, sizeof why), 0);
+	assert_int_equal(gp_statpage_read(dfd, name, geteuid(), 0, info, why, sizeof why), 0);
 	assert_true(info->stale);
 	assert_int_equal(gp_statpage_clean_one(dfd, name, geteuid(), why, sizeof why), 1);
 	assert_non_null(strstr(why, "removed"));
-	assert_int_equal(gp_statpage_read(dfd, name, geteuid(), info, why, sizeof why), -ENOENT);
+	assert_int_equal(gp_statpage_read(dfd, name, geteuid(), 0, info, why, sizeof why), -ENOENT);
 	close(rfd);
 	free(info);
 }
@@ -256,7 +273,7 @@ static void test_inconsistent_slot(void **state)
 	close(fd);
 	struct gp_statpage_info *info = calloc(1, sizeof *info);
 	char why[256];
-	assert_int_equal(gp_statpage_read(dfd, "gpupool.4000001", geteuid(), info, why, sizeof why), 0);
+	assert_int_equal(gp_statpage_read(dfd, "gpupool.4000001", geteuid(), 0, info, why, sizeof why), 0);
 	assert_int_equal(info->inconsistent, 1);
 	assert_true(info->stale);
 	assert_int_equal(info->page.dev[1].allocs, 9);
@@ -276,7 +293,7 @@ static int poke(const char *name, struct gp_statpage_info *info)
 {
 	char why[512], out[1 << 14];
 	why[0] = '\0';
-	int rc = gp_statpage_read(dfd, name, geteuid(), info, why, sizeof why);
+	int rc = gp_statpage_read(dfd, name, geteuid(), 0, info, why, sizeof why);
 	if (rc == 0) {
 		struct gp_format_proc p = {&info->page, info->stale, info->inconsistent};
 		struct gp_format_out o;
@@ -284,7 +301,7 @@ static int poke(const char *name, struct gp_statpage_info *info)
 		gp_format_table(&o, &p, 1);
 		gp_format_detail(&o, &p);
 		gp_format_json(&o, &p, 1);
-		gp_format_prometheus(&o, &p, 1);
+		gp_format_prometheus(&o, &p, 1, NULL, 0);
 		gp_format_report(&o, &info->page);
 		gp_format_flush(&o);
 		assert_true(info->page.ndevices <= GPUPOOL_MAX_DEVICES);
@@ -394,11 +411,11 @@ static void test_fuzz_reader(void **state)
 	assert_int_equal(poke(name, info), -EINVAL);
 	close(sk);
 	assert_int_equal(unlinkat(dfd, name, 0), 0);
-	if (geteuid() == 0) { /* owned by nobody: root reads it, uid-checked readers skip it */
+	if (geteuid() == 0) { /* owned by nobody, of a dead pid: nobody can vouch for it */
 		write_file(name, valid, size);
 		assert_int_equal(fchownat(dfd, name, 65534, 65534, 0), 0);
-		assert_int_equal(poke(name, info), 0);
-		assert_int_equal(gp_statpage_read(dfd, name, 1000, info, why, sizeof why), -EPERM);
+		assert_int_equal(poke(name, info), -ESRCH);
+		assert_int_equal(gp_statpage_read(dfd, name, 1000, 0, info, why, sizeof why), -EACCES);
 		assert_non_null(strstr(why, "owned by uid 65534"));
 		assert_int_equal(gp_statpage_clean_one(dfd, name, 1000, why, sizeof why), 0);
 		assert_int_equal(unlinkat(dfd, name, 0), 0);
@@ -407,7 +424,7 @@ static void test_fuzz_reader(void **state)
 					    "gpupool.", "gpupool.12x", "gpupool", "xgpupool.1"};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
 		assert_int_equal(gp_statpage_name_pid(names[i]), -1);
-		assert_int_equal(gp_statpage_read(dfd, names[i], 0, info, why, sizeof why), -EINVAL);
+		assert_int_equal(gp_statpage_read(dfd, names[i], 0, 0, info, why, sizeof why), -EINVAL);
 	}
 	assert_int_equal(gp_statpage_name_pid("gpupool.2147483647"), 2147483647);
 	/* the pid in the page must match the name */
@@ -418,6 +435,182 @@ static void test_fuzz_reader(void **state)
 	free(info);
 	free(valid);
 	free(buf);
+}
+
+/* A valid page of `pid` (one active slot) at `name`, owned by the caller. */
+static void write_page(const char *name, int pid)
+{
+	static struct gpupool_page pg;
+	memset(&pg, 0, sizeof pg);
+	gp_statpage_init(&pg);
+	pg.pid = pid;
+	gp_statpage_slot(&pg, 0)->reserved_bytes = 80ull << 30;
+	write_file(name, &pg, sizeof pg);
+}
+
+static int read_rc(const char *name, uid_t uid, char *why, size_t wl)
+{
+	static struct gp_statpage_info info;
+	why[0] = '\0';
+	return gp_statpage_read(dfd, name, uid, 0, &info, why, wl);
+}
+
+/* A page counts only when its file's owner is the owner of the process its name gives
+ * (fstat on the descriptor against /proc/<pid>); a page of a process that is gone counts
+ * only when it is the reader's own file. As root, files are chowned to nobody to forge
+ * them and a child runs as nobody; otherwise pid 1 (root's) is the other user's process. */
+static void test_owner_rule(void **state)
+{
+	(void)state;
+	char why[512], name[32];
+	struct gpupool_page *m = NULL;
+	uint64_t req;
+	bool root = geteuid() == 0;
+	const uid_t nobody = 65534;
+
+	/* our own process: counts */
+	page_name(name, sizeof name, getpid());
+	write_page(name, getpid());
+	assert_int_equal(read_rc(name, geteuid(), why, sizeof why), 0);
+	if (root) { /* forged: owned by nobody, claiming this (root's) process */
+		assert_int_equal(fchownat(dfd, name, nobody, nobody, 0), 0);
+		assert_int_equal(read_rc(name, 0, why, sizeof why), -EPERM);
+		assert_non_null(strstr(why, "not owned by the user of process"));
+		assert_int_equal(gp_statpage_request_release(dfd, getpid(), 0, &m, &req, why, sizeof why), -EPERM);
+	}
+	assert_int_equal(unlinkat(dfd, name, 0), 0);
+
+	/* "init-forged": a page of ours claiming pid 1, which is root's */
+	if (!root) {
+		write_page("gpupool.1", 1);
+		assert_int_equal(read_rc("gpupool.1", geteuid(), why, sizeof why), -EPERM);
+		assert_non_null(strstr(why, "not owned by the user of process 1"));
+		assert_int_equal(read_rc("gpupool.1", 0, why, sizeof why), -EPERM);
+		assert_int_equal(gp_statpage_request_release(dfd, 1, geteuid(), &m, &req, why, sizeof why), -EPERM);
+		assert_int_equal(unlinkat(dfd, "gpupool.1", 0), 0);
+	} else {
+		/* a process of another user: root's file claiming it is forged, its user's is not */
+		int fd;
+		pid_t child = fork_ready(&fd);
+		if (child == 0) {
+			if (setgid(nobody) != 0 || setuid(nobody) != 0)
+				_exit(3);
+			/* setuid clears the dumpable flag, which makes /proc/<pid> root's */
+			prctl(PR_SET_DUMPABLE, 1);
+			child_ready(fd);
+			pause();
+			_exit(0);
+		}
+		close(fd);
+		page_name(name, sizeof name, child);
+		write_page(name, child);
+		assert_int_equal(read_rc(name, 0, why, sizeof why), -EPERM);
+		assert_int_equal(gp_statpage_request_release(dfd, child, 0, &m, &req, why, sizeof why), -EPERM);
+		assert_int_equal(fchownat(dfd, name, nobody, nobody, 0), 0);
+		assert_int_equal(read_rc(name, 0, why, sizeof why), 0);
+		assert_int_equal(gp_statpage_request_release(dfd, child, 0, &m, &req, why, sizeof why), 0);
+		gp_statpage_unmap(m);
+		assert_int_equal(unlinkat(dfd, name, 0), 0);
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+	}
+
+	/* a process that is gone: the reader's own leftover counts (stale); another user's
+	 * file cannot be checked against anything and is skipped */
+	write_page("gpupool.5000010", 5000010);
+	assert_int_equal(read_rc("gpupool.5000010", geteuid(), why, sizeof why), 0);
+	if (root) /* root reads it: the file must be root's */
+		assert_int_equal(fchownat(dfd, "gpupool.5000010", nobody, nobody, 0), 0);
+	assert_int_equal(read_rc("gpupool.5000010", 0, why, sizeof why), -ESRCH);
+	assert_non_null(strstr(why, "process 5000010 is gone"));
+	assert_int_equal(unlinkat(dfd, "gpupool.5000010", 0), 0);
+
+	/* the reasons callers count */
+	assert_int_equal(gp_statpage_skip_of(-EPERM), GP_SKIP_FOREIGN);
+	assert_int_equal(gp_statpage_skip_of(-ESRCH), GP_SKIP_UNVERIFIED);
+	assert_int_equal(gp_statpage_skip_of(-EACCES), GP_SKIP_OTHER_USER);
+	assert_int_equal(gp_statpage_skip_of(-EBADMSG), GP_SKIP_INVALID);
+	for (int r = 0; r < GP_SKIP_COUNT; r++) {
+		const char *l = gp_statpage_skip_label((enum gp_statpage_skip)r);
+		assert_true(strlen(l) > 0 && strspn(l, "abcdefghijklmnopqrstuvwxyz_") == strlen(l));
+		assert_true(strlen(gp_statpage_skip_text((enum gp_statpage_skip)r)) > 0);
+	}
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+/* Names come live processes first, then by pid, all of them; a page whose slots stay odd
+ * is waited for until the deadline when its process lives, not at all when it is gone. */
+static void test_scan_and_deadline(void **state)
+{
+	(void)state;
+	static struct gpupool_page pg;
+	static struct gp_statpage_info info;
+	char why[512], name[32];
+	const int dead[] = {5000023, 5000021, 5000022}; /* above PID_MAX_LIMIT (2^22): never live */
+	memset(&pg, 0, sizeof pg);
+	gp_statpage_init(&pg);
+	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++)
+		gp_stats_begin(gp_statpage_slot(&pg, d)); /* every slot odd: a writer died mid-update */
+	for (size_t i = 0; i < 3; i++) {
+		page_name(name, sizeof name, dead[i]);
+		pg.pid = dead[i];
+		write_file(name, &pg, sizeof pg);
+	}
+	page_name(name, sizeof name, getpid());
+	pg.pid = getpid();
+	write_file(name, &pg, sizeof pg);
+	write_file("gpupool.012", &pg, sizeof pg); /* not a page name */
+
+	struct gp_statpage_name *names;
+	assert_int_equal(gp_statpage_scan(dfd, 0, &names), 4);
+	assert_int_equal(names[0].pid, getpid());
+	assert_true(names[0].live);
+	for (int i = 1; i < 4; i++) {
+		assert_int_equal(names[i].pid, 5000020 + i);
+		assert_false(names[i].live);
+	}
+	free(names);
+	assert_int_equal(gp_statpage_scan(dfd, 5000022, &names), 1);
+	assert_int_equal(names[0].pid, 5000022);
+	free(names);
+	assert_int_equal(gp_statpage_scan(dfd, 5000029, &names), 0);
+	free(names);
+
+	/* our own (live) page: waited for until the deadline, then reported inconsistent */
+	uint64_t t0 = mono_ms();
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	uint64_t deadline = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec + 50000000ull;
+	assert_int_equal(gp_statpage_read(dfd, name, geteuid(), deadline, &info, why, sizeof why), 0);
+	uint64_t ms = mono_ms() - t0;
+	assert_int_equal(info.inconsistent, 0xffff);
+	assert_false(info.stale);
+	assert_true(ms >= 50 && ms < 1000);
+	t0 = mono_ms();
+	assert_int_equal(gp_statpage_read(dfd, name, geteuid(), 0, &info, why, sizeof why), 0);
+	ms = mono_ms() - t0;
+	assert_true(ms >= GP_STATPAGE_PATIENCE_NS / 1000000 && ms < 1000);
+	/* a dead writer's: no waiting at all */
+	t0 = mono_ms();
+	for (size_t i = 0; i < 3; i++) {
+		page_name(name, sizeof name, dead[i]);
+		assert_int_equal(gp_statpage_read(dfd, name, geteuid(), 0, &info, why, sizeof why), 0);
+		assert_true(info.stale);
+		assert_int_equal(info.inconsistent, 0xffff);
+		assert_int_equal(unlinkat(dfd, name, 0), 0);
+	}
+	ms = mono_ms() - t0;
+	print_message("3 stale pages with 16 odd slots each read in %llu ms\n", (unsigned long long)ms);
+	assert_true(ms < 100); /* they cost ~0.5 s each when every slot was waited for */
+	page_name(name, sizeof name, getpid());
+	assert_int_equal(unlinkat(dfd, name, 0), 0);
+	assert_int_equal(unlinkat(dfd, "gpupool.012", 0), 0);
 }
 
 static void test_release_round_trip(void **state)
@@ -493,6 +686,8 @@ int main(void)
 		cmocka_unit_test(test_writer_under_load),
 		cmocka_unit_test(test_inconsistent_slot),
 		cmocka_unit_test(test_fuzz_reader),
+		cmocka_unit_test(test_owner_rule),
+		cmocka_unit_test(test_scan_and_deadline),
 		cmocka_unit_test(test_release_round_trip),
 		cmocka_unit_test(test_forget_in_child),
 	};
