@@ -12,6 +12,7 @@
 
 #include "cudart.h"
 #include "log.h"
+#include "streamkey.h"
 
 static struct gp_cudart rt;
 static const struct gp_cudart *rt_ok;
@@ -131,18 +132,17 @@ void gp_cudart_after_fork(void)
 
 /* ---- stream keys ---------------------------------------------------------------------- */
 
-/* The legacy default stream is key 0. Each thread's per-thread default stream gets an odd
- * key (never a real handle, which is a pointer) from a process-wide serial. */
+/* The legacy default stream is key 0. Each thread's per-thread default stream gets a
+ * synthetic key (streamkey.h) from a process-wide serial. */
 static _Thread_local gp_stream my_ptds;
 static atomic_ulong ptds_serial;
 
 gp_stream gp_cudart_ptds_key(void)
 {
 	if (!my_ptds)
-		my_ptds = ((gp_stream)(atomic_fetch_add(&ptds_serial, 1) + 1) << 4) | 0x3;
+		my_ptds = gp_streamkey_make((gp_stream)(atomic_fetch_add(&ptds_serial, 1) + 1), GP_STREAMKEY_PTDS);
 	return my_ptds;
 }
-
 
 /* The handle this thread can use for a key, or NULL with *ok = false when the key is
  * another thread's per-thread stream. */
@@ -151,7 +151,7 @@ static cudaStream_t key_handle(gp_stream k, bool *ok)
 	*ok = true;
 	if (k == 0)
 		return cudaStreamLegacy;
-	if ((k & 0xf) == 0x3) {
+	if (gp_streamkey_tag(k) == GP_STREAMKEY_PTDS) {
 		if (k == my_ptds)
 			return cudaStreamPerThread;
 		*ok = false;

@@ -63,8 +63,8 @@ const atomic_int *gp_cudart_capture_counter(void);
 
 /* The stream key (gp_stream) of a runtime stream handle, as the calling thread names it.
  * `ptsz`: the call came through a _ptsz entry point, where stream 0 is the per-thread one.
- * The legacy default stream is key 0; a per-thread default stream gets an odd key from
- * gp_cudart_ptds_key() (never a real handle, which is a pointer). */
+ * The legacy default stream is key 0; a per-thread default stream gets a synthetic key
+ * from gp_cudart_ptds_key() (streamkey.h: never a real handle, which is a pointer). */
 gp_stream gp_cudart_ptds_key(void);
 static inline gp_stream gp_cudart_stream_key(cudaStream_t s, bool ptsz)
 {
