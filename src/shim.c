@@ -14,12 +14,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend_cuda.h"
+#include "capture.h"
 #include "config.h"
-#include "cudart.h"
 #include "cxx_error.h"
 #include "format.h"
+#include "last_error.h"
 #include "log.h"
 #include "pool.h"
+#include "runtime.h"
 #include "statpage.h"
 #include "stats.h"
 #include "trace.h"
@@ -29,7 +32,7 @@ enum { ST_NONE = 0, ST_BUSY = 1, ST_READY = 2 };
 static struct {
 	atomic_int state;
 	pthread_mutex_t init_lock;
-	const struct gp_cudart *rt; /* NULL: no runtime, everything passes through */
+	const struct gp_runtime *rt; /* NULL: no runtime, everything passes through */
 	struct gp_config cfg;
 	bool off;                    /* disabled, or no runtime */
 	bool refuse;                 /* strict mode with a bad knob: allocations fail */
@@ -41,7 +44,7 @@ static struct {
 	struct gpupool_page *page;   /* the shared page, or `local` */
 	struct gpupool_page local;
 	bool page_shared;
-	const atomic_int *captures;  /* stream captures in progress (backend_cuda.c) */
+	const atomic_int *captures;  /* stream captures in progress (capture.c) */
 	uint64_t release_seen;
 	bool tracing;
 	bool atexit_set;
@@ -75,8 +78,8 @@ static void init_once(void)
 	int rc = gp_config_parse(&S.cfg, env_get);
 	gp_log_set_level(S.cfg.log_level);
 	S.refuse = rc != 0;
-	S.rt = gp_cudart_get();
-	S.captures = gp_cudart_capture_counter();
+	S.rt = gp_runtime_get();
+	S.captures = gp_capture_counter();
 	S.off = S.cfg.disable || !S.rt;
 	if (S.refuse)
 		gp_log(GP_LOG_ERROR, "GPUPOOL_CONF has a bad value and strict mode is on: every cudaMalloc and "
@@ -196,7 +199,7 @@ static gp_pool *pool_create(int dev)
 	struct gp_pool_params prm;
 	gp_config_pool_params(&S.cfg, dtotal, &prm);
 	struct gpupool_device_stats *slot = gp_statpage_slot(S.page, dev);
-	if (!slot || gp_pool_create(&p, dev, &prm, gp_cudart_backend(), slot) != 0) {
+	if (!slot || gp_pool_create(&p, dev, &prm, gp_cuda_backend(), slot) != 0) {
 		gp_log(GP_LOG_WARN, "device %d: cannot create a pool; passing its calls through", dev);
 		p = NULL;
 		goto out;
@@ -366,12 +369,12 @@ cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call
 		return e;
 	}
 	bool sync = call == GP_CALL_SYNC;
-	gp_stream key = sync ? GP_NO_STREAM : gp_cudart_stream_key(s, call == GP_CALL_ASYNC_PTSZ);
+	gp_stream key = sync ? GP_NO_STREAM : gp_cuda_stream_key(s, call == GP_CALL_ASYNC_PTSZ);
 	uintptr_t a = 0;
 	char msg[256];
 	if (pool_alloc(p, dev, size, key, sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC, sync ? 0 : s, &a, msg,
 		       sizeof msg) != 0) {
-		gp_cudart_set_last_error(cudaErrorMemoryAllocation);
+		gp_last_error_set(cudaErrorMemoryAllocation);
 		gp_log(GP_LOG_WARN, "%s", msg);
 		return cudaErrorMemoryAllocation;
 	}
@@ -388,7 +391,7 @@ cudaError_t gp_shim_free(void *ptr, cudaStream_t s, enum gp_call call)
 	}
 	uint64_t t0 = S.tracing ? gp_trace_now_ns() : 0;
 	int dev = current_device();
-	gp_stream key = call == GP_CALL_SYNC ? GP_NO_STREAM : gp_cudart_stream_key(s, call == GP_CALL_ASYNC_PTSZ);
+	gp_stream key = call == GP_CALL_SYNC ? GP_NO_STREAM : gp_cuda_stream_key(s, call == GP_CALL_ASYNC_PTSZ);
 	int rc = -ENOENT, owner = -1;
 	gp_pool *p = dev >= 0 ? atomic_load(&S.pools[dev]) : NULL;
 	bool cap = false;
@@ -425,7 +428,7 @@ cudaError_t gp_shim_free(void *ptr, cudaStream_t s, enum gp_call call)
 				    "ignored, returning cudaErrorInvalidValue",
 		       call == GP_CALL_SYNC ? "cudaFree" : "cudaFreeAsync", ptr);
 		e = cudaErrorInvalidValue;
-		gp_cudart_set_last_error(e);
+		gp_last_error_set(e);
 	} else if (call == GP_CALL_SYNC && S.fence_started) {
 		fence_wake();
 	}
@@ -484,7 +487,7 @@ cudaError_t gp_shim_ipc_get_mem_handle(cudaIpcMemHandle_t *handle, void *ptr)
 		       "whole segment: lower it (e.g. medium_max:1M) for smaller ones, or run with GPUPOOL_DISABLE=1",
 		       ptr, (size_t)bi.size, (size_t)((uintptr_t)ptr - bi.segment), (size_t)bi.segment_size,
 		       S.cfg.medium_max);
-		gp_cudart_set_last_error(cudaErrorInvalidValue);
+		gp_last_error_set(cudaErrorInvalidValue);
 		return cudaErrorInvalidValue;
 	}
 	return S.rt->IpcGetMemHandle(handle, ptr);
@@ -494,11 +497,11 @@ cudaError_t gp_shim_begin_capture(cudaStream_t s, enum cudaStreamCaptureMode mod
 {
 	if (!ready() && !S.rt)
 		return cudaErrorInitializationError;
-	gp_cudart_capture_begin();
+	gp_capture_begin();
 	cudaError_t e = ptsz && S.rt->StreamBeginCapture_ptsz ? S.rt->StreamBeginCapture_ptsz(s, mode)
 							   : S.rt->StreamBeginCapture(s, mode);
 	if (e != cudaSuccess)
-		gp_cudart_capture_end();
+		gp_capture_end();
 	return e;
 }
 
@@ -513,14 +516,14 @@ cudaError_t gp_shim_end_capture(cudaStream_t s, cudaGraph_t *graph, bool ptsz)
 							   : S.rt->StreamEndCapture(s, graph);
 	/* the capture is over whatever EndCapture says, if it was one */
 	if (q != cudaSuccess || cs != cudaStreamCaptureStatusNone)
-		gp_cudart_capture_end();
+		gp_capture_end();
 	return e;
 }
 
 cudaError_t gp_shim_stream_destroy(cudaStream_t s)
 {
 	if (ready() && s && s != cudaStreamLegacy && s != cudaStreamPerThread) {
-		gp_stream key = gp_cudart_stream_key(s, false);
+		gp_stream key = gp_cuda_stream_key(s, false);
 		for (int d = 0; d < S.ndev; d++) {
 			gp_pool *p = atomic_load(&S.pools[d]);
 			if (p)
@@ -591,7 +594,7 @@ void *gp_shim_torch_malloc(size_t size, int device, cudaStream_t stream)
 		(void)S.rt->SetDevice(device);
 	uintptr_t a = 0;
 	char msg[256] = "gpupool: ", *why = msg + 9;
-	int rc = pool_alloc(p, device, size, gp_cudart_stream_key(stream, false), GP_TRACE_MALLOC_ASYNC, stream, &a,
+	int rc = pool_alloc(p, device, size, gp_cuda_stream_key(stream, false), GP_TRACE_MALLOC_ASYNC, stream, &a,
 			    why, sizeof msg - 9);
 	if (cur != device)
 		(void)S.rt->SetDevice(cur);
@@ -600,7 +603,7 @@ void *gp_shim_torch_malloc(size_t size, int device, cudaStream_t stream)
 	/* PyTorch does not check for NULL: a tensor at address 0 would fault in the first kernel
 	 * that touches it. Throw, as PyTorch's own allocator does; it becomes a RuntimeError. */
 	gp_cxx_throw(msg); /* returns only without a C++ runtime */
-	gp_cudart_set_last_error(cudaErrorMemoryAllocation);
+	gp_last_error_set(cudaErrorMemoryAllocation);
 	gp_log(GP_LOG_WARN, "%s", why);
 	return NULL;
 }
@@ -611,7 +614,7 @@ void gp_shim_torch_free(void *ptr, int device, cudaStream_t stream)
 		return;
 	uint64_t t0 = S.tracing ? gp_trace_now_ns() : 0;
 	gp_pool *p = atomic_load(&S.pools[device]);
-	int rc = p ? gp_pool_free(p, (uintptr_t)ptr, gp_cudart_stream_key(stream, false)) : -ENOENT;
+	int rc = p ? gp_pool_free(p, (uintptr_t)ptr, gp_cuda_stream_key(stream, false)) : -ENOENT;
 	if (rc != 0)
 		gp_log(GP_LOG_WARN, "gpupool_free(%p): not a live gpupool allocation of device %d; ignored", ptr, device);
 	else if (S.tracing)
@@ -676,7 +679,7 @@ static void at_exit_report(void)
 static void at_fork_child(void)
 {
 	pthread_mutex_init(&S.init_lock, NULL);
-	gp_cudart_after_fork();
+	gp_capture_after_fork();
 	atomic_store(&S.fencing, 0);
 	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
 		gp_pool *p = atomic_exchange(&S.pools[d], NULL);
