@@ -122,7 +122,8 @@ static int cu_stream_wait(void *ctx, int device, gp_stream from, gp_stream to)
 	cudaEvent_t ev;
 	if (rt->EventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
 		goto fail;
-	if (rt->EventRecord(ev, f) != cudaSuccess || rt->StreamWaitEvent(t, ev, 0) != cudaSuccess) {
+	if (rt->variant[GP_RT_PLAIN].EventRecord(ev, f) != cudaSuccess ||
+	    rt->variant[GP_RT_PLAIN].StreamWaitEvent(t, ev, 0) != cudaSuccess) {
 		(void)rt->EventDestroy(ev);
 		goto fail;
 	}

@@ -57,12 +57,19 @@ static void resolve(void)
 		}                                                                      \
 		memcpy(&rt.field, &s_, sizeof s_);                                     \
 	} while (0)
+	/* both variants of an entry point that takes a stream; the plain one is required, and
+	 * serves as the _ptsz one where the runtime has none */
+#define STREAMED(field)                                                               \
+	do {                                                                          \
+		SYM(variant[GP_RT_PLAIN].field, "cuda" #field, 1);                    \
+		SYM(variant[GP_RT_PTSZ].field, "cuda" #field "_ptsz", 0);             \
+		if (!rt.variant[GP_RT_PTSZ].field)                                    \
+			rt.variant[GP_RT_PTSZ].field = rt.variant[GP_RT_PLAIN].field; \
+	} while (0)
 	SYM(Malloc, "cudaMalloc", 1);
 	SYM(Free, "cudaFree", 1);
-	SYM(MallocAsync, "cudaMallocAsync", 1);
-	SYM(MallocAsync_ptsz, "cudaMallocAsync_ptsz", 0);
-	SYM(FreeAsync, "cudaFreeAsync", 1);
-	SYM(FreeAsync_ptsz, "cudaFreeAsync_ptsz", 0);
+	STREAMED(MallocAsync);
+	STREAMED(FreeAsync);
 	SYM(GetDevice, "cudaGetDevice", 1);
 	SYM(SetDevice, "cudaSetDevice", 1);
 	SYM(GetDeviceCount, "cudaGetDeviceCount", 1);
@@ -71,21 +78,17 @@ static void resolve(void)
 	SYM(PeekAtLastError, "cudaPeekAtLastError", 1);
 	SYM(MemGetInfo, "cudaMemGetInfo", 1);
 	SYM(EventCreateWithFlags, "cudaEventCreateWithFlags", 1);
-	SYM(EventRecord, "cudaEventRecord", 1);
-	SYM(EventRecord_ptsz, "cudaEventRecord_ptsz", 0);
+	STREAMED(EventRecord);
 	SYM(EventDestroy, "cudaEventDestroy", 1);
-	SYM(StreamWaitEvent, "cudaStreamWaitEvent", 1);
-	SYM(StreamWaitEvent_ptsz, "cudaStreamWaitEvent_ptsz", 0);
-	SYM(StreamIsCapturing, "cudaStreamIsCapturing", 1);
-	SYM(StreamIsCapturing_ptsz, "cudaStreamIsCapturing_ptsz", 0);
-	SYM(StreamBeginCapture, "cudaStreamBeginCapture", 1);
-	SYM(StreamBeginCapture_ptsz, "cudaStreamBeginCapture_ptsz", 0);
-	SYM(StreamEndCapture, "cudaStreamEndCapture", 1);
-	SYM(StreamEndCapture_ptsz, "cudaStreamEndCapture_ptsz", 0);
+	STREAMED(StreamWaitEvent);
+	STREAMED(StreamIsCapturing);
+	STREAMED(StreamBeginCapture);
+	STREAMED(StreamEndCapture);
 	SYM(StreamDestroy, "cudaStreamDestroy", 1);
 	SYM(ThreadExchangeStreamCaptureMode, "cudaThreadExchangeStreamCaptureMode", 0);
 	SYM(IpcGetMemHandle, "cudaIpcGetMemHandle", 0);
 	SYM(DeviceReset, "cudaDeviceReset", 0);
+#undef STREAMED
 #undef SYM
 	rt_ok = &rt;
 }

@@ -6,13 +6,25 @@
 
 #include <cuda_runtime_api.h>
 
+/* The entry points that come in two variants, which differ in what stream 0 names: the
+ * plain ones (the legacy default stream) and the _ptsz ones (the calling thread's
+ * per-thread default stream). Where the runtime lacks a _ptsz entry point, its slot holds
+ * the plain one: callers pick the slot for their call's variant and call it. */
+enum gp_runtime_variant { GP_RT_PLAIN = 0, GP_RT_PTSZ = 1 };
+
+struct gp_runtime_streamed {
+	cudaError_t (*MallocAsync)(void **, size_t, cudaStream_t);
+	cudaError_t (*FreeAsync)(void *, cudaStream_t);
+	cudaError_t (*EventRecord)(cudaEvent_t, cudaStream_t);
+	cudaError_t (*StreamWaitEvent)(cudaStream_t, cudaEvent_t, unsigned);
+	cudaError_t (*StreamIsCapturing)(cudaStream_t, enum cudaStreamCaptureStatus *);
+	cudaError_t (*StreamBeginCapture)(cudaStream_t, enum cudaStreamCaptureMode);
+	cudaError_t (*StreamEndCapture)(cudaStream_t, cudaGraph_t *);
+};
+
 struct gp_runtime {
 	cudaError_t (*Malloc)(void **, size_t);
 	cudaError_t (*Free)(void *);
-	cudaError_t (*MallocAsync)(void **, size_t, cudaStream_t);
-	cudaError_t (*MallocAsync_ptsz)(void **, size_t, cudaStream_t);
-	cudaError_t (*FreeAsync)(void *, cudaStream_t);
-	cudaError_t (*FreeAsync_ptsz)(void *, cudaStream_t);
 	cudaError_t (*GetDevice)(int *);
 	cudaError_t (*SetDevice)(int);
 	cudaError_t (*GetDeviceCount)(int *);
@@ -21,21 +33,14 @@ struct gp_runtime {
 	cudaError_t (*PeekAtLastError)(void);
 	cudaError_t (*MemGetInfo)(size_t *, size_t *);
 	cudaError_t (*EventCreateWithFlags)(cudaEvent_t *, unsigned);
-	cudaError_t (*EventRecord)(cudaEvent_t, cudaStream_t);
-	cudaError_t (*EventRecord_ptsz)(cudaEvent_t, cudaStream_t);
 	cudaError_t (*EventDestroy)(cudaEvent_t);
-	cudaError_t (*StreamWaitEvent)(cudaStream_t, cudaEvent_t, unsigned);
-	cudaError_t (*StreamWaitEvent_ptsz)(cudaStream_t, cudaEvent_t, unsigned);
-	cudaError_t (*StreamIsCapturing)(cudaStream_t, enum cudaStreamCaptureStatus *);
-	cudaError_t (*StreamIsCapturing_ptsz)(cudaStream_t, enum cudaStreamCaptureStatus *);
-	cudaError_t (*StreamBeginCapture)(cudaStream_t, enum cudaStreamCaptureMode);
-	cudaError_t (*StreamBeginCapture_ptsz)(cudaStream_t, enum cudaStreamCaptureMode);
-	cudaError_t (*StreamEndCapture)(cudaStream_t, cudaGraph_t *);
-	cudaError_t (*StreamEndCapture_ptsz)(cudaStream_t, cudaGraph_t *);
 	cudaError_t (*StreamDestroy)(cudaStream_t);
+	/* optional: NULL where the runtime lacks them */
 	cudaError_t (*ThreadExchangeStreamCaptureMode)(enum cudaStreamCaptureMode *);
 	cudaError_t (*IpcGetMemHandle)(cudaIpcMemHandle_t *, void *);
 	cudaError_t (*DeviceReset)(void);
+	/* indexed by enum gp_runtime_variant; every slot is set */
+	struct gp_runtime_streamed variant[2];
 };
 
 /* Resolves the table on first use (pthread_once; thread-safe). Returns NULL when no

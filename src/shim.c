@@ -274,22 +274,25 @@ static void count_passthrough(int dev, bool alloc)
 
 /* ---- the hooks' bodies ------------------------------------------------------------------ */
 
+/* The runtime's entry points of the variant of `call` (stream 0 names the per-thread
+ * default stream in the _ptsz one). */
+static inline const struct gp_runtime_streamed *variant(enum gp_call call)
+{
+	return &S.rt->variant[call == GP_CALL_ASYNC_PTSZ ? GP_RT_PTSZ : GP_RT_PLAIN];
+}
+
 static cudaError_t real_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call call)
 {
 	if (call == GP_CALL_SYNC)
 		return S.rt->Malloc(ptr, size);
-	if (call == GP_CALL_ASYNC_PTSZ && S.rt->MallocAsync_ptsz)
-		return S.rt->MallocAsync_ptsz(ptr, size, s);
-	return S.rt->MallocAsync(ptr, size, s);
+	return variant(call)->MallocAsync(ptr, size, s);
 }
 
 static cudaError_t real_free(void *ptr, cudaStream_t s, enum gp_call call)
 {
 	if (call == GP_CALL_SYNC)
 		return S.rt->Free(ptr);
-	if (call == GP_CALL_ASYNC_PTSZ && S.rt->FreeAsync_ptsz)
-		return S.rt->FreeAsync_ptsz(ptr, s);
-	return S.rt->FreeAsync(ptr, s);
+	return variant(call)->FreeAsync(ptr, s);
 }
 
 /* Is `s` capturing? cudaSuccess and *yes, or the runtime's error for the stream (an invalid
@@ -301,9 +304,7 @@ static cudaError_t capturing(cudaStream_t s, enum gp_call call, bool *yes)
 	if (call == GP_CALL_SYNC || atomic_load_explicit(S.captures, memory_order_relaxed) == 0)
 		return cudaSuccess;
 	enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-	cudaError_t e = call == GP_CALL_ASYNC_PTSZ && S.rt->StreamIsCapturing_ptsz
-				? S.rt->StreamIsCapturing_ptsz(s, &cs)
-				: S.rt->StreamIsCapturing(s, &cs);
+	cudaError_t e = variant(call)->StreamIsCapturing(s, &cs);
 	*yes = e == cudaSuccess && cs != cudaStreamCaptureStatusNone;
 	return e;
 }
@@ -498,8 +499,7 @@ cudaError_t gp_shim_begin_capture(cudaStream_t s, enum cudaStreamCaptureMode mod
 	if (!ready() && !S.rt)
 		return cudaErrorInitializationError;
 	gp_capture_begin();
-	cudaError_t e = ptsz && S.rt->StreamBeginCapture_ptsz ? S.rt->StreamBeginCapture_ptsz(s, mode)
-							   : S.rt->StreamBeginCapture(s, mode);
+	cudaError_t e = S.rt->variant[ptsz ? GP_RT_PTSZ : GP_RT_PLAIN].StreamBeginCapture(s, mode);
 	if (e != cudaSuccess)
 		gp_capture_end();
 	return e;
@@ -509,11 +509,10 @@ cudaError_t gp_shim_end_capture(cudaStream_t s, cudaGraph_t *graph, bool ptsz)
 {
 	if (!ready() && !S.rt)
 		return cudaErrorInitializationError;
+	const struct gp_runtime_streamed *v = &S.rt->variant[ptsz ? GP_RT_PTSZ : GP_RT_PLAIN];
 	enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-	cudaError_t q = ptsz && S.rt->StreamIsCapturing_ptsz ? S.rt->StreamIsCapturing_ptsz(s, &cs)
-							  : S.rt->StreamIsCapturing(s, &cs);
-	cudaError_t e = ptsz && S.rt->StreamEndCapture_ptsz ? S.rt->StreamEndCapture_ptsz(s, graph)
-							   : S.rt->StreamEndCapture(s, graph);
+	cudaError_t q = v->StreamIsCapturing(s, &cs);
+	cudaError_t e = v->StreamEndCapture(s, graph);
 	/* the capture is over whatever EndCapture says, if it was one */
 	if (q != cudaSuccess || cs != cudaStreamCaptureStatusNone)
 		gp_capture_end();
