@@ -54,16 +54,16 @@ static int cu_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
 	/* While a stream captures in global mode, cudaMalloc from any thread would be refused
 	 * and would invalidate the capture; in this thread's relaxed mode it is allowed, and a
 	 * new segment has nothing to do with the captured work. */
-	enum cudaStreamCaptureMode mode = gp_capture_relax_begin();
+	enum cudaStreamCaptureMode mode = gp_capture_relax_begin(rt);
 	cudaError_t e = rt->Malloc(&p, size);
 	if (e != cudaSuccess) {
 		/* the pool may recover (release, retry): leave no stale error behind, and
 		 * the program's own pending error as it was */
 		gp_last_error_restore(before);
-		gp_capture_relax_end(mode);
+		gp_capture_relax_end(rt, mode);
 		return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
 	}
-	gp_capture_relax_end(mode);
+	gp_capture_relax_end(rt, mode);
 	*addr = (uintptr_t)p;
 	return 0;
 }
@@ -94,9 +94,9 @@ static int cu_device_sync(void *ctx, int device)
 		cur = -1;
 	if (cur != device)
 		(void)rt->SetDevice(device);
-	enum cudaStreamCaptureMode mode = gp_capture_relax_begin();
+	enum cudaStreamCaptureMode mode = gp_capture_relax_begin(rt);
 	cudaError_t e = rt->DeviceSynchronize();
-	gp_capture_relax_end(mode);
+	gp_capture_relax_end(rt, mode);
 	if (cur >= 0 && cur != device)
 		(void)rt->SetDevice(cur);
 	gp_capture_gate_leave();

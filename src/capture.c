@@ -41,19 +41,17 @@ bool gp_capture_gate_enter(void)
 
 void gp_capture_gate_leave(void) { pthread_mutex_unlock(&gate); }
 
-enum cudaStreamCaptureMode gp_capture_relax_begin(void)
+enum cudaStreamCaptureMode gp_capture_relax_begin(const struct gp_runtime *rt)
 {
-	const struct gp_runtime *rt = gp_runtime_get();
 	enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-	if (rt && rt->ThreadExchangeStreamCaptureMode)
+	if (rt->ThreadExchangeStreamCaptureMode)
 		(void)rt->ThreadExchangeStreamCaptureMode(&mode);
 	return mode;
 }
 
-void gp_capture_relax_end(enum cudaStreamCaptureMode mode)
+void gp_capture_relax_end(const struct gp_runtime *rt, enum cudaStreamCaptureMode mode)
 {
-	const struct gp_runtime *rt = gp_runtime_get();
-	if (rt && rt->ThreadExchangeStreamCaptureMode)
+	if (rt->ThreadExchangeStreamCaptureMode)
 		(void)rt->ThreadExchangeStreamCaptureMode(&mode);
 }
 

@@ -25,9 +25,10 @@ void gp_capture_gate_leave(void);
 
 /* Runs the calling thread in relaxed capture mode until gp_capture_relax_end(the returned
  * mode): the calls gpupool makes on its own behalf must not be refused (and invalidate a
- * capture) because another thread captures in global mode. Needs the resolved runtime. */
-enum cudaStreamCaptureMode gp_capture_relax_begin(void);
-void gp_capture_relax_end(enum cudaStreamCaptureMode mode);
+ * capture) because another thread captures in global mode. `rt`: the resolved runtime. */
+struct gp_runtime;
+enum cudaStreamCaptureMode gp_capture_relax_begin(const struct gp_runtime *rt);
+void gp_capture_relax_end(const struct gp_runtime *rt, enum cudaStreamCaptureMode mode);
 
 /* In a forked child: no capture of the parent's is ours, and the gate may have been held
  * by a parent thread that does not exist here. */
