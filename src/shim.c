@@ -27,11 +27,8 @@
 #include "stats.h"
 #include "trace.h"
 
-enum { ST_NONE = 0, ST_BUSY = 1, ST_READY = 2 };
-
 static struct {
-	atomic_int state;
-	pthread_mutex_t init_lock;
+	pthread_once_t once;
 	const struct gp_runtime *rt; /* NULL: no runtime, everything passes through */
 	struct gp_config cfg;
 	bool off;                    /* disabled, or no runtime */
@@ -60,7 +57,7 @@ static struct {
 	gp_pool *parked_pools[64];   /* the latest pools abandoned by cudaDeviceReset, kept */
 	unsigned nparked;
 } S = {
-	.init_lock = PTHREAD_MUTEX_INITIALIZER,
+	.once = PTHREAD_ONCE_INIT,
 	.pools_lock = PTHREAD_MUTEX_INITIALIZER,
 	.fence_lock = PTHREAD_MUTEX_INITIALIZER,
 	.fence_cond = PTHREAD_COND_INITIALIZER,
@@ -98,17 +95,12 @@ static void init_once(void)
 	pthread_atfork(NULL, NULL, at_fork_child);
 }
 
+/* Initialises on the first call. pthread_once: after that, one load. A child forked while
+ * another thread was inside init_once runs it again (glibc's pthread_once restarts an
+ * initialisation left in progress by a fork). */
 static inline bool ready(void)
 {
-	if (__builtin_expect(atomic_load_explicit(&S.state, memory_order_acquire) == ST_READY, 1))
-		return !S.off;
-	pthread_mutex_lock(&S.init_lock);
-	if (atomic_load(&S.state) != ST_READY) {
-		atomic_store(&S.state, ST_BUSY);
-		init_once();
-		atomic_store_explicit(&S.state, ST_READY, memory_order_release);
-	}
-	pthread_mutex_unlock(&S.init_lock);
+	pthread_once(&S.once, init_once);
 	return !S.off;
 }
 
@@ -677,7 +669,6 @@ static void at_exit_report(void)
  * parent's pools, possibly locked by threads that no longer exist here, are left alone. */
 static void at_fork_child(void)
 {
-	pthread_mutex_init(&S.init_lock, NULL);
 	gp_capture_after_fork();
 	atomic_store(&S.fencing, 0);
 	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
