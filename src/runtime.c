@@ -57,19 +57,19 @@ static void resolve(void)
 		}                                                                      \
 		memcpy(&rt.field, &s_, sizeof s_);                                     \
 	} while (0)
-	/* both variants of an entry point that takes a stream; the plain one is required, and
-	 * serves as the _ptsz one where the runtime has none */
-#define STREAMED(field)                                                               \
+	/* both variants of an entry point that takes a stream: `name` and name_ptsz, which is
+	 * optional; where the runtime lacks it, the plain one serves in its slot */
+#define STREAMED(field, name, required)                                               \
 	do {                                                                          \
-		SYM(variant[GP_RT_PLAIN].field, "cuda" #field, 1);                    \
-		SYM(variant[GP_RT_PTSZ].field, "cuda" #field "_ptsz", 0);             \
+		SYM(variant[GP_RT_PLAIN].field, name, required);                      \
+		SYM(variant[GP_RT_PTSZ].field, name "_ptsz", 0);                      \
 		if (!rt.variant[GP_RT_PTSZ].field)                                    \
 			rt.variant[GP_RT_PTSZ].field = rt.variant[GP_RT_PLAIN].field; \
 	} while (0)
 	SYM(Malloc, "cudaMalloc", 1);
 	SYM(Free, "cudaFree", 1);
-	STREAMED(MallocAsync);
-	STREAMED(FreeAsync);
+	STREAMED(MallocAsync, "cudaMallocAsync", 1);
+	STREAMED(FreeAsync, "cudaFreeAsync", 1);
 	SYM(GetDevice, "cudaGetDevice", 1);
 	SYM(SetDevice, "cudaSetDevice", 1);
 	SYM(GetDeviceCount, "cudaGetDeviceCount", 1);
@@ -78,12 +78,12 @@ static void resolve(void)
 	SYM(PeekAtLastError, "cudaPeekAtLastError", 1);
 	SYM(MemGetInfo, "cudaMemGetInfo", 1);
 	SYM(EventCreateWithFlags, "cudaEventCreateWithFlags", 1);
-	STREAMED(EventRecord);
+	STREAMED(EventRecord, "cudaEventRecord", 1);
 	SYM(EventDestroy, "cudaEventDestroy", 1);
-	STREAMED(StreamWaitEvent);
-	STREAMED(StreamIsCapturing);
-	STREAMED(StreamBeginCapture);
-	STREAMED(StreamEndCapture);
+	STREAMED(StreamWaitEvent, "cudaStreamWaitEvent", 1);
+	STREAMED(StreamIsCapturing, "cudaStreamIsCapturing", 1);
+	STREAMED(StreamBeginCapture, "cudaStreamBeginCapture", 1);
+	STREAMED(StreamEndCapture, "cudaStreamEndCapture", 1);
 	SYM(StreamDestroy, "cudaStreamDestroy", 1);
 	SYM(ThreadExchangeStreamCaptureMode, "cudaThreadExchangeStreamCaptureMode", 0);
 	SYM(IpcGetMemHandle, "cudaIpcGetMemHandle", 0);
