@@ -1,14 +1,15 @@
-/* Stream captures (capture.h). A device synchronize while any stream captures would
- * invalidate the capture (global mode) or is at least meaningless. Captures are counted by
- * the capture hooks; the gate makes "no capture is active" and the synchronize one step, so
- * a capture cannot begin in the middle of a fence (it waits for the fence to end instead).
- * Depends on the runtime table only. */
+/* Stream captures (capture.h): the count, the gate and the relaxed capture mode. Owns the
+ * gate and the count; depends on the runtime table only, never on the pool or the registry. */
 #include "capture.h"
 
 #include <pthread.h>
 
 #include "runtime.h"
 
+/* A device synchronize while any stream captures would invalidate the capture (global
+ * mode) or is at least meaningless. Captures are counted by the capture hooks; the gate
+ * makes "no capture is active" and the synchronize one step, so a capture cannot begin in
+ * the middle of a fence (it waits for the fence to end instead). */
 static pthread_mutex_t gate = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int captures;
 

@@ -1,6 +1,7 @@
 /* The hooks' bodies (shim.c): each function is the body of one exported CUDA entry point
  * or gpupool_* call of hooks.c and speaks cudaError_t (or the public API's errno). Each
- * initialises gpupool on the first call of the process (registry.h). */
+ * initialises gpupool on the first call of the process (registry.h). Only hooks.c includes
+ * this header; nothing here may be needed by the layers below. */
 #ifndef GP_SHIM_H
 #define GP_SHIM_H
 

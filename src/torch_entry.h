@@ -1,6 +1,6 @@
 /* The bodies of gpupool_malloc/gpupool_free, the entry points of PyTorch's pluggable
  * allocator (CUDAPluggableAllocator): an explicit device and stream, no cudaError_t; an
- * out-of-memory is thrown as a C++ exception. */
+ * out-of-memory is thrown as a C++ exception. Only hooks.c includes this header. */
 #ifndef GP_TORCH_ENTRY_H
 #define GP_TORCH_ENTRY_H
 
