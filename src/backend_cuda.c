@@ -47,8 +47,8 @@ static cudaStream_t key_handle(gp_stream k, bool *ok)
 
 static int cu_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
 {
-	(void)ctx, (void)device;
-	const struct gp_runtime *rt = gp_runtime_get();
+	(void)device;
+	const struct gp_runtime *rt = ctx;
 	cudaError_t before = rt->PeekAtLastError();
 	void *p = NULL;
 	/* While a stream captures in global mode, cudaMalloc from any thread would be refused
@@ -70,8 +70,8 @@ static int cu_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
 
 static int cu_segment_free(void *ctx, int device, uintptr_t addr, size_t size)
 {
-	(void)ctx, (void)device, (void)size;
-	const struct gp_runtime *rt = gp_runtime_get();
+	(void)device, (void)size;
+	const struct gp_runtime *rt = ctx;
 	/* cudaFree synchronizes the device: not while a stream captures, and no capture may
 	 * begin meanwhile (the gate, as for fences) */
 	if (!gp_capture_gate_enter())
@@ -83,8 +83,7 @@ static int cu_segment_free(void *ctx, int device, uintptr_t addr, size_t size)
 
 static int cu_device_sync(void *ctx, int device)
 {
-	(void)ctx;
-	const struct gp_runtime *rt = gp_runtime_get();
+	const struct gp_runtime *rt = ctx;
 	if (gp_capture_count() > 0)
 		return -EBUSY;
 	if (!gp_capture_gate_enter())
@@ -110,14 +109,14 @@ static int cu_device_sync(void *ctx, int device)
 
 static int cu_stream_wait(void *ctx, int device, gp_stream from, gp_stream to)
 {
-	(void)ctx, (void)device;
+	(void)device;
 	bool ok1, ok2;
 	cudaStream_t f = key_handle(from, &ok1), t = key_handle(to, &ok2);
 	/* while a stream captures, the event would be captured and the waiting stream joined
 	 * to the capture: the block waits for a fence instead */
 	if (!ok1 || !ok2 || gp_capture_count() > 0)
 		return -EAGAIN;
-	const struct gp_runtime *rt = gp_runtime_get();
+	const struct gp_runtime *rt = ctx;
 	cudaError_t before = rt->PeekAtLastError();
 	cudaEvent_t ev;
 	if (rt->EventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
@@ -136,18 +135,19 @@ fail:
 
 static int cu_mem_info(void *ctx, int device, size_t *free_bytes, size_t *total_bytes)
 {
-	(void)ctx, (void)device;
-	const struct gp_runtime *rt = gp_runtime_get();
+	(void)device;
+	const struct gp_runtime *rt = ctx;
 	return rt->MemGetInfo(free_bytes, total_bytes) == cudaSuccess ? 0 : -EIO;
 }
 
-static const struct gp_backend cuda_backend = {
-	.ctx = NULL,
-	.segment_alloc = cu_segment_alloc,
-	.segment_free = cu_segment_free,
-	.device_sync = cu_device_sync,
-	.stream_wait = cu_stream_wait,
-	.mem_info = cu_mem_info,
-};
-
-const struct gp_backend *gp_cuda_backend(void) { return &cuda_backend; }
+void gp_cuda_backend_init(struct gp_backend *be, const struct gp_runtime *rt)
+{
+	*be = (struct gp_backend){
+		.ctx = (void *)rt, /* the pool hands it back as is; the backend only reads it */
+		.segment_alloc = cu_segment_alloc,
+		.segment_free = cu_segment_free,
+		.device_sync = cu_device_sync,
+		.stream_wait = cu_stream_wait,
+		.mem_info = cu_mem_info,
+	};
+}

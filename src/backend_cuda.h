@@ -9,9 +9,11 @@
 
 #include "backend.h"
 
-/* The backend over the resolved runtime (runtime.h). Fences (device_sync) and segment
- * frees are refused with -EBUSY while a stream capture is in progress (capture.h). */
-const struct gp_backend *gp_cuda_backend(void);
+/* Fills `be` with the backend over the resolved runtime `rt` (runtime.h), which must
+ * outlive it (be->ctx is rt). Fences (device_sync) and segment frees are refused with
+ * -EBUSY while a stream capture is in progress (capture.h). */
+struct gp_runtime;
+void gp_cuda_backend_init(struct gp_backend *be, const struct gp_runtime *rt);
 
 /* The stream key (gp_stream) of a runtime stream handle, as the calling thread names it.
  * `ptsz`: the call came through a _ptsz entry point, where stream 0 is the per-thread one.

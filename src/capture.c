@@ -1,10 +1,9 @@
-/* Stream captures (capture.h): the count, the gate and the relaxed capture mode. Owns the
- * gate and the count; depends on the runtime table only, never on the pool or the registry. */
+/* Stream captures (capture.h): the count and the gate (the relaxed capture mode is inline
+ * in the header). Owns the gate and the count; depends on the runtime table only, never on
+ * the pool or the registry. */
 #include "capture.h"
 
 #include <pthread.h>
-
-#include "runtime.h"
 
 /* A device synchronize while any stream captures would invalidate the capture (global
  * mode) or is at least meaningless. Captures are counted by the capture hooks; the gate
@@ -41,20 +40,6 @@ bool gp_capture_gate_enter(void)
 }
 
 void gp_capture_gate_leave(void) { pthread_mutex_unlock(&gate); }
-
-enum cudaStreamCaptureMode gp_capture_relax_begin(const struct gp_runtime *rt)
-{
-	enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-	if (rt->ThreadExchangeStreamCaptureMode)
-		(void)rt->ThreadExchangeStreamCaptureMode(&mode);
-	return mode;
-}
-
-void gp_capture_relax_end(const struct gp_runtime *rt, enum cudaStreamCaptureMode mode)
-{
-	if (rt->ThreadExchangeStreamCaptureMode)
-		(void)rt->ThreadExchangeStreamCaptureMode(&mode);
-}
 
 void gp_capture_after_fork(void)
 {

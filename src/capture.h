@@ -9,6 +9,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "runtime.h"
+
 /* Stream captures in progress, as seen by the capture hooks. Begin/end go through the
  * capture gate so that no fence's device synchronize overlaps the start of a capture. */
 void gp_capture_begin(void);
@@ -26,9 +28,19 @@ void gp_capture_gate_leave(void);
 /* Runs the calling thread in relaxed capture mode until gp_capture_relax_end(the returned
  * mode): the calls gpupool makes on its own behalf must not be refused (and invalidate a
  * capture) because another thread captures in global mode. `rt`: the resolved runtime. */
-struct gp_runtime;
-enum cudaStreamCaptureMode gp_capture_relax_begin(const struct gp_runtime *rt);
-void gp_capture_relax_end(const struct gp_runtime *rt, enum cudaStreamCaptureMode mode);
+static inline enum cudaStreamCaptureMode gp_capture_relax_begin(const struct gp_runtime *rt)
+{
+	enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+	if (rt->ThreadExchangeStreamCaptureMode)
+		(void)rt->ThreadExchangeStreamCaptureMode(&mode);
+	return mode;
+}
+
+static inline void gp_capture_relax_end(const struct gp_runtime *rt, enum cudaStreamCaptureMode mode)
+{
+	if (rt->ThreadExchangeStreamCaptureMode)
+		(void)rt->ThreadExchangeStreamCaptureMode(&mode);
+}
 
 /* In a forked child: no capture of the parent's is ours, and the gate may have been held
  * by a parent thread that does not exist here. */

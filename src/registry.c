@@ -28,6 +28,7 @@ static struct gpupool_page local;
 static bool page_shared;
 static uint64_t release_seen;
 static bool atexit_set;
+static struct gp_backend backend; /* over R.rt, set with it */
 static struct gpupool_device_stats parked; /* where pools abandoned by cudaDeviceReset write */
 static gp_pool *parked_pools[64];   /* the latest pools abandoned by cudaDeviceReset, kept */
 static unsigned nparked;
@@ -46,6 +47,8 @@ static void init_once(void)
 	R.rt = gp_runtime_get();
 	R.captures = gp_capture_counter();
 	R.off = R.cfg.disable || !R.rt;
+	if (R.rt)
+		gp_cuda_backend_init(&backend, R.rt);
 	if (R.refuse)
 		gp_log(GP_LOG_ERROR, "GPUPOOL_CONF has a bad value and strict mode is on: every cudaMalloc and "
 				     "cudaMallocAsync fails with cudaErrorInvalidValue until it is fixed");
@@ -100,7 +103,7 @@ gp_pool *gp_registry_pool_create(int dev)
 	struct gp_pool_params prm;
 	gp_config_pool_params(&R.cfg, dtotal, &prm);
 	struct gpupool_device_stats *slot = gp_statpage_slot(page, dev);
-	if (!slot || gp_pool_create(&p, dev, &prm, gp_cuda_backend(), slot) != 0) {
+	if (!slot || gp_pool_create(&p, dev, &prm, &backend, slot) != 0) {
 		gp_log(GP_LOG_WARN, "device %d: cannot create a pool; passing its calls through", dev);
 		p = NULL;
 		goto out;
