@@ -59,7 +59,7 @@ static int cu_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
 	if (e != cudaSuccess) {
 		/* the pool may recover (release, retry): leave no stale error behind, and
 		 * the program's own pending error as it was */
-		gp_last_error_restore(before);
+		gp_last_error_restore(rt, before);
 		gp_capture_relax_end(rt, mode);
 		return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
 	}
@@ -129,7 +129,7 @@ static int cu_stream_wait(void *ctx, int device, gp_stream from, gp_stream to)
 	(void)rt->EventDestroy(ev); /* the wait holds on to the recorded work */
 	return 0;
 fail:
-	gp_last_error_restore(before);
+	gp_last_error_restore(rt, before);
 	return -EAGAIN;
 }
 

@@ -5,11 +5,9 @@
 
 #include "capture.h"
 #include "log.h"
-#include "runtime.h"
 
-void gp_last_error_set(cudaError_t err)
+void gp_last_error_set(const struct gp_runtime *rt, cudaError_t err)
 {
-	const struct gp_runtime *rt = gp_runtime_get();
 	if (!rt)
 		return;
 	void *p = NULL;
@@ -25,14 +23,13 @@ void gp_last_error_set(cudaError_t err)
 
 /* A program's own pending error is put back by repeating a failing call that produces it;
  * errors gpupool cannot reproduce are lost (logged at debug level). */
-void gp_last_error_restore(cudaError_t before)
+void gp_last_error_restore(const struct gp_runtime *rt, cudaError_t before)
 {
-	const struct gp_runtime *rt = gp_runtime_get();
 	(void)rt->GetLastError();
 	if (before == cudaSuccess)
 		return;
 	if (before == cudaErrorMemoryAllocation || before == cudaErrorInvalidValue)
-		gp_last_error_set(before);
+		gp_last_error_set(rt, before);
 	else if (before == cudaErrorInvalidDevice)
 		(void)rt->SetDevice(-1);
 	else

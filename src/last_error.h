@@ -6,13 +6,15 @@
 
 #include <cuda_runtime_api.h>
 
-/* Leaves `err` as the runtime's last error for this thread, as a failing native call
- * would (cudaErrorMemoryAllocation or cudaErrorInvalidValue). No-op before the runtime is
- * resolved. */
-void gp_last_error_set(cudaError_t err);
+#include "runtime.h"
 
-/* After an internal call failed: leaves the runtime's last error as it was before it,
- * `before` (cudaPeekAtLastError then). The failure overwrote it. */
-void gp_last_error_restore(cudaError_t before);
+/* Leaves `err` as the runtime's last error for this thread, as a failing native call
+ * would (cudaErrorMemoryAllocation or cudaErrorInvalidValue). `rt`: the resolved runtime
+ * (NULL: no-op). */
+void gp_last_error_set(const struct gp_runtime *rt, cudaError_t err);
+
+/* After an internal call through `rt` failed: leaves the runtime's last error as it was
+ * before it, `before` (cudaPeekAtLastError then). The failure overwrote it. */
+void gp_last_error_restore(const struct gp_runtime *rt, cudaError_t before);
 
 #endif

@@ -91,7 +91,7 @@ cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call
 	char msg[256];
 	if (gp_registry_alloc(p, dev, size, key, sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC, sync ? 0 : s, &a, msg,
 			      sizeof msg) != 0) {
-		gp_last_error_set(cudaErrorMemoryAllocation);
+		gp_last_error_set(r->rt, cudaErrorMemoryAllocation);
 		gp_log(GP_LOG_WARN, "%s", msg);
 		return cudaErrorMemoryAllocation;
 	}
@@ -146,7 +146,7 @@ cudaError_t gp_shim_free(void *ptr, cudaStream_t s, enum gp_call call)
 				    "ignored, returning cudaErrorInvalidValue",
 		       call == GP_CALL_SYNC ? "cudaFree" : "cudaFreeAsync", ptr);
 		e = cudaErrorInvalidValue;
-		gp_last_error_set(e);
+		gp_last_error_set(r->rt, e);
 	} else if (call == GP_CALL_SYNC) {
 		gp_fence_thread_wake();
 	}
@@ -207,7 +207,7 @@ cudaError_t gp_shim_ipc_get_mem_handle(cudaIpcMemHandle_t *handle, void *ptr)
 		       "whole segment: lower it (e.g. medium_max:1M) for smaller ones, or run with GPUPOOL_DISABLE=1",
 		       ptr, (size_t)bi.size, (size_t)((uintptr_t)ptr - bi.segment), (size_t)bi.segment_size,
 		       r->cfg.medium_max);
-		gp_last_error_set(cudaErrorInvalidValue);
+		gp_last_error_set(r->rt, cudaErrorInvalidValue);
 		return cudaErrorInvalidValue;
 	}
 	return r->rt->IpcGetMemHandle(handle, ptr);
