@@ -1,11 +1,13 @@
 /* The exported names, and nothing else: each CUDA entry point gpupool interposes and the
- * public gpupool_* API, each a one-line forward to the shim. Definitions are unversioned
- * (libgpupool.map) so that references bound to cudaMalloc@libcudart.so.13 reach them. */
+ * public gpupool_* API, each a one-line forward to the shim (torch_entry.c for
+ * gpupool_malloc/free). Definitions are unversioned (libgpupool.map) so that references
+ * bound to cudaMalloc@libcudart.so.13 reach them. */
 #include <errno.h>
 
 #include "gpupool.h"
 #include "hooks.h"
 #include "shim.h"
+#include "torch_entry.h"
 
 #define GP_EXPORT __attribute__((visibility("default")))
 
@@ -75,11 +77,11 @@ GP_EXPORT const char *gpupool_version(void) { return GP_VERSION; }
 
 GP_EXPORT void *gpupool_malloc(ssize_t size, int device, void *stream)
 {
-	return size > 0 ? gp_shim_torch_malloc((size_t)size, device, (cudaStream_t)stream) : NULL;
+	return size > 0 ? gp_torch_malloc((size_t)size, device, (cudaStream_t)stream) : NULL;
 }
 
 GP_EXPORT void gpupool_free(void *ptr, ssize_t size, int device, void *stream)
 {
 	(void)size;
-	gp_shim_torch_free(ptr, device, (cudaStream_t)stream);
+	gp_torch_free(ptr, device, (cudaStream_t)stream);
 }

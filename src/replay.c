@@ -14,6 +14,7 @@
 #include "config.h"
 #include "log.h"
 #include "proc.h"
+#include "streamkey.h"
 #include "tracefile.h"
 
 static _Thread_local int rp_oom;
@@ -60,14 +61,15 @@ void gp_replay_opts_default(struct gp_replay_opts *o)
 static uint64_t now_ns(void) { return gp_clock_ns(CLOCK_MONOTONIC); }
 
 /* Trace stream handle -> pool stream key. 0 and 1 (cudaStreamLegacy) name the legacy
- * stream; 2 (cudaStreamPerThread) names one stream per calling thread; real handles are
- * 16-byte aligned pointers and are their own key. Never GP_NO_STREAM (sync calls only). */
+ * stream; 2 (cudaStreamPerThread) names one stream per calling thread (a synthetic key,
+ * streamkey.h); real handles are 16-byte aligned pointers and are their own key. Never
+ * GP_NO_STREAM (sync calls only). */
 static gp_stream stream_key(const struct gp_trace_row *row)
 {
 	if (row->stream == 0 || row->stream == 1)
 		return 0;
 	if (row->stream == 2)
-		return ((gp_stream)(uint32_t)row->tid << 4) | 2;
+		return gp_streamkey_make((gp_stream)(uint32_t)row->tid, GP_STREAMKEY_TRACE_PTDS);
 	if (row->stream == GP_NO_STREAM)
 		return GP_NO_STREAM - 2;
 	return row->stream;

@@ -1,6 +1,7 @@
-/* The shim: everything between the exported hooks and the pool. Lazy initialisation,
- * one pool per device, the fence thread, the statistics page, the trace, the exit report,
- * fork. Each function is the body of one hook and speaks cudaError_t. */
+/* The hooks' bodies (shim.c): each function is the body of one exported CUDA entry point
+ * or gpupool_* call of hooks.c and speaks cudaError_t (or the public API's errno). Each
+ * initialises gpupool on the first call of the process (registry.h). Only hooks.c includes
+ * this header; nothing here may be needed by the layers below. */
 #ifndef GP_SHIM_H
 #define GP_SHIM_H
 
@@ -23,7 +24,5 @@ cudaError_t gp_shim_device_reset(void);
 /* The public API (gpupool.h). */
 long long gp_shim_release(int device);
 int gp_shim_stats(int device, struct gpupool_device_stats *out);
-void *gp_shim_torch_malloc(size_t size, int device, cudaStream_t stream);
-void gp_shim_torch_free(void *ptr, int device, cudaStream_t stream);
 
 #endif

@@ -1,0 +1,256 @@
+/* The registry (registry.h): initialisation, the per-device pools and their page slots,
+ * the page, release requests, the trace switch, and the fork and exit handlers, which run
+ * each module's own part in a fixed order. Must not depend on the hook bodies (shim.c) or
+ * the PyTorch entry points. No CUDA call in a constructor or at exit. */
+#include "registry.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_cuda.h"
+#include "capture.h"
+#include "exit_report.h"
+#include "fence_thread.h"
+#include "format.h"
+#include "log.h"
+#include "statpage.h"
+#include "stats.h"
+#include "trace.h"
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static struct gp_registry R;
+static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER; /* creating and removing pools */
+static gp_pool *parent_pools[GPUPOOL_MAX_DEVICES]; /* after fork: the parent's, left alone */
+static struct gpupool_page *page;  /* the shared page, or `local`; NULL until the first pool */
+static struct gpupool_page local;
+static bool page_shared;
+static uint64_t release_seen;
+static bool atexit_set;
+static struct gp_backend backend; /* over R.rt, set with it */
+static struct gpupool_device_stats parked; /* where pools abandoned by cudaDeviceReset write */
+static gp_pool *parked_pools[64];   /* the latest pools abandoned by cudaDeviceReset, kept */
+static unsigned nparked;
+
+static void at_fork_child(void);
+
+/* ---- initialisation ---------------------------------------------------------------- */
+
+static const char *env_get(const char *name) { return getenv(name); }
+
+static void init_once(void)
+{
+	int rc = gp_config_parse(&R.cfg, env_get);
+	gp_log_set_level(R.cfg.log_level);
+	R.refuse = rc != 0;
+	R.rt = gp_runtime_get();
+	R.captures = gp_capture_counter();
+	R.off = R.cfg.disable || !R.rt;
+	if (R.rt)
+		gp_cuda_backend_init(&backend, R.rt);
+	if (R.refuse)
+		gp_log(GP_LOG_ERROR, "GPUPOOL_CONF has a bad value and strict mode is on: every cudaMalloc and "
+				     "cudaMallocAsync fails with cudaErrorInvalidValue until it is fixed");
+	if (!R.off) {
+		int n = 0;
+		if (R.rt->GetDeviceCount(&n) != cudaSuccess || n <= 0)
+			n = 1;
+		/* cudaGetDeviceCount may fail before a driver is found; clear what it left */
+		(void)R.rt->GetLastError();
+		R.ndev = n > GPUPOOL_MAX_DEVICES ? GPUPOOL_MAX_DEVICES : n;
+		if (n > GPUPOOL_MAX_DEVICES)
+			gp_log(GP_LOG_WARN, "%d devices: gpupool pools the first %d and passes the rest through", n,
+			       GPUPOOL_MAX_DEVICES);
+	}
+	pthread_atfork(NULL, NULL, at_fork_child);
+}
+
+const struct gp_registry *gp_registry_get(void)
+{
+	pthread_once(&once, init_once);
+	return &R;
+}
+
+/* ---- pools ----------------------------------------------------------------------------- */
+
+/* At exit: the report reads the page as it is then (a forked child's own, or none). */
+static void at_exit(void) { gp_exit_report(&R.cfg, page, page_shared, R.tracing); }
+
+gp_pool *gp_registry_pool_create(int dev)
+{
+	pthread_mutex_lock(&pools_lock);
+	gp_pool *p = atomic_load(&R.pools[dev]);
+	if (p)
+		goto out;
+	if (!page) {
+		if (R.cfg.stats_page)
+			page = gp_statpage_open();
+		page_shared = page != NULL;
+		if (!page) {
+			page = &local;
+			gp_statpage_init(page);
+		}
+		release_seen = page->release_request;
+		if (R.cfg.trace[0] && gp_trace_open(R.cfg.trace) == 0)
+			R.tracing = true;
+		if (!atexit_set)
+			atexit_set = atexit(at_exit) == 0;
+	}
+	size_t dfree = 0, dtotal = 0;
+	if (R.cfg.limit_percent && R.rt->MemGetInfo(&dfree, &dtotal) != cudaSuccess)
+		dtotal = 0;
+	struct gp_pool_params prm;
+	gp_config_pool_params(&R.cfg, dtotal, &prm);
+	struct gpupool_device_stats *slot = gp_statpage_slot(page, dev);
+	if (!slot || gp_pool_create(&p, dev, &prm, &backend, slot) != 0) {
+		gp_log(GP_LOG_WARN, "device %d: cannot create a pool; passing its calls through", dev);
+		p = NULL;
+		goto out;
+	}
+	R.slots[dev] = slot; /* before the pool is visible: whoever sees the pool sees its slot */
+	atomic_store(&R.pools[dev], p);
+	if (R.cfg.fence == GP_FENCE_THREAD)
+		gp_fence_thread_start(R.pools, R.ndev, R.cfg.fence_interval_us);
+out:
+	pthread_mutex_unlock(&pools_lock);
+	return p;
+}
+
+long long gp_registry_release(int only)
+{
+	long long total = 0;
+	for (int d = 0; d < R.ndev; d++) {
+		gp_pool *p = atomic_load(&R.pools[d]);
+		if (!p || (only >= 0 && d != only))
+			continue;
+		(void)gp_pool_fence(p);
+		total += (long long)gp_pool_release(p, 0);
+	}
+	return total;
+}
+
+/* A release request from gpupool-stat: two plain reads of the page per call, the rest only
+ * when a request is pending. */
+static inline void check_release_request(void)
+{
+	if (__builtin_expect(!page_shared, 0) ||
+	    __atomic_load_n(&page->release_request, __ATOMIC_RELAXED) == release_seen)
+		return;
+	uint64_t req;
+	if (gp_statpage_release_pending(page, &req) && req != release_seen) {
+		release_seen = req;
+		long long n = gp_registry_release(-1);
+		gp_log(GP_LOG_INFO, "released %lld bytes of cached memory on request", n);
+		gp_statpage_release_ack(page, req);
+	}
+}
+
+void gp_registry_count_passthrough(int dev, bool alloc)
+{
+	gp_pool *p = dev >= 0 ? atomic_load(&R.pools[dev]) : NULL;
+	struct gpupool_device_stats *st = p ? R.slots[dev] : NULL;
+	if (!st)
+		return;
+	/* not under the pool lock, so no seq bracket (it would race with the pool's own):
+	 * monotonic counters a reader may see one call late */
+	if (alloc)
+		__atomic_add_fetch(&st->passthrough_allocs, 1, __ATOMIC_RELAXED);
+	else
+		__atomic_add_fetch(&st->passthrough_frees, 1, __ATOMIC_RELAXED);
+}
+
+void gp_registry_trace(int op, int dev, cudaStream_t s, size_t size, void *ptr, uint64_t t0, cudaError_t e)
+{
+	uint64_t t1 = gp_trace_now_ns();
+	gp_trace_record_at(op, dev < 0 ? 0 : dev, (uintptr_t)s, size, (uintptr_t)ptr, t1, t1 - t0, (int)e);
+}
+
+/* "device 0: out of memory allocating 2.0 GiB (reserved 1.0 GiB, in use 512.0 MiB, limit
+ * 1.0 GiB)": the one wording of an allocation gpupool could not serve. Returns buf. */
+static const char *oom_message(char *buf, size_t cap, int dev, size_t size)
+{
+	struct gpupool_device_stats st;
+	memset(&st, 0, sizeof st);
+	gp_stats_snapshot(R.slots[dev], &st, 100);
+	char b[4][32];
+	int n = snprintf(buf, cap, "device %d: out of memory allocating %s (reserved %s, in use %s", dev,
+			 gp_format_bytes(b[0], sizeof b[0], size), gp_format_bytes(b[1], sizeof b[1], st.reserved_bytes),
+			 gp_format_bytes(b[2], sizeof b[2], st.allocated_bytes));
+	if (n > 0 && (size_t)n < cap)
+		snprintf(buf + n, cap - (size_t)n, "%s%s)", st.limit_bytes ? ", limit " : "",
+			 st.limit_bytes ? gp_format_bytes(b[3], sizeof b[3], st.limit_bytes) : "");
+	return buf;
+}
+
+int gp_registry_alloc(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a,
+		      char *msg, size_t cap)
+{
+	uint64_t t0 = R.tracing ? gp_trace_now_ns() : 0;
+	check_release_request();
+	int rc = gp_pool_alloc(p, size, key, a);
+	if (rc != 0)
+		oom_message(msg, cap, dev, size);
+	if (R.tracing)
+		gp_registry_trace(op, dev, s, size, rc == 0 ? (void *)*a : NULL, t0,
+				  rc == 0 ? cudaSuccess : cudaErrorMemoryAllocation);
+	return rc;
+}
+
+void gp_registry_reset_device(int dev)
+{
+	pthread_mutex_lock(&pools_lock);
+	gp_pool *p = atomic_exchange(&R.pools[dev], NULL);
+	pthread_mutex_unlock(&pools_lock);
+	if (!p)
+		return;
+	/* The pool is parked, not freed: the fence thread or another thread may still be inside
+	 * one of its calls (its host memory, a few KiB, is the price of a reset). */
+	struct gpupool_device_stats *st = R.slots[dev];
+	gp_pool_abandon(p, &parked);
+	pthread_mutex_lock(&pools_lock);
+	parked_pools[nparked++ % 64] = p;
+	pthread_mutex_unlock(&pools_lock);
+	gp_stats_begin(st);
+#define ZERO_(name, unit, help) st->name = 0;
+	GPUPOOL_GAUGES(ZERO_)
+#undef ZERO_
+	gp_stats_end(st);
+}
+
+/* ---- fork ------------------------------------------------------------------------------ */
+
+/* The registry's part: no pools (CUDA memory is not the child's to use), its own page on its
+ * first allocation, no trace. The parent's pools, possibly locked by threads that no longer
+ * exist here, are left alone. The configuration, the runtime table and the device count stay. */
+static void registry_after_fork(void)
+{
+	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
+		gp_pool *p = atomic_exchange(&R.pools[d], NULL);
+		if (p) /* still referenced: abandoned on purpose, not leaked (LeakSanitizer) */
+			parent_pools[d] = p;
+		R.slots[d] = NULL; /* the parent's page: the child gets its own */
+	}
+	pthread_mutex_init(&pools_lock, NULL);
+	if (page_shared)
+		gp_statpage_forget(page);
+	page = NULL;
+	page_shared = false;
+	if (R.tracing)
+		gp_trace_forget();
+	R.tracing = false;
+}
+
+/* The child of a fork starts clean. Each module resets its own state, lowest layer first:
+ *   1. the capture gate and count (capture.c): no capture of the parent's is the child's;
+ *   2. the fence thread (fence_thread.c): gone with the fork, its lock maybe held;
+ *   3. the registry: pools, page slots, page and trace.
+ * No reset reads another module's state, so the order is a convention, not a constraint;
+ * every module is reset before the child's first call can start the fence thread again or
+ * take the gate. */
+static void at_fork_child(void)
+{
+	gp_capture_after_fork();
+	gp_fence_thread_after_fork();
+	registry_after_fork();
+}

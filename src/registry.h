@@ -1,0 +1,71 @@
+/* The registry: lazy initialisation (the config, the runtime table, the device count) and
+ * one pool per device with its statistics-page slot, the page, release requests from it,
+ * the trace switch, and what a fork does to all of them. Starts the fence thread and arms
+ * the exit report; must not depend on the hook bodies (shim.c) or the PyTorch entry points. */
+#ifndef GP_REGISTRY_H
+#define GP_REGISTRY_H
+
+#include <cuda_runtime_api.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "gpupool/stats.h"
+#include "pool.h"
+#include "runtime.h"
+
+/* What the hooks read on every call. Set by the initialisation, except pools and slots
+ * (as each device is first used, and cleared by a fork or a device reset) and tracing
+ * (with the first pool). Written by registry.c only. */
+struct gp_registry {
+	const struct gp_runtime *rt; /* NULL: no runtime, everything passes through */
+	struct gp_config cfg;
+	bool off;                    /* disabled, or no runtime */
+	bool refuse;                 /* strict mode with a bad knob: allocations fail */
+	int ndev;
+	const atomic_int *captures;  /* stream captures in progress (capture.h) */
+	bool tracing;
+	_Atomic(gp_pool *) pools[GPUPOOL_MAX_DEVICES];
+	struct gpupool_device_stats *slots[GPUPOOL_MAX_DEVICES]; /* each pool's page slot, set with it */
+};
+
+/* The registry, initialised by the first call in the process (pthread_once: one load
+ * after that). Never NULL; r->off says whether gpupool serves anything. A child forked
+ * while another thread was initialising initialises again (glibc's pthread_once). */
+const struct gp_registry *gp_registry_get(void);
+
+/* The pool of `dev` (0 <= dev < ndev), created on first use; NULL (logged) when it cannot
+ * be created. The first pool opens the page and the trace, arms the exit report and starts
+ * the fence thread (fence policy "thread"). */
+gp_pool *gp_registry_pool_create(int dev);
+static inline gp_pool *gp_registry_pool(const struct gp_registry *r, int dev)
+{
+	gp_pool *p = atomic_load_explicit(&r->pools[dev], memory_order_acquire);
+	return p ? p : gp_registry_pool_create(dev);
+}
+
+/* One allocation of `size` bytes from `p`, the pool of `dev`, on stream key `key`
+ * (answering a pending release request first), traced as `op` on `s`. 0, or -ENOMEM with
+ * the out-of-memory message in msg (cap bytes); the runtime's last error is left to the
+ * caller. */
+int gp_registry_alloc(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a,
+		      char *msg, size_t cap);
+
+/* One trace row for a call that began at t0 (gp_trace_now_ns). Only while r->tracing. */
+void gp_registry_trace(int op, int dev, cudaStream_t s, size_t size, void *ptr, uint64_t t0, cudaError_t e);
+
+/* Counts a call passed through to the runtime in the page slot of `dev` (-1: none). */
+void gp_registry_count_passthrough(int dev, bool alloc);
+
+/* Fences and releases the cached segments of every pool (only < 0) or of device `only`:
+ * the answer to a release request or gpupool_release(). Bytes released. */
+long long gp_registry_release(int only);
+
+/* cudaDeviceReset on `dev`: every allocation of the device dies with it. Its pool leaves
+ * the registry (the next call creates a new one) and is parked, not freed; its slot's
+ * gauges go to zero. */
+void gp_registry_reset_device(int dev);
+
+#endif

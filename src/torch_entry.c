@@ -1,0 +1,57 @@
+/* PyTorch's entry points (torch_entry.h) over the registry's pools. Must not depend on the
+ * hook bodies (shim.c): these are the other way in, beside them, not through them. */
+#include "torch_entry.h"
+
+#include <errno.h>
+#include <stdint.h>
+
+#include "backend_cuda.h"
+#include "cxx_error.h"
+#include "last_error.h"
+#include "log.h"
+#include "registry.h"
+#include "trace.h"
+
+void *gp_torch_malloc(size_t size, int device, cudaStream_t stream)
+{
+	const struct gp_registry *r = gp_registry_get();
+	if (r->off || r->refuse || device < 0 || device >= r->ndev || size == 0)
+		return NULL;
+	gp_pool *p = gp_registry_pool(r, device);
+	if (!p)
+		return NULL;
+	/* a new segment comes from the current device: make it `device` for the call */
+	int cur = device;
+	if (r->ndev > 1 && (r->rt->GetDevice(&cur) != cudaSuccess || cur != device))
+		(void)r->rt->SetDevice(device);
+	uintptr_t a = 0;
+	char msg[256] = "gpupool: ", *why = msg + 9;
+	int rc = gp_registry_alloc(p, device, size, gp_cuda_stream_key(stream, false), GP_TRACE_MALLOC_ASYNC, stream,
+				   &a, why, sizeof msg - 9);
+	if (cur != device)
+		(void)r->rt->SetDevice(cur);
+	if (rc == 0)
+		return (void *)a;
+	/* PyTorch does not check for NULL: a tensor at address 0 would fault in the first kernel
+	 * that touches it. Throw, as PyTorch's own allocator does; it becomes a RuntimeError. */
+	gp_cxx_throw(msg); /* returns only without a C++ runtime */
+	gp_last_error_set(r->rt, cudaErrorMemoryAllocation);
+	gp_log(GP_LOG_WARN, "%s", why);
+	return NULL;
+}
+
+void gp_torch_free(void *ptr, int device, cudaStream_t stream)
+{
+	if (!ptr)
+		return;
+	const struct gp_registry *r = gp_registry_get();
+	if (r->off || device < 0 || device >= r->ndev)
+		return;
+	uint64_t t0 = r->tracing ? gp_trace_now_ns() : 0;
+	gp_pool *p = atomic_load(&r->pools[device]);
+	int rc = p ? gp_pool_free(p, (uintptr_t)ptr, gp_cuda_stream_key(stream, false)) : -ENOENT;
+	if (rc != 0)
+		gp_log(GP_LOG_WARN, "gpupool_free(%p): not a live gpupool allocation of device %d; ignored", ptr, device);
+	else if (r->tracing)
+		gp_registry_trace(GP_TRACE_FREE_ASYNC, device, stream, 0, ptr, t0, cudaSuccess);
+}
