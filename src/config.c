@@ -20,6 +20,10 @@
 
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
+#define GIB ((size_t)1 << 30)
+/* Largest value of a size knob: 256T (2^48), the trace format's largest request. Larger
+ * ones are typos (no device holds that much), and they keep the pool's sums far from wrapping. */
+#define SIZE_CAP ((size_t)1 << 48)
 
 enum gp_knob_type {
 	GP_KNOB_CONF,      /* the GPUPOOL_CONF row itself (documentation only) */
@@ -62,30 +66,30 @@ static const struct gp_config_knob knobs[] = {
 	 "Where the exit report goes; wins over the report key. A path ending in .json selects JSON."},
 	{"GPUPOOL_LOG", GP_KNOB_LEVEL, F(log_level), 0, 0, "warning", LEVEL_RANGE,
 	 "Log level; wins over the log key."},
-	{"limit", GP_KNOB_LIMIT, F(limit_bytes), 0, SIZE_MAX, "none",
-	 "a size (e.g. 40G, 512MiB) or a percentage of device memory (1%..100%); 0 or none for no limit",
+	{"limit", GP_KNOB_LIMIT, F(limit_bytes), 0, SIZE_CAP, "none",
+	 "a size up to 256T (e.g. 40G, 512MiB) or a percentage of device memory (1%..100%); 0 or none for no limit",
 	 "Most device memory the pool reserves per device; past it allocations fail with cudaErrorMemoryAllocation."},
 	{"round", GP_KNOB_POW2, F(round), 512, 2 * MIB, "512", "a power of two from 512 to 2M",
 	 "Every request is rounded up to a multiple of this."},
-	{"small_max", GP_KNOB_SIZE, F(small_max), 1, SIZE_MAX, "1M",
-	 "a size > 0, at most small_segment and at most medium_max",
+	{"small_max", GP_KNOB_SIZE, F(small_max), 1, SIZE_CAP, "1M",
+	 "a size from 1 to 256T, at most small_segment and at most medium_max",
 	 "Requests up to this size are served from small segments."},
-	{"small_segment", GP_KNOB_SIZE, F(small_segment), 1, SIZE_MAX, "2M",
-	 "a size > 0, a multiple of round, at least small_max",
+	{"small_segment", GP_KNOB_SIZE, F(small_segment), 1, SIZE_CAP, "2M",
+	 "a size from 1 to 256T, a multiple of round, at least small_max",
 	 "Size of a small segment."},
-	{"medium_max", GP_KNOB_SIZE, F(medium_max), 1, SIZE_MAX, "10M",
-	 "a size > 0, at least small_max, at most medium_segment",
+	{"medium_max", GP_KNOB_SIZE, F(medium_max), 1, SIZE_CAP, "10M",
+	 "a size from 1 to 256T, at least small_max, at most medium_segment",
 	 "Requests above small_max and below this are served from medium segments."},
-	{"medium_segment", GP_KNOB_SIZE, F(medium_segment), 1, SIZE_MAX, "20M",
-	 "a size > 0, a multiple of round, at least medium_max",
+	{"medium_segment", GP_KNOB_SIZE, F(medium_segment), 1, SIZE_CAP, "20M",
+	 "a size from 1 to 256T, a multiple of round, at least medium_max",
 	 "Size of a medium segment."},
-	{"large_round", GP_KNOB_SIZE, F(large_round), 1, SIZE_MAX, "2M", "a size > 0, a multiple of round",
+	{"large_round", GP_KNOB_POW2, F(large_round), 512, GIB, "2M", "a power of two from 512 to 1G, at least round",
 	 "Larger requests get a segment of their own, rounded up to a multiple of this."},
-	{"max_split_size", GP_KNOB_SIZE_NONE, F(max_split_size), 20 * MIB, SIZE_MAX, "none",
-	 "a size of at least 20M, or none",
+	{"max_split_size", GP_KNOB_SIZE_NONE, F(max_split_size), 20 * MIB, SIZE_CAP, "none",
+	 "a size from 20M to 256T, or none",
 	 "Cached blocks larger than this are never split for a smaller request (limits fragmentation)."},
-	{"release_threshold", GP_KNOB_SIZE_NONE, F(release_threshold), 0, SIZE_MAX, "none",
-	 "a size, or none",
+	{"release_threshold", GP_KNOB_SIZE_NONE, F(release_threshold), 0, SIZE_CAP, "none",
+	 "a size up to 256T, or none",
 	 "After a free, fully free segments are returned to the runtime while more than this is cached; none keeps everything."},
 	{"fence", GP_KNOB_FENCE, F(fence), 0, 0, "thread", "thread, inline or sync",
 	 "How cudaFree'd blocks are fenced before reuse: a background thread, the allocating thread only, or a sync in every cudaFree."},
@@ -310,7 +314,7 @@ static int gp_config_knob_set(const struct gp_config_knob *k, const char *s, str
 			cfg->limit_bytes = 0;
 			cfg->limit_percent = pct;
 		} else {
-			if (gp_config_parse_size(s, &v))
+			if (gp_config_parse_size(s, &v) || v > k->max)
 				return -EINVAL;
 			cfg->limit_bytes = v;
 			cfg->limit_percent = 0;

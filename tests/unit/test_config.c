@@ -328,10 +328,38 @@ static void test_round_not_power_of_two(void **state)
 	check_one_bad("round:4M", "round:4M");
 }
 
+/* A size the pool cannot use is refused by the parser, not by the pool later: large_round a
+ * power of two up to 1G, every other size at most 256T. */
+static void test_sizes_the_pool_can_use(void **state)
+{
+	(void)state;
+	static const char *const bad[] = {
+		"large_round:3M", "large_round:1.5G", "large_round:8388608T", "large_round:2G", "large_round:256",
+		"small_max:8388608T", "small_segment:257T", "medium_max:1024T", "medium_segment:300T",
+		"max_split_size:257T", "release_threshold:512T", "limit:257T", "limit:16383T",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		check_one_bad(bad[i], bad[i]);
+	check_one_bad("large_round:3M", "large_round:3M: expected a power of two from 512 to 1G, at least round; "
+					"using the default (2M)");
+	check_one_bad("limit:257T", "limit:257T: expected a size up to 256T");
+
+	struct gp_config c;
+	env_conf = "large_round:1G,limit:256T,release_threshold:256T,max_split_size:256T,medium_segment:256T";
+	assert_int_equal(parse_capture(&c), 0);
+	if (c.bad || log_lines())
+		fail_msg("GPUPOOL_CONF=%s: expected no warning, got:\n%s", env_conf, logbuf);
+	assert_int_equal(c.large_round, (size_t)1 << 30);
+	assert_int_equal(c.limit_bytes, (size_t)1 << 48);
+	assert_int_equal(c.release_threshold, (size_t)1 << 48);
+	assert_int_equal(c.max_split_size, (size_t)1 << 48);
+	assert_int_equal(c.medium_segment, (size_t)1 << 48);
+}
+
 static void test_max_split_below_20m(void **state)
 {
 	(void)state;
-	check_one_bad("max_split_size:16M", "max_split_size:16M: expected a size of at least 20M");
+	check_one_bad("max_split_size:16M", "max_split_size:16M: expected a size from 20M");
 }
 
 static void test_conflicting_segments(void **state)
@@ -344,11 +372,11 @@ static void test_conflicting_segments(void **state)
 	check_one_bad("small_max:16M,small_segment:16M,medium_max:12M", "small_max:16M, medium_max:12M");
 
 	struct gp_config c;
-	env_conf = "round:2M,large_round:3M";
+	env_conf = "round:2M,large_round:1M";
 	assert_int_equal(parse_capture(&c), 0);
 	assert_true(c.bad);
 	assert_int_equal(log_lines(), 1);
-	assert_log_has("GPUPOOL_CONF: large_round:3M, round:2M: expected large_round a multiple of round; "
+	assert_log_has("GPUPOOL_CONF: large_round:1M, round:2M: expected large_round a multiple of round; "
 		       "using the default (large_round:2M)");
 	assert_int_equal(c.round, 2 * MIB);
 	assert_int_equal(c.large_round, 2 * MIB);
@@ -623,6 +651,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup(test_bad_uint, reset_env),
 		cmocka_unit_test_setup(test_missing_colon, reset_env),
 		cmocka_unit_test_setup(test_round_not_power_of_two, reset_env),
+		cmocka_unit_test_setup(test_sizes_the_pool_can_use, reset_env),
 		cmocka_unit_test_setup(test_max_split_below_20m, reset_env),
 		cmocka_unit_test_setup(test_conflicting_segments, reset_env),
 		cmocka_unit_test_setup(test_too_long, reset_env),
