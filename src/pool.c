@@ -10,9 +10,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "addrmap.h"
+#include "block.h"
 #include "lock.h"
 #include "log.h"
 #include "stats.h"
+#include "treap.h"
 
 /* uthash: never abort the host program on host OOM; hash integer keys cheaply. */
 #define HASH_NONFATAL_OOM 1
@@ -26,32 +29,7 @@
 	} while (0)
 #include <uthash.h>
 
-#ifdef GP_INVARIANTS
-#include <assert.h>
-#define GP_ASSERT(x) assert(x)
-#else
-#define GP_ASSERT(x) ((void)0)
-#endif
-
-enum { B_FREE = 0, B_LIVE = 1, B_PENDING = 2 };
 enum { T_SMALL = 0, T_LARGE = 1 };
-
-struct gp_slist;
-struct gp_segment;
-
-struct gp_block {
-	uintptr_t addr;
-	size_t size;
-	size_t requested;          /* live blocks: bytes asked for */
-	struct gp_segment *seg;
-	struct gp_block *prev, *next;   /* address neighbours in the segment */
-	struct gp_block *left, *right;  /* treap children while free; pending list links */
-	struct gp_slist *list;     /* free blocks: the list holding them */
-	uint64_t gen;              /* fence generation current when freed */
-	uint32_t prio;             /* treap priority */
-	uint8_t state;
-	struct gp_block *hnext;    /* live blocks: chain in the address map */
-};
 
 struct gp_segment {
 	uintptr_t addr;
@@ -82,8 +60,7 @@ struct gp_pool {
 	struct gp_slist ready;
 	struct gp_slist *streams;  /* uthash by stream */
 	struct gp_slist *last_sl;  /* cache of the last stream looked up */
-	struct gp_block **map;     /* live blocks by address: chained buckets */
-	size_t map_mask, map_count;
+	struct gp_addrmap map;     /* live blocks by address */
 	struct gp_block *pend_head, *pend_tail;
 	struct gp_segment *segs;
 	struct gp_block *spare;    /* free block structs */
@@ -150,138 +127,6 @@ static void block_put(gp_pool *p, struct gp_block *b)
 	p->spare = b;
 }
 
-/* ---- treap keyed by (size, addr) ---------------------------------------------------- */
-
-static inline int key_less(const struct gp_block *a, const struct gp_block *b)
-{
-	return a->size < b->size || (a->size == b->size && a->addr < b->addr);
-}
-
-static void tr_insert(struct gp_block **link, struct gp_block *n)
-{
-	while (*link && (*link)->prio >= n->prio)
-		link = key_less(n, *link) ? &(*link)->left : &(*link)->right;
-	/* split the subtree at *link around n's key */
-	struct gp_block *t = *link, **l = &n->left, **r = &n->right;
-	while (t) {
-		if (key_less(t, n)) {
-			*l = t;
-			l = &t->right;
-			t = t->right;
-		} else {
-			*r = t;
-			r = &t->left;
-			t = t->left;
-		}
-	}
-	*l = *r = NULL;
-	*link = n;
-}
-
-static struct gp_block *tr_join(struct gp_block *a, struct gp_block *b)
-{
-	struct gp_block *root = NULL, **link = &root;
-	while (a && b) {
-		if (a->prio >= b->prio) {
-			*link = a;
-			link = &a->right;
-			a = a->right;
-		} else {
-			*link = b;
-			link = &b->left;
-			b = b->left;
-		}
-	}
-	*link = a ? a : b;
-	return root;
-}
-
-static void tr_erase(struct gp_block **link, struct gp_block *n)
-{
-	while (*link != n) {
-		GP_ASSERT(*link);
-		link = key_less(n, *link) ? &(*link)->left : &(*link)->right;
-	}
-	*link = tr_join(n->left, n->right);
-}
-
-/* Smallest block with size >= size (ties: lowest address). */
-static struct gp_block *tr_lower_bound(struct gp_block *t, size_t size)
-{
-	struct gp_block *best = NULL;
-	while (t) {
-		if (t->size >= size) {
-			best = t;
-			t = t->left;
-		} else {
-			t = t->right;
-		}
-	}
-	return best;
-}
-
-static struct gp_block *tr_max(struct gp_block *t)
-{
-	if (t)
-		while (t->right)
-			t = t->right;
-	return t;
-}
-
-/* ---- the address map ----------------------------------------------------------------
- * Live blocks by address, chained in a power-of-two bucket array that doubles when it is
- * as full as it is long. Chosen over uthash for the hot path: a third of the instructions
- * per alloc+free pair, and no failure mode (when the table cannot grow, chains lengthen). */
-
-static inline size_t map_slot(const gp_pool *p, uintptr_t a)
-{
-	return (size_t)(((uint64_t)a >> 9) * 0x9E3779B97F4A7C15ull >> 40) & p->map_mask;
-}
-
-static void map_grow(gp_pool *p)
-{
-	size_t n = (p->map_mask + 1) * 2;
-	struct gp_block **m = calloc(n, sizeof *m);
-	if (!m)
-		return;
-	size_t old = p->map_mask + 1;
-	struct gp_block **om = p->map;
-	p->map = m;
-	p->map_mask = n - 1;
-	for (size_t i = 0; i < old; i++)
-		for (struct gp_block *b = om[i], *nx; b; b = nx) {
-			nx = b->hnext;
-			size_t k = map_slot(p, b->addr);
-			b->hnext = m[k];
-			m[k] = b;
-		}
-	free(om);
-}
-
-static inline void map_add(gp_pool *p, struct gp_block *b)
-{
-	if (++p->map_count > p->map_mask + 1)
-		map_grow(p);
-	size_t k = map_slot(p, b->addr);
-	b->hnext = p->map[k];
-	p->map[k] = b;
-}
-
-/* Finds and, when `unlink`, removes the live block at exactly `a`. */
-static inline struct gp_block *map_find(gp_pool *p, uintptr_t a, int unlink)
-{
-	struct gp_block **link = &p->map[map_slot(p, a)];
-	for (struct gp_block *b = *link; b; link = &b->hnext, b = b->hnext)
-		if (b->addr == a) {
-			if (unlink) {
-				*link = b->hnext;
-				p->map_count--;
-			}
-			return b;
-		}
-	return NULL;
-}
-
 /* ---- helpers ------------------------------------------------------------------------ */
 
 static inline size_t round_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
@@ -344,7 +189,7 @@ static void largest_recount(gp_pool *p)
 	size_t m = 0;
 	for (struct gp_slist *sl = &p->ready; sl; sl = slist_next(p, sl))
 		for (int t = 0; t < 2; t++) {
-			struct gp_block *x = tr_max(sl->root[t]);
+			struct gp_block *x = gp_treap_max(sl->root[t]);
 			if (x && x->size > m)
 				m = x->size;
 		}
@@ -381,17 +226,17 @@ static void free_insert(gp_pool *p, struct gp_block *b, struct gp_slist *sl)
 	b->list = sl;
 	struct gp_block *n = b->prev;
 	if (n && n->state == B_FREE && n->list == sl) {
-		tr_erase(&sl->root[t], n);
+		gp_treap_erase(&sl->root[t], n);
 		absorb_next(p, n);
 		b = n;
 	}
 	n = b->next;
 	if (n && n->state == B_FREE && n->list == sl) {
-		tr_erase(&sl->root[t], n);
+		gp_treap_erase(&sl->root[t], n);
 		absorb_next(p, b);
 	}
 	b->left = b->right = NULL;
-	tr_insert(&sl->root[t], b);
+	gp_treap_insert(&sl->root[t], b);
 	note_free_size(p, b->size);
 }
 
@@ -411,7 +256,7 @@ static inline int fit_ok(const gp_pool *p, const struct gp_block *b, size_t roun
 
 static inline int better(const struct gp_block *a, const struct gp_block *b)
 {
-	return !b || key_less(a, b);
+	return !b || gp_treap_less(a, b);
 }
 
 /* Best fit among `sl`'s blocks. */
@@ -419,13 +264,13 @@ static struct gp_block *find_in(gp_pool *p, struct gp_slist *sl, int t, size_t r
 {
 	if (!sl)
 		return NULL;
-	struct gp_block *b = tr_lower_bound(sl->root[t], rounded);
+	struct gp_block *b = gp_treap_lower_bound(sl->root[t], rounded);
 	return b && fit_ok(p, b, rounded) ? b : NULL;
 }
 
 static void slist_take(struct gp_slist *sl, struct gp_block *b)
 {
-	tr_erase(&sl->root[tree_of(b)], b);
+	gp_treap_erase(&sl->root[tree_of(b)], b);
 	b->left = b->right = NULL;
 }
 
@@ -458,7 +303,7 @@ static int take_block(gp_pool *p, struct gp_block *b, size_t rounded, size_t req
 			r->state = B_FREE;
 			r->gen = b->gen;
 			r->list = home;
-			tr_insert(&home->root[tree_of(r)], r);
+			gp_treap_insert(&home->root[tree_of(r)], r);
 			p->st->splits++;
 			GP_GAUGE_ADD(p->st, free_blocks, 1);
 		}
@@ -466,7 +311,7 @@ static int take_block(gp_pool *p, struct gp_block *b, size_t rounded, size_t req
 	b->state = B_LIVE;
 	b->requested = req;
 	b->list = NULL;
-	map_add(p, b);
+	gp_addrmap_add(&p->map, b);
 	GP_GAUGE_SUB(p->st, free_blocks, 1);
 	GP_GAUGE_ADD(p->st, live_blocks, 1);
 	GP_GAUGE_ADD(p->st, requested_bytes, req);
@@ -625,7 +470,7 @@ static void slist_drain(gp_pool *p, struct gp_slist *sl,
 		sl->root[t] = NULL;
 		while (rest) {
 			struct gp_block *b = rest;
-			rest = tr_join(b->left, b->right);
+			rest = gp_treap_join(b->left, b->right);
 			b->left = b->right = NULL;
 			put(p, sl, b, k);
 		}
@@ -670,7 +515,7 @@ static void put_promoted(gp_pool *p, struct gp_slist *sl, struct gp_block *b, ui
 		free_insert(p, b, &p->ready);
 	} else {
 		b->list = sl;
-		tr_insert(&sl->root[tree_of(b)], b);
+		gp_treap_insert(&sl->root[tree_of(b)], b);
 	}
 }
 
@@ -905,7 +750,7 @@ static struct gp_segment *segment_of(gp_pool *p, uintptr_t addr)
 int gp_pool_free(gp_pool *p, uintptr_t addr, gp_stream stream)
 {
 	gp_lock_take(&p->lock);
-	struct gp_block *b = map_find(p, addr, 1);
+	struct gp_block *b = gp_addrmap_find(&p->map, addr, GP_MAP_UNLINK);
 	if (!b) {
 		int rc = segment_of(p, addr) ? -EALREADY : -ENOENT;
 		if (rc == -EALREADY) {
@@ -970,7 +815,7 @@ int gp_pool_lookup(gp_pool *p, uintptr_t addr, struct gp_block_info *info)
 {
 	int rc = -ENOENT;
 	gp_lock_take(&p->lock);
-	struct gp_block *b = map_find(p, addr, 0);
+	struct gp_block *b = gp_addrmap_find(&p->map, addr, GP_MAP_KEEP);
 	if (!b) {
 		struct gp_segment *s = segment_of(p, addr);
 		for (struct gp_block *x = s ? s->first : NULL; x; x = x->next)
@@ -1046,9 +891,7 @@ int gp_pool_create(gp_pool **out, int device, const struct gp_pool_params *param
 	p->be = be;
 	p->st = stats;
 	p->ready.stream = GP_NO_STREAM;
-	p->map_mask = 255;
-	p->map = calloc(p->map_mask + 1, sizeof *p->map);
-	if (!p->map) {
+	if (gp_addrmap_init(&p->map, 256)) {
 		free(p);
 		return -ENOMEM;
 	}
@@ -1086,7 +929,7 @@ void gp_pool_destroy(gp_pool *p)
 	}
 	p->st->active = 0;
 	gp_stats_end(p->st);
-	free(p->map);
+	gp_addrmap_fini(&p->map);
 	struct gp_slist *sl, *tmp;
 	HASH_ITER(hh, p->streams, sl, tmp)
 	{
@@ -1127,7 +970,7 @@ static void walk_tree(const gp_pool *p, const struct gp_block *t, const struct g
 	if (t->prio > prio_cap)
 		w->bad = 1;
 	walk_tree(p, t->left, sl, tt, t->prio, w);
-	if (w->prev && !key_less(w->prev, t))
+	if (w->prev && !gp_treap_less(w->prev, t))
 		w->bad = 2;
 	if (t->state != B_FREE || t->list != sl || tree_of(t) != tt)
 		w->bad = 3;
@@ -1162,7 +1005,7 @@ static int check_locked(gp_pool *p)
 				nlive++;
 				allocated += b->size;
 				requested += b->requested;
-				if (map_find(p, b->addr, 0) != b)
+				if (gp_addrmap_find(&p->map, b->addr, GP_MAP_KEEP) != b)
 					return fail(p, "live block missing from the address map");
 			} else {
 				nfree++;
@@ -1194,11 +1037,7 @@ static int check_locked(gp_pool *p)
 			free(v);
 		}
 	}
-	size_t nmap = 0;
-	for (size_t i = 0; i <= p->map_mask; i++)
-		for (const struct gp_block *b = p->map[i]; b; b = b->hnext)
-			nmap++;
-	if (nmap != nlive || p->map_count != nlive)
+	if (gp_addrmap_recount(&p->map) != nlive || p->map.count != nlive)
 		return fail(p, "address map holds blocks that are not live");
 	size_t n = 0;
 	const struct gp_block *last = NULL;
