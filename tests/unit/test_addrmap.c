@@ -11,18 +11,13 @@
 #include <cmocka.h>
 
 #include "addrmap.h"
+#include "xorshift.h"
 
 #define BASE ((uintptr_t)0x7f0000000000ull)
 
-static uint64_t rng_state = 88172645463325252ull;
+static uint64_t rng_state = XORSHIFT_SEED;
 
-static uint64_t rnd(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
+static uint64_t rnd(void) { return xorshift64(&rng_state); }
 
 static void test_add_find_unlink(void **state)
 {

@@ -13,6 +13,7 @@
 
 #include "backend.h"
 #include "pool.h"
+#include "xorshift.h"
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -542,14 +543,6 @@ struct live {
 	int dev;
 };
 
-static uint64_t xs(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
-
 static int cmp_live(const void *a, const void *b)
 {
 	const struct live *x = a, *y = b;
@@ -577,10 +570,10 @@ static void test_randomized(void **state)
 	}
 	struct live *lv = calloc(MAXLIVE, sizeof *lv);
 	size_t nlive = 0, model_req[NDEV] = {0}, model_n[NDEV] = {0};
-	uint64_t rng = 88172645463325252ull, ooms = 0;
+	uint64_t rng = XORSHIFT_SEED, ooms = 0;
 	const gp_stream streams[] = {GP_NO_STREAM, S1, S2, 0x3000};
 	for (long i = 0; i < ops; i++) {
-		uint64_t r = xs(&rng);
+		uint64_t r = xorshift64(&rng);
 		int d = (int)(r & 1);
 		gp_stream s = streams[(r >> 1) & 3];
 		unsigned what = (unsigned)((r >> 8) % 1000);

@@ -11,16 +11,11 @@
 #include <cmocka.h>
 
 #include "treap.h"
+#include "xorshift.h"
 
-static uint64_t rng_state = 88172645463325252ull;
+static uint64_t rng_state = XORSHIFT_SEED;
 
-static uint64_t rnd(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
+static uint64_t rnd(void) { return xorshift64(&rng_state); }
 
 static void block_init(struct gp_block *b, size_t size, uintptr_t addr, uint32_t prio)
 {
