@@ -113,35 +113,101 @@ static int take_block(gp_pool *p, struct gp_block *b, size_t rounded, size_t req
 	return 0;
 }
 
-static struct gp_block *find(gp_pool *p, size_t rounded, gp_stream stream, struct gp_slist **home)
+/* ---- the allocation ladder ------------------------------------------------------------
+ * gp_pool_alloc tries these in order and takes the first block one answers. Each rung
+ * costs more than the one before (a fence, then device memory, then the whole cache), and
+ * the fences come before growing because a block that frees in flight will return is
+ * cheaper than a segment that raises the peak:
+ *
+ *   try_ready                best fit in the ready list or the stream's own (the hit path)
+ *   try_wait_for_better_fit  only when try_ready's block would be split for a large request
+ *                            while frees in flight could fit better: put it back, fence
+ *   try_steal                a block freed on another stream, ordered after it by an event
+ *   try_retired              pending frees that a fence already covered (another thread's)
+ *   try_fence_headroom       the pool grew fence_headroom since the last fence: fence
+ *   try_fence_before_peak    growing would raise the peak while frees in flight could serve
+ *   try_grow                 a new segment (past the peak, first release unused cache)
+ *   try_fence_all            no room to grow: fence, promoting every stream's blocks too
+ *   try_release_and_grow     release every free segment and grow once more (OOM retry)
+ *
+ * A rung that does not apply answers NULL without side effects, except where said. */
+
+/* One request as the rungs see it. */
+struct request {
+	size_t size;            /* bytes asked for */
+	size_t rounded;         /* size rounded up to prm.round */
+	gp_stream stream;       /* GP_NO_STREAM for cudaMalloc */
+	struct gp_slist *home;  /* the list the rest of a split block goes back to */
+	bool grew;              /* the block is a new segment's (a miss), not a cached one */
+};
+
+/* Best fit for rq among the ready list and rq's stream's list, taken out of its tree;
+ * rq->home is where it came from. */
+static struct gp_block *find(gp_pool *p, struct request *rq)
 {
-	int t = gp_tree_for(p, rounded);
-	struct gp_block *b = find_in(p, &p->ready, t, rounded);
-	*home = &p->ready;
-	if (stream != GP_NO_STREAM) {
-		struct gp_slist *sl = gp_freelist_get(p, stream, GP_FREELIST_EXISTING);
-		struct gp_block *c = find_in(p, sl, t, rounded);
+	int t = gp_tree_for(p, rq->rounded);
+	struct gp_block *b = find_in(p, &p->ready, t, rq->rounded);
+	rq->home = &p->ready;
+	if (rq->stream != GP_NO_STREAM) {
+		struct gp_slist *sl = gp_freelist_get(p, rq->stream, GP_FREELIST_EXISTING);
+		struct gp_block *c = find_in(p, sl, t, rq->rounded);
 		if (c && better(c, b)) {
 			b = c;
-			*home = sl;
+			rq->home = sl;
 		}
 	}
 	if (b)
-		gp_freelist_take(*home, b);
+		gp_freelist_take(rq->home, b);
 	return b;
 }
 
-/* A block freed on another stream, made safe for `stream` by an event. */
-static struct gp_block *steal(gp_pool *p, size_t rounded, gp_stream stream, struct gp_slist **home)
+/* Runs a fence on the allocating thread (counted as inline), then looks again. The lock
+ * is dropped during the fence, so the answer reflects other threads' frees too. */
+static struct gp_block *fence_and_find(gp_pool *p, enum gp_fence_scope scope, struct request *rq)
 {
-	int t = gp_tree_for(p, rounded);
+	if (gp_fence_locked(p, scope) == 0)
+		p->st->inline_fences++;
+	return find(p, rq);
+}
+
+/* The list a new segment's remainder joins: the stream's own (made now if need be), else
+ * the ready list. */
+static struct gp_slist *grow_home(gp_pool *p, gp_stream stream)
+{
+	struct gp_slist *sl = gp_freelist_get(p, stream, GP_FREELIST_CREATE);
+	return sl ? sl : &p->ready;
+}
+
+static inline struct gp_block *try_ready(gp_pool *p, struct request *rq) { return find(p, rq); }
+
+/* b is try_ready's block. When it would be split for a large request while frees in
+ * flight may hold a better fit, and fences are quick: carving large blocks while their
+ * better-fitting twins wait for a fence is what fragments a pool under cudaFree, so b goes
+ * back and the answer is what a fence leaves. Else b. */
+static inline struct gp_block *try_wait_for_better_fit(gp_pool *p, struct request *rq, struct gp_block *b)
+{
+	if (b->size - rq->rounded > p->prm.small_max && rq->rounded > p->prm.small_max &&
+	    p->st->pending_bytes >= rq->rounded && p->last_fence_ns <= p->prm.wait_fence_ns) {
+		gp_freelist_insert(p, b, rq->home);
+		return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq);
+	}
+	return b;
+}
+
+/* A block freed on another stream, made safe for rq's stream by an event. A stream that
+ * cannot be ordered after from here has its blocks sent to wait for a fence. */
+static struct gp_block *try_steal(gp_pool *p, struct request *rq)
+{
+	if (rq->stream == GP_NO_STREAM)
+		return NULL;
+	int t = gp_tree_for(p, rq->rounded);
 	for (int attempt = 0; attempt < 4; attempt++) {
 		struct gp_block *best = NULL;
 		struct gp_slist *from = NULL;
 		for (struct gp_slist *sl = p->streams; sl; sl = sl->hh.next) {
-			if (sl->stream == stream)
+			if (sl->stream == rq->stream)
 				continue;
-			struct gp_block *c = find_in(p, sl, t, rounded);
+			struct gp_block *c = find_in(p, sl, t, rq->rounded);
 			if (c && better(c, best)) {
 				best = c;
 				from = sl;
@@ -149,11 +215,11 @@ static struct gp_block *steal(gp_pool *p, size_t rounded, gp_stream stream, stru
 		}
 		if (!best)
 			return NULL;
-		if (p->be->stream_wait(p->be->ctx, p->device, from->stream, stream) == 0) {
+		if (p->be->stream_wait(p->be->ctx, p->device, from->stream, rq->stream) == 0) {
 			p->st->stream_steals++;
 			gp_freelist_take(from, best);
 			/* the remainder of a split stays with the stream it came from */
-			*home = from;
+			rq->home = from;
 			return best;
 		}
 		/* cannot order after that stream from here: its blocks wait for a fence */
@@ -163,106 +229,113 @@ static struct gp_block *steal(gp_pool *p, size_t rounded, gp_stream stream, stru
 	return NULL;
 }
 
-/* Runs a fence on the allocating thread (counted as inline), then looks again. The lock
- * is dropped during the fence, so the answer reflects other threads' frees too. */
-static struct gp_block *fence_and_find(gp_pool *p, enum gp_fence_scope scope, size_t rounded, gp_stream stream,
-				       struct gp_slist **home)
+/* Pending blocks that a completed fence (the fence thread's, or another caller's) already
+ * covered go to the ready list; then look again. */
+static struct gp_block *try_retired(gp_pool *p, struct request *rq)
 {
-	if (gp_fence_locked(p, scope) == 0)
-		p->st->inline_fences++;
-	return find(p, rounded, stream, home);
+	if (!p->pend_head || p->completed <= p->pend_head->gen)
+		return NULL;
+	gp_pending_retire(p, p->completed);
+	return find(p, rq);
 }
 
-/* The list a new segment's remainder joins: the stream's own, else the ready list. */
-static struct gp_slist *grow_home(gp_pool *p, gp_stream stream)
+/* Frees in flight may hold a fitting block, fences are quick, and the pool has already
+ * grown its headroom's worth since the last one: waiting for a fence costs less than
+ * another segment, and keeps a cudaMalloc/cudaFree loop (or a program freeing faster than
+ * the fence thread retires) from ballooning. */
+static struct gp_block *try_fence_headroom(gp_pool *p, struct request *rq)
 {
-	struct gp_slist *sl = gp_freelist_get(p, stream, GP_FREELIST_CREATE);
-	return sl ? sl : &p->ready;
+	if (!p->pend_head || p->last_fence_ns > p->prm.wait_fence_ns ||
+	    p->grown_pending + gp_segment_size_for(&p->prm, rq->rounded) <= p->prm.fence_headroom)
+		return NULL;
+	return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq);
 }
+
+/* Never raise the peak for memory that frees in flight will return: when the GPU runs far
+ * behind (a deep queue makes fences slow), growing instead of waiting would let reserved
+ * memory track everything freed but not yet fenced. */
+static struct gp_block *try_fence_before_peak(gp_pool *p, struct request *rq)
+{
+	if (!p->pend_head || p->st->pending_bytes < rq->rounded ||
+	    p->st->reserved_bytes + gp_segment_size_for(&p->prm, rq->rounded) <= p->st->reserved_bytes_peak)
+		return NULL;
+	return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq);
+}
+
+/* A new segment. Growing past the peak reserved so far: first hand back cached segments
+ * that cannot serve this request, so the peak holds what the program needs, not what an
+ * earlier phase left behind. Below the old peak, growth costs nothing in peak terms and no
+ * segment is given back (no churn in steady state); nor while the cache is under 1/16 of
+ * what is reserved (a pool that is simply growing would otherwise trade a cudaFree for
+ * every cudaMalloc). Makes the stream's list even when growing fails (grow_home), which
+ * lets try_fence_all run for a stream that had none. */
+static struct gp_block *try_grow(gp_pool *p, struct request *rq)
+{
+	size_t ss = gp_segment_size_for(&p->prm, rq->rounded);
+	size_t peak = p->st->reserved_bytes_peak;
+	if (p->prm.release_on_grow && p->st->reserved_bytes + ss > peak &&
+	    p->st->cached_bytes > p->st->reserved_bytes / 16) {
+		size_t over = p->st->reserved_bytes + ss - peak;
+		gp_segment_release_locked(p, p->st->cached_bytes > over ? p->st->cached_bytes - over : 0);
+	}
+	struct gp_block *b = gp_segment_grow(p, rq->rounded);
+	rq->grew = b != NULL;
+	if (b && p->pend_head)
+		p->grown_pending += b->size;
+	rq->home = grow_home(p, rq->stream);
+	return b;
+}
+
+/* No ready block and no room to grow: wait for the frees in flight, on every stream. */
+static struct gp_block *try_fence_all(gp_pool *p, struct request *rq)
+{
+	if (!p->pend_head && !p->streams)
+		return NULL;
+	return fence_and_find(p, GP_FENCE_PROMOTE_STREAMS, rq);
+}
+
+/* The OOM retry: every free segment goes back to the backend, then one more segment. */
+static struct gp_block *try_release_and_grow(gp_pool *p, struct request *rq)
+{
+	p->st->oom_retries++;
+	gp_segment_release_locked(p, 0);
+	struct gp_block *b = gp_segment_grow(p, rq->rounded);
+	rq->grew = b != NULL;
+	rq->home = grow_home(p, rq->stream);
+	return b;
+}
+
+/* The rungs after try_ready and try_wait_for_better_fit, in the order of the table above. */
+static struct gp_block *(*const rungs[])(gp_pool *, struct request *) = {
+	try_steal, try_retired, try_fence_headroom, try_fence_before_peak,
+	try_grow, try_fence_all, try_release_and_grow,
+};
 
 int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
 {
 	if (size == 0 || size > ((size_t)1 << 56))
 		return -EINVAL;
-	size_t rounded = gp_round_up(size, p->prm.round);
+	struct request rq = {.size = size, .rounded = gp_round_up(size, p->prm.round), .stream = stream};
 	gp_lock_take(&p->lock);
 	gp_stats_begin(p->st);
-	struct gp_slist *home = NULL;
-	struct gp_block *b = find(p, rounded, stream, &home);
-	int hit = 1;
-	if (b && b->size - rounded > p->prm.small_max && rounded > p->prm.small_max &&
-	    p->st->pending_bytes >= rounded && p->last_fence_ns <= p->prm.wait_fence_ns) {
-		/* the best ready block would be split, while frees in flight may hold a
-		 * better fit: carving large blocks while their better-fitting twins wait for a
-		 * fence is what fragments a pool under cudaFree. Fences are quick: wait. */
-		gp_freelist_insert(p, b, home);
-		b = fence_and_find(p, GP_FENCE_PENDING_ONLY, rounded, stream, &home);
-	}
-	if (!b && stream != GP_NO_STREAM)
-		b = steal(p, rounded, stream, &home);
-	if (!b && p->pend_head && p->completed > p->pend_head->gen) {
-		gp_pending_retire(p, p->completed);
-		b = find(p, rounded, stream, &home);
-	}
-	if (!b && p->pend_head && p->last_fence_ns <= p->prm.wait_fence_ns &&
-	    p->grown_pending + gp_segment_size_for(&p->prm, rounded) > p->prm.fence_headroom) {
-		/* frees in flight may hold a fitting block, fences are quick, and the pool has
-		 * already grown its headroom's worth since the last one: waiting for a fence
-		 * costs less than another segment, and keeps a cudaMalloc/cudaFree loop (or a
-		 * program freeing faster than the fence thread retires) from ballooning */
-		b = fence_and_find(p, GP_FENCE_PENDING_ONLY, rounded, stream, &home);
-	}
-	if (!b && p->pend_head && p->st->pending_bytes >= rounded &&
-	    p->st->reserved_bytes + gp_segment_size_for(&p->prm, rounded) > p->st->reserved_bytes_peak) {
-		/* never raise the peak for memory that frees in flight will return: when the GPU
-		 * runs far behind (a deep queue makes fences slow), growing instead of waiting
-		 * would let reserved memory track everything freed but not yet fenced */
-		b = fence_and_find(p, GP_FENCE_PENDING_ONLY, rounded, stream, &home);
-	}
-	if (!b) {
-		/* Growing past the peak reserved so far: first hand back cached segments that
-		 * cannot serve this request, so the peak holds what the program needs, not
-		 * what an earlier phase left behind. Below the old peak, growth costs nothing
-		 * in peak terms and no segment is given back (no churn in steady state); nor
-		 * while the cache is under 1/16 of what is reserved (a pool that is simply
-		 * growing would otherwise trade a cudaFree for every cudaMalloc). */
-		size_t ss = gp_segment_size_for(&p->prm, rounded);
-		size_t peak = p->st->reserved_bytes_peak;
-		if (p->prm.release_on_grow && p->st->reserved_bytes + ss > peak &&
-		    p->st->cached_bytes > p->st->reserved_bytes / 16) {
-			size_t over = p->st->reserved_bytes + ss - peak;
-			gp_segment_release_locked(p, p->st->cached_bytes > over ? p->st->cached_bytes - over : 0);
-		}
-		b = gp_segment_grow(p, rounded);
-		hit = b == NULL;
-		if (b && p->pend_head)
-			p->grown_pending += b->size;
-		home = grow_home(p, stream);
-	}
-	if (!b && (p->pend_head || p->streams)) {
-		/* no ready block and no room to grow: wait for the frees in flight */
-		b = fence_and_find(p, GP_FENCE_PROMOTE_STREAMS, rounded, stream, &home);
-	}
-	if (!b) {
-		p->st->oom_retries++;
-		gp_segment_release_locked(p, 0);
-		b = gp_segment_grow(p, rounded);
-		hit = 0;
-		home = grow_home(p, stream);
-	}
+	struct gp_block *b = try_ready(p, &rq);
+	if (b)
+		b = try_wait_for_better_fit(p, &rq, b);
+	for (size_t i = 0; !b && i < sizeof rungs / sizeof rungs[0]; i++)
+		b = rungs[i](p, &rq);
 	int rc = -ENOMEM;
 	if (b) {
 		/* a segment made for one large request stays whole (its rest is under
 		 * large_round): the block is then the segment, and cudaIpcGetMemHandle can
 		 * export it (DESIGN point 7) */
-		rc = take_block(p, b, rounded, size, home, !hit && rounded >= p->prm.medium_max);
+		rc = take_block(p, b, rq.rounded, rq.size, rq.home, rq.grew && rq.rounded >= p->prm.medium_max);
 		if (rc == 0) {
 			*addr = b->addr;
 			p->st->allocs++;
-			if (hit)
-				p->st->hits++;
-			else
+			if (rq.grew)
 				p->st->misses++;
+			else
+				p->st->hits++;
 		}
 	}
 	if (rc)
