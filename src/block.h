@@ -27,7 +27,8 @@ struct gp_block {
 	size_t requested;          /* live blocks: bytes asked for */
 	struct gp_segment *seg;
 	struct gp_block *prev, *next;   /* address neighbours in the segment */
-	struct gp_block *left, *right;  /* treap children while free; pending list links */
+	struct gp_block *left, *right;  /* free blocks: children in their list's treap */
+	struct gp_block *pend_next;     /* pending blocks: the next newer one (fence.c) */
 	struct gp_slist *list;     /* free blocks: the list holding them */
 	uint64_t gen;              /* fence generation current when freed */
 	uint32_t prio;             /* treap priority */

@@ -12,10 +12,9 @@ void gp_pending_push(gp_pool *p, struct gp_block *b)
 {
 	b->state = B_PENDING;
 	b->gen = p->issued;
-	b->right = NULL;
-	b->left = p->pend_tail;
+	b->pend_next = NULL;
 	if (p->pend_tail)
-		p->pend_tail->right = b;
+		p->pend_tail->pend_next = b;
 	else
 		p->pend_head = b;
 	p->pend_tail = b;
@@ -39,15 +38,12 @@ void gp_pending_retire(gp_pool *p, uint64_t k)
 	}
 	while (p->pend_head && p->pend_head->gen < p->completed) {
 		struct gp_block *b = p->pend_head;
-		p->pend_head = b->right;
-		if (p->pend_head)
-			p->pend_head->left = NULL;
-		else
+		p->pend_head = b->pend_next;
+		if (!p->pend_head)
 			p->pend_tail = NULL;
 		GP_GAUGE_SUB(p->st, pending_frees, 1);
 		GP_GAUGE_SUB(p->st, pending_bytes, b->size);
 		b->state = B_FREE;
-		b->left = b->right = NULL;
 		gp_freelist_insert(p, b, &p->ready);
 	}
 }

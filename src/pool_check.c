@@ -105,8 +105,8 @@ int gp_pool_check_locked(gp_pool *p)
 		return fail(p, "address map holds blocks that are not live");
 	size_t n = 0;
 	const struct gp_block *last = NULL;
-	for (const struct gp_block *b = p->pend_head; b; b = b->right) {
-		if (b->state != B_PENDING || b->left != last || (last && last->gen > b->gen))
+	for (const struct gp_block *b = p->pend_head; b; b = b->pend_next) {
+		if (b->state != B_PENDING || b->left || b->right || (last && last->gen > b->gen))
 			return fail(p, "pending list");
 		last = b;
 		n++;
