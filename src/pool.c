@@ -20,18 +20,37 @@
 void gp_pool_params_default(struct gp_pool_params *p)
 {
 	memset(p, 0, sizeof *p);
-	p->round = 512;
-	p->small_max = 1u << 20;
-	p->small_segment = 2u << 20;
-	p->medium_max = 10u << 20;
-	p->medium_segment = 20u << 20;
-	p->large_round = 2u << 20;
+	p->round = GP_POOL_DEFAULT_ROUND;
+	p->small_max = (size_t)GP_POOL_DEFAULT_SMALL_MAX_MIB << 20;
+	p->small_segment = (size_t)GP_POOL_DEFAULT_SMALL_SEGMENT_MIB << 20;
+	p->medium_max = (size_t)GP_POOL_DEFAULT_MEDIUM_MAX_MIB << 20;
+	p->medium_segment = (size_t)GP_POOL_DEFAULT_MEDIUM_SEGMENT_MIB << 20;
+	p->large_round = (size_t)GP_POOL_DEFAULT_LARGE_ROUND_MIB << 20;
 	p->max_split_size = SIZE_MAX;
 	p->limit = 0;
 	p->release_threshold = SIZE_MAX;
 	p->wait_fence_ns = 1000000;
 	p->fence_headroom = 32u << 20;
 	p->release_on_grow = true;
+}
+
+unsigned gp_pool_params_check(const struct gp_pool_params *p)
+{
+	unsigned bad = 0;
+	size_t r = p->round;
+	if (!r || (r & (r - 1))) {
+		bad |= GP_GEOMETRY_ROUND;
+		r = 1; /* the rules below then judge only their own knobs */
+	}
+	if (p->small_max > p->small_segment || p->small_segment % r)
+		bad |= GP_GEOMETRY_SMALL;
+	if (p->medium_max > p->medium_segment || p->medium_segment % r)
+		bad |= GP_GEOMETRY_MEDIUM;
+	if (p->small_max > p->medium_max)
+		bad |= GP_GEOMETRY_CLASSES;
+	if (!p->large_round || p->large_round % r)
+		bad |= GP_GEOMETRY_LARGE;
+	return bad;
 }
 
 int gp_pool_device(const gp_pool *p) { return p->device; }
@@ -465,11 +484,7 @@ int gp_pool_mem_info(gp_pool *p, size_t *free_bytes, size_t *total_bytes)
 int gp_pool_create(gp_pool **out, int device, const struct gp_pool_params *params,
 		   const struct gp_backend *be, struct gpupool_device_stats *stats)
 {
-	const struct gp_pool_params *q = params;
-	if (!q->round || (q->round & (q->round - 1)) || !q->large_round ||
-	    (q->large_round & (q->large_round - 1)) || q->small_max > q->small_segment ||
-	    q->medium_max > q->medium_segment || q->small_segment % q->round ||
-	    q->medium_segment % q->round || q->large_round % q->round)
+	if (gp_pool_params_check(params))
 		return -EINVAL;
 	gp_pool *p = calloc(1, sizeof *p);
 	if (!p)

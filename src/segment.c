@@ -43,7 +43,8 @@ size_t gp_segment_size_for(const struct gp_pool_params *prm, size_t rounded)
 		return prm->small_segment;
 	if (rounded < prm->medium_max)
 		return prm->medium_segment;
-	return gp_round_up(rounded, prm->large_round);
+	/* large_round is a multiple of round, not always a power of two */
+	return (rounded + prm->large_round - 1) / prm->large_round * prm->large_round;
 }
 
 struct gp_block *gp_segment_grow(gp_pool *p, size_t rounded)
