@@ -1,8 +1,7 @@
 /* The address map: live blocks by address, chained (through gp_block.hnext) in a
- * power-of-two bucket array that doubles when it is as full as it is long. Chosen over
- * uthash for the pool's hot path: a third of the instructions per alloc+free pair, and
- * no failure mode (when the table cannot grow, chains lengthen). Depends on block.h only;
- * not thread-safe (the caller holds the pool lock). */
+ * power-of-two bucket array that doubles when it is as full as it is long. Depends on
+ * block.h only; not thread-safe (the caller holds the pool lock). Chosen over uthash for
+ * the hot path: a third of the instructions per alloc+free pair, and no failure mode. */
 #ifndef GP_ADDRMAP_H
 #define GP_ADDRMAP_H
 
@@ -27,7 +26,8 @@ enum gp_addrmap_find {
 int gp_addrmap_init(struct gp_addrmap *m, size_t buckets);
 /* Frees the bucket array (not the blocks). */
 void gp_addrmap_fini(struct gp_addrmap *m);
-/* Doubles the bucket array; keeps the old one when host memory runs out. */
+/* Doubles the bucket array; keeps the old one when host memory runs out (chains then
+ * lengthen: lookups slow down, nothing fails). */
 void gp_addrmap_grow(struct gp_addrmap *m);
 /* Blocks reachable from the buckets (a recount of m->count, for checkers). */
 size_t gp_addrmap_recount(const struct gp_addrmap *m);

@@ -1,8 +1,7 @@
 /* Pending frees and fences: a cudaFree'd block waits on the pending list (oldest first,
- * linked by gp_block.pend_next) until a fence begun after its free completes; a fence is
- * one device_sync through the backend, run without the pool lock. Depends on
- * pool_internal.h and freelist.h; no allocation policy (when to fence is pool.c's and the
- * fence thread's). Lock held. */
+ * by gp_block.pend_next) until a fence begun after its free completes; a fence is one
+ * device_sync, run without the pool lock. Depends on pool_internal.h and freelist.h; no
+ * allocation policy (when to fence is pool.c's and the fence thread's). Lock held. */
 #ifndef GP_FENCE_H
 #define GP_FENCE_H
 

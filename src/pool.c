@@ -1,9 +1,7 @@
-/* The pool's public operations and its allocation policy: best fit across the ready list
- * and the stream's own, the rules for splitting, the order of what to try when no block
- * fits; free, lookup, stream retirement, memory info, create and destroy. The mechanics
- * live next door: free lists (freelist.c), segments and release (segment.c), pending
- * frees and fences (fence.c), the checker (pool_check.c). Depends on those, the backend
- * and stats.h only: no CUDA types, no config, no getenv, no I/O. */
+/* The pool's public operations and its allocation policy (best fit, split rules, the
+ * ladder of what to try when no block fits), over free lists (freelist.c), segments
+ * (segment.c), pending frees and fences (fence.c) and the checker (pool_check.c). Depends
+ * on those, the backend and stats.h only: no CUDA types, no config, no getenv, no I/O. */
 #include "pool.h"
 
 #include <errno.h>
