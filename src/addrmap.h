@@ -17,7 +17,7 @@ struct gp_addrmap {
 };
 
 /* What gp_addrmap_find does with the block it finds. */
-enum gp_addrmap_find {
+enum gp_addrmap_found {
 	GP_MAP_KEEP,    /* leaves it in the map */
 	GP_MAP_UNLINK,  /* removes it */
 };
@@ -49,7 +49,7 @@ static inline void gp_addrmap_add(struct gp_addrmap *m, struct gp_block *b)
 }
 
 /* The block at exactly `a`, or NULL; with GP_MAP_UNLINK it also leaves the map. */
-static inline struct gp_block *gp_addrmap_find(struct gp_addrmap *m, uintptr_t a, enum gp_addrmap_find what)
+static inline struct gp_block *gp_addrmap_find(struct gp_addrmap *m, uintptr_t a, enum gp_addrmap_found what)
 {
 	struct gp_block **link = &m->bucket[gp_addrmap_slot(m, a)];
 	for (struct gp_block *b = *link; b; link = &b->hnext, b = b->hnext)

@@ -6,7 +6,7 @@
 
 #include <stdlib.h>
 
-struct gp_slist *gp_freelist_find(gp_pool *p, gp_stream s, enum gp_freelist_get how)
+struct gp_slist *gp_freelist_find(gp_pool *p, gp_stream s, enum gp_freelist_missing how)
 {
 	struct gp_slist *sl;
 	HASH_FIND(hh, p->streams, &s, sizeof s, sl);

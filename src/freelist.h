@@ -9,17 +9,17 @@
 #include "treap.h"
 
 /* What gp_freelist_get does when the stream has no list yet. */
-enum gp_freelist_get {
+enum gp_freelist_missing {
 	GP_FREELIST_EXISTING, /* answers NULL */
 	GP_FREELIST_CREATE,   /* makes one (NULL only when host memory runs out) */
 };
 
 /* The uthash lookup (and creation) behind gp_freelist_get. */
-struct gp_slist *gp_freelist_find(gp_pool *p, gp_stream s, enum gp_freelist_get how);
+struct gp_slist *gp_freelist_find(gp_pool *p, gp_stream s, enum gp_freelist_missing how);
 
 /* The free lists of stream s (the ready list for GP_NO_STREAM). The last stream looked
  * up is cached. */
-static inline struct gp_slist *gp_freelist_get(gp_pool *p, gp_stream s, enum gp_freelist_get how)
+static inline struct gp_slist *gp_freelist_get(gp_pool *p, gp_stream s, enum gp_freelist_missing how)
 {
 	if (s == GP_NO_STREAM)
 		return &p->ready;
