@@ -1,9 +1,7 @@
-/* The pool: a caching allocator of device address ranges for one device.
- * Owns size rounding, segments, blocks, split/merge, best fit, per-stream free lists,
- * pending (fenced) frees, cache release and the memory limit. It never touches CUDA,
- * the environment or I/O: device pointers are uintptr_t and never dereferenced, and all
- * device work goes through the backend (backend.h). Every function is thread-safe: one
- * mutex per pool, never held across device_sync. */
+/* The pool's contract: a caching allocator of device address ranges for one device (sizes,
+ * segments, blocks, per-stream free lists, fenced frees, release, the limit). Thread-safe:
+ * one lock per pool, never held across device_sync. Must not depend on CUDA, the environment,
+ * config or I/O: addresses are uintptr_t, never dereferenced; device work goes via backend.h. */
 #ifndef GP_POOL_H
 #define GP_POOL_H
 

@@ -1,7 +1,7 @@
-/* Trace replay (replay.h). Rows go through gp_pool in trace order; trace pointers map to
- * pool addresses with uthash. The default fence policy (a background thread fencing
- * fence_interval_us after the first pending cudaFree) is modelled in trace time: before
- * each row, a fence runs when the row's t_ns has passed that deadline (+ latency). */
+/* Trace replay (replay.h): rows through gp_pool in trace order on the fake backend, trace
+ * pointers mapped to pool addresses with uthash, the fence thread modelled in trace time
+ * (a fence when a row's t_ns passes the deadline, + latency). Depends on the pool, config,
+ * the reader and the fake backend; never on CUDA or the shim. */
 #define HASH_NONFATAL_OOM 1
 #include "replay.h"
 
