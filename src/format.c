@@ -372,7 +372,7 @@ void gp_format_json_listing(struct gp_format_out *o, const struct gp_format_proc
 	puts_(o, "}}\n");
 }
 
-/* ---- Prometheus ------------------------------------------------------------------ */
+/* ---- Prometheus / OpenMetrics ---------------------------------------------------- */
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -380,26 +380,49 @@ static bool ends_with(const char *s, const char *suffix)
 	return a >= b && memcmp(s + a - b, suffix, b) == 0;
 }
 
-/* gpupool_<name>[_bytes][_peak|_total]: the unit suffix only where the name lacks it */
-static void prom_name(char *buf, size_t cap, const struct metric *m, bool peak)
+/* A counter whose family would have a gauge's name takes another stem: the gauge
+ * requested_bytes (live) and the counter requested_bytes_total (summed) would both be the
+ * family gpupool_requested_bytes, which parsers reject ("Clashing name"). */
+static const struct {
+	const char *field, *stem;
+} prom_stems[] = {{"requested_bytes_total", "alloc_requested"}};
+
+/* The family name of a field (docs/stats.md): gpupool_<stem>[_peak][_bytes], the stem being
+ * the field's name less "_total" and "_bytes", so that the unit comes last; a counter's
+ * samples add "_total" to it. */
+static void prom_family_name(char *buf, size_t cap, const struct metric *m, bool peak)
 {
-	bool add_unit = is_bytes(m) && !ends_with(m->name, "_bytes") && !ends_with(m->name, "_bytes_total");
-	const char *suffix = peak ? "_peak" : (!m->gauge && !ends_with(m->name, "_total")) ? "_total" : "";
-	snprintf(buf, cap, "gpupool_%s%s%s", m->name, add_unit ? "_bytes" : "", suffix);
+	char stem[64];
+	snprintf(stem, sizeof stem, "%s", m->name);
+	for (size_t i = 0; i < sizeof prom_stems / sizeof prom_stems[0]; i++)
+		if (!m->gauge && strcmp(m->name, prom_stems[i].field) == 0)
+			snprintf(stem, sizeof stem, "%s", prom_stems[i].stem);
+	if (ends_with(stem, "_total"))
+		stem[strlen(stem) - 6] = '\0';
+	if (ends_with(stem, "_bytes"))
+		stem[strlen(stem) - 6] = '\0';
+	snprintf(buf, cap, "gpupool_%s%s%s", stem, peak ? "_peak" : "", is_bytes(m) ? "_bytes" : "");
 }
 
-static void prom_labels(struct gp_format_out *o, const struct gpupool_page *pg, const struct gpupool_device_stats *s)
+/* A label value: backslash, double quote and newline escaped; bytes outside printable ASCII
+ * (the program's comm need not be UTF-8) become '?'. */
+static void prom_label_value(struct gp_format_out *o, const char *s, size_t max)
 {
-	gp_format_printf(o, "{pid=\"%d\",comm=\"", (int)pg->pid);
-	for (size_t i = 0; i < GPUPOOL_COMM_LEN - 1 && pg->comm[i]; i++) {
-		unsigned char c = (unsigned char)pg->comm[i];
+	for (size_t i = 0; i < max && s[i]; i++) {
+		unsigned char c = (unsigned char)s[i];
 		if (c == '\\' || c == '"')
 			gp_format_printf(o, "\\%c", c);
 		else if (c == '\n')
 			puts_(o, "\\n");
 		else
-			gp_format_write(o, c >= 0x20 && c < 0x7f ? (const char *)&pg->comm[i] : "?", 1);
+			gp_format_write(o, c >= 0x20 && c < 0x7f ? &s[i] : "?", 1);
 	}
+}
+
+static void prom_labels(struct gp_format_out *o, const struct gpupool_page *pg, const struct gpupool_device_stats *s)
+{
+	gp_format_printf(o, "{pid=\"%d\",comm=\"", (int)pg->pid);
+	prom_label_value(o, pg->comm, GPUPOOL_COMM_LEN - 1);
 	if (s)
 		gp_format_printf(o, "\",device=\"%d\"}", (int)s->device);
 	else
@@ -411,17 +434,32 @@ static bool prom_slot_ok(const struct gp_format_proc *p, uint32_t d)
 	return !p->stale && !(p->inconsistent & (1u << d)) && p->page->dev[d].active;
 }
 
-static void prom_family(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n,
-			const char *name, const char *help_prefix, const char *help, const char *type,
-			size_t off)
+/* The metadata of one family. The text format 0.0.4 names a counter's family by its sample
+ * name (with _total) and has no UNIT line; OpenMetrics names the family without _total and
+ * gives the unit (the family name then ends in it). */
+static void prom_meta(struct gp_format_out *o, bool om, const char *family, const char *type, const char *unit,
+		      const char *help_prefix, const char *help)
 {
-	gp_format_printf(o, "# HELP %s %s%s\n# TYPE %s %s\n", name, help_prefix, help, name, type);
+	const char *total = !om && strcmp(type, "counter") == 0 ? "_total" : "";
+	gp_format_printf(o, "# HELP %s%s %s%s\n# TYPE %s%s %s\n", family, total, help_prefix, help, family, total,
+			 type);
+	if (om && unit)
+		gp_format_printf(o, "# UNIT %s %s\n", family, unit);
+}
+
+/* One family with one sample per live, consistent, active device slot: the field at off. */
+static void prom_device_family(struct gp_format_out *o, bool om, const struct gp_format_proc *procs, size_t n,
+			       const char *family, const char *type, const char *unit, const char *help_prefix,
+			       const char *help, size_t off)
+{
+	prom_meta(o, om, family, type, unit, help_prefix, help);
+	const char *total = strcmp(type, "counter") == 0 ? "_total" : "";
 	for (size_t i = 0; i < n; i++) {
 		const struct gpupool_page *pg = procs[i].page;
 		for (uint32_t d = 0; d < pg->ndevices && d < GPUPOOL_MAX_DEVICES; d++) {
 			if (!prom_slot_ok(&procs[i], d))
 				continue;
-			puts_(o, name);
+			gp_format_printf(o, "%s%s", family, total);
 			prom_labels(o, pg, &pg->dev[d]);
 			gp_format_printf(o, " %llu\n", (unsigned long long)field(&pg->dev[d], off));
 		}
@@ -429,22 +467,32 @@ static void prom_family(struct gp_format_out *o, const struct gp_format_proc *pr
 }
 
 void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n,
-			  const struct gp_format_skip *skips, size_t nskips)
+			  const struct gp_format_skip *skips, size_t nskips, const char *version, bool om)
 {
+	if (version) {
+		/* an info family: gpupool_build in OpenMetrics, a gauge gpupool_build_info in 0.0.4 */
+		prom_meta(o, om, om ? "gpupool_build" : "gpupool_build_info", om ? "info" : "gauge", NULL, "",
+			  "the version of gpupool-stat that exported these figures");
+		puts_(o, "gpupool_build_info{version=\"");
+		prom_label_value(o, version, 64);
+		puts_(o, "\"} 1\n");
+	}
 	char name[96];
 	for (size_t k = 0; k < NMETRICS; k++) {
 		const struct metric *m = &metrics[k];
-		prom_name(name, sizeof name, m, false);
-		prom_family(o, procs, n, name, "", m->help, m->gauge ? "gauge" : "counter", m->off);
+		const char *unit = is_bytes(m) ? "bytes" : NULL;
+		prom_family_name(name, sizeof name, m, false);
+		prom_device_family(o, om, procs, n, name, m->gauge ? "gauge" : "counter", unit, "", m->help, m->off);
 		if (m->gauge) {
-			prom_name(name, sizeof name, m, true);
-			prom_family(o, procs, n, name, "peak of: ", m->help, "gauge", m->peak_off);
+			prom_family_name(name, sizeof name, m, true);
+			prom_device_family(o, om, procs, n, name, "gauge", unit, "peak of: ", m->help, m->peak_off);
 		}
 	}
-	prom_family(o, procs, n, "gpupool_limit_bytes", "", "configured limit on reserved bytes (0 = none)",
-		    "gauge", offsetof(struct gpupool_device_stats, limit_bytes));
-	puts_(o, "# HELP gpupool_process_start_time_seconds when the process started using gpupool (unix time)\n"
-		 "# TYPE gpupool_process_start_time_seconds gauge\n");
+	prom_device_family(o, om, procs, n, "gpupool_limit_bytes", "gauge", "bytes", "",
+			   "configured limit on reserved bytes (0 = none)",
+			   offsetof(struct gpupool_device_stats, limit_bytes));
+	prom_meta(o, om, "gpupool_process_start_time_seconds", "gauge", "seconds", "",
+		  "when the process started using gpupool (unix time)");
 	for (size_t i = 0; i < n; i++) {
 		if (procs[i].stale)
 			continue;
@@ -454,10 +502,12 @@ void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *
 		gp_format_printf(o, " %llu.%03llu\n", (unsigned long long)(pg->start_time_ns / 1000000000ull),
 				 (unsigned long long)(pg->start_time_ns / 1000000ull % 1000ull));
 	}
-	puts_(o, "# HELP gpupool_skipped_pages statistics pages the reader left out, by reason\n"
-		 "# TYPE gpupool_skipped_pages gauge\n");
+	prom_meta(o, om, "gpupool_skipped_pages", "gauge", NULL, "",
+		  "statistics pages the reader left out, by reason");
 	for (size_t k = 0; k < nskips; k++)
 		gp_format_printf(o, "gpupool_skipped_pages{reason=\"%s\"} %lu\n", skips[k].reason, skips[k].count);
+	if (om)
+		puts_(o, "# EOF\n");
 }
 
 /* ---- exit report ----------------------------------------------------------------- */

@@ -56,10 +56,13 @@ void gp_format_json(struct gp_format_out *o, const struct gp_format_proc *procs,
  * "skipped":{"<reason>":count,...} for the nskips entries of skips[]. */
 void gp_format_json_listing(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n,
 			    const struct gp_format_skip *skips, size_t nskips);
-/* Prometheus text exposition format 0.0.4; stale processes and inconsistent slots left out;
- * then gpupool_skipped_pages{reason="..."}, one sample per entry of skips[]. */
+/* Prometheus text exposition format 0.0.4, or OpenMetrics 1.0.0 when openmetrics (families
+ * named without _total, UNIT lines, "# EOF" last); stale processes and inconsistent slots
+ * left out. One family per name, the unit last, _total on counters only (docs/stats.md).
+ * First gpupool_build_info{version="<version>"} 1 unless version is NULL; last
+ * gpupool_skipped_pages{reason="..."}, one sample per entry of skips[]. */
 void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n,
-			  const struct gp_format_skip *skips, size_t nskips);
+			  const struct gp_format_skip *skips, size_t nskips, const char *version, bool openmetrics);
 /* The exit report of one process: a short table per active device. Counters only. */
 void gp_format_report(struct gp_format_out *o, const struct gpupool_page *page);
 

@@ -1,6 +1,7 @@
 /* gpupool-stat: the live reader of statistics pages ($GPUPOOL_SHM_DIR or /dev/shm).
- * Lists processes, shows one in full, prints JSON or Prometheus text, refreshes like top,
- * asks a process to release its cache, and removes pages of dead processes. Everything
+ * Lists processes, shows one in full, prints JSON, Prometheus or OpenMetrics text, serves
+ * /metrics over HTTP (stat_http.c), refreshes like top, asks a process to release its
+ * cache, and removes pages of dead processes. Everything
  * found in the directory is untrusted: a page whose file is not its process's user's is
  * skipped and counted (docs/security.md); a malformed file is one line on stderr. */
 #include <errno.h>
@@ -18,6 +19,7 @@
 
 #include "format.h"
 #include "proc.h"
+#include "stat_http.h"
 #include "statpage.h"
 
 #define MAX_PAGES 4096        /* pages one listing keeps: live processes first */
@@ -26,7 +28,7 @@
  * of live processes; a page of a dead one is never waited for. */
 #define LISTING_PATIENCE_NS (1000 * 1000 * 1000ull)
 
-enum mode { MODE_TABLE, MODE_JSON, MODE_PROMETHEUS };
+enum mode { MODE_TABLE, MODE_JSON, MODE_PROMETHEUS, MODE_OPENMETRICS };
 
 static sigjmp_buf bus_jmp;
 static volatile sig_atomic_t in_read;
@@ -50,7 +52,8 @@ static void on_sigint(int sig)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: gpupool-stat [PID] [--json | --prometheus] [--watch SECONDS [--count N]]\n"
+		"usage: gpupool-stat [PID] [--json | --prometheus | --openmetrics] [--watch SECONDS [--count N]]\n"
+		"       gpupool-stat [PID] --listen [ADDR:]PORT\n"
 		"       gpupool-stat --release PID [--timeout SECONDS]\n"
 		"       gpupool-stat --clean\n"
 		"\n"
@@ -61,6 +64,9 @@ static void usage(FILE *f)
 		"  PID                every gauge (current, peak) and counter of one process\n"
 		"  --json             all fields as raw integers (with PID: that process only)\n"
 		"  --prometheus       text exposition format, for node_exporter's textfile collector\n"
+		"  --openmetrics      the same in OpenMetrics text (ends with # EOF)\n"
+		"  --listen [ADDR:]PORT  serve /metrics over HTTP on ADDR (default 127.0.0.1) until\n"
+		"                     SIGINT or SIGTERM, the pages read afresh for each scrape\n"
 		"  --watch SECONDS    refresh in place every SECONDS (0.1-86400) until Ctrl-C\n"
 		"  --count N          with --watch: stop after N refreshes\n"
 		"  --release PID      ask PID to release its cached memory and wait for the answer;\n"
@@ -240,8 +246,8 @@ static void render(struct gp_format_out *o, enum mode mode, int pid, const struc
 		skips[r] = (struct gp_format_skip){gp_statpage_skip_label((enum gp_statpage_skip)r), l->skipped[r]};
 	if (mode == MODE_JSON)
 		gp_format_json_listing(o, procs, (size_t)n, skips, GP_SKIP_COUNT);
-	else if (mode == MODE_PROMETHEUS)
-		gp_format_prometheus(o, procs, (size_t)n, skips, GP_SKIP_COUNT);
+	else if (mode == MODE_PROMETHEUS || mode == MODE_OPENMETRICS)
+		gp_format_prometheus(o, procs, (size_t)n, skips, GP_SKIP_COUNT, GP_VERSION, mode == MODE_OPENMETRICS);
 	else if (pid > 0)
 		gp_format_detail(o, &procs[0]);
 	else
@@ -289,6 +295,33 @@ static int show(enum mode mode, int pid, double watch, long count)
 	free(o);
 	free(l.infos);
 	return status;
+}
+
+/* --listen: one scrape, the listing read afresh (same bounds as --prometheus). */
+struct scrape {
+	struct listing l;
+	int pid;
+};
+
+static void scrape(struct gp_format_out *o, bool openmetrics, void *arg)
+{
+	struct scrape *s = arg;
+	load(gp_statpage_dir(), s->pid, &s->l);
+	render(o, openmetrics ? MODE_OPENMETRICS : MODE_PROMETHEUS, s->pid, &s->l);
+}
+
+static int listen_http(const char *spec, int pid)
+{
+	static struct scrape s;
+	s.pid = pid;
+	s.l.infos = calloc(MAX_PAGES, sizeof *s.l.infos);
+	if (!s.l.infos) {
+		fprintf(stderr, "gpupool-stat: out of memory\n");
+		return 1;
+	}
+	int rc = gp_stat_http_serve(spec, scrape, &s);
+	free(s.l.infos);
+	return rc;
 }
 
 static int release(int pid, double timeout)
@@ -384,9 +417,11 @@ static int clean(void)
 
 int main(int argc, char **argv)
 {
-	enum { OPT_JSON = 1, OPT_PROM, OPT_WATCH, OPT_COUNT, OPT_RELEASE, OPT_TIMEOUT, OPT_CLEAN, OPT_HELP };
+	enum { OPT_JSON = 1, OPT_PROM, OPT_OM, OPT_LISTEN, OPT_WATCH, OPT_COUNT, OPT_RELEASE, OPT_TIMEOUT, OPT_CLEAN,
+	       OPT_HELP };
 	static const struct option opts[] = {
 		{"json", no_argument, NULL, OPT_JSON},         {"prometheus", no_argument, NULL, OPT_PROM},
+		{"openmetrics", no_argument, NULL, OPT_OM},    {"listen", required_argument, NULL, OPT_LISTEN},
 		{"watch", required_argument, NULL, OPT_WATCH}, {"count", required_argument, NULL, OPT_COUNT},
 		{"release", required_argument, NULL, OPT_RELEASE},
 		{"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -397,10 +432,13 @@ int main(int argc, char **argv)
 	long count = 0;
 	int pid = 0, release_pid = 0, c;
 	bool do_clean = false;
+	const char *listen_spec = NULL;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_JSON: mode = MODE_JSON; break;
 		case OPT_PROM: mode = MODE_PROMETHEUS; break;
+		case OPT_OM: mode = MODE_OPENMETRICS; break;
+		case OPT_LISTEN: listen_spec = optarg; break;
 		case OPT_WATCH:
 			if ((watch = parse_seconds(optarg, 0.1, 86400)) < 0) {
 				fprintf(stderr, "gpupool-stat: --watch %s: expected seconds between 0.1 and 86400\n", optarg);
@@ -440,6 +478,10 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (listen_spec && (mode != MODE_TABLE || watch > 0 || release_pid || do_clean)) {
+		fprintf(stderr, "gpupool-stat: --listen serves Prometheus and OpenMetrics text: it takes no other mode\n");
+		return 2;
+	}
 	struct sigaction sa = {0};
 	sa.sa_handler = on_sigbus;
 	sigaction(SIGBUS, &sa, NULL);
@@ -452,5 +494,7 @@ int main(int argc, char **argv)
 		return clean();
 	if (release_pid)
 		return release(release_pid, timeout);
+	if (listen_spec)
+		return listen_http(listen_spec, pid);
 	return show(mode, pid, watch, count);
 }

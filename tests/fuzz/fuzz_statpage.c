@@ -83,7 +83,8 @@ static void format_all(const struct gpupool_page *pg, uint32_t inconsistent)
 		gp_format_detail(&o, &p);
 		gp_format_json(&o, &p, 1);
 		gp_format_json_listing(&o, &p, 1, skips, sizeof skips / sizeof skips[0]);
-		gp_format_prometheus(&o, &p, 1, skips, sizeof skips / sizeof skips[0]);
+		gp_format_prometheus(&o, &p, 1, skips, sizeof skips / sizeof skips[0], "0.0.0", false);
+		gp_format_prometheus(&o, &p, 1, skips, sizeof skips / sizeof skips[0], "0.0.0", true);
 		gp_format_report(&o, pg);
 		if (gp_format_flush(&o) != 0 || strlen(out) != o.len)
 			abort();

@@ -61,7 +61,7 @@ EOF
 grep -q '^# TYPE gpupool_allocs_total counter$' "$D/prom" || fail "prom TYPE"
 grep -q "^gpupool_reserved_bytes{pid=\"$WPID\",comm=\"stat_writer\",device=\"1\"} [0-9]*$" "$D/prom" || fail "prom sample"
 bad=$(grep -v '^# \(HELP\|TYPE\) ' "$D/prom" |
-	grep -cv '^gpupool_[a-z_]*{\(pid="[0-9]*",comm="[^"]*"\(,device="[0-9]*"\)\?\|reason="[a-z_]*"\)} [0-9.]*$' || true)
+	grep -cv '^gpupool_[a-z_]*{\(pid="[0-9]*",comm="[^"]*"\(,device="[0-9]*"\)\?\|reason="[a-z_]*"\|version="[0-9A-Za-z.+~-]*"\)} [0-9.]*$' || true)
 [ "$bad" -eq 0 ] || fail "prom grammar: $bad bad lines"
 
 # watch: two refreshes with the ANSI clear

@@ -130,7 +130,12 @@ static const char *render(void (*fn)(struct gp_format_out *, const struct gp_for
 
 static void prometheus(struct gp_format_out *o, const struct gp_format_proc *p, size_t n)
 {
-	gp_format_prometheus(o, p, n, skips, NSKIPS);
+	gp_format_prometheus(o, p, n, skips, NSKIPS, "1.2.3-test", false);
+}
+
+static void openmetrics(struct gp_format_out *o, const struct gp_format_proc *p, size_t n)
+{
+	gp_format_prometheus(o, p, n, skips, NSKIPS, "1.2.3-test", true);
 }
 
 static void test_table(void **state)
@@ -283,6 +288,79 @@ static bool ends_with(const char *s, const char *suf)
 	return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
+/* A field's sample name as docs/stats.md lists them: the unit last, _total on counters,
+ * the summed requested bytes renamed off the live gauge's family. */
+static void prom_sample_name(char *buf, size_t cap, const struct field *f, bool peak)
+{
+	static const struct {
+		const char *field, *name;
+	} names[] = {
+		{"requested_bytes_total", "alloc_requested_bytes"},
+		{"largest_free_block", "largest_free_block_bytes"},
+	};
+	char stem[64];
+	snprintf(stem, sizeof stem, "%s", f->name);
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (strcmp(f->name, names[i].field) == 0)
+			snprintf(stem, sizeof stem, "%s", names[i].name);
+	if (peak && ends_with(stem, "_bytes"))
+		snprintf(buf, cap, "gpupool_%.*s_peak_bytes", (int)strlen(stem) - 6, stem);
+	else
+		snprintf(buf, cap, "gpupool_%s%s%s", stem, peak ? "_peak" : "", f->gauge ? "" : "_total");
+}
+
+/* OpenMetrics: counter families without _total, UNIT lines whose unit ends the family name,
+ * the info family, no name claimed twice (a counter claims <family>, _total and _created),
+ * "# EOF" last; the samples are those of the 0.0.4 text. */
+static void test_openmetrics(void **state)
+{
+	(void)state;
+	char *text = strdup(render(openmetrics, 2));
+	const char *plain = render(prometheus, 2);
+	static char claimed[512][96];
+	int nclaimed = 0, nunit = 0;
+	size_t len = strlen(text);
+	assert_true(len > 6 && strcmp(text + len - 6, "# EOF\n") == 0);
+	char *save = NULL;
+	for (char *ln = strtok_r(text, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
+		char name[96], what[16];
+		if (sscanf(ln, "# TYPE %95s %15s", name, what) == 2) {
+			static const char *const suffixes[] = {"", "_total", "_created", "_info"};
+			bool counter = strcmp(what, "counter") == 0, info = strcmp(what, "info") == 0;
+			assert_true(counter || info || strcmp(what, "gauge") == 0);
+			assert_false(ends_with(name, "_total"));
+			for (size_t k = 0; k < 4; k++) {
+				if (k == 1 || k == 2 ? !counter : k == 3 ? !info : false)
+					continue;
+				assert_true(nclaimed < 512);
+				snprintf(claimed[nclaimed], 96, "%s%s", name, suffixes[k]);
+				for (int i = 0; i < nclaimed; i++)
+					if (strcmp(claimed[i], claimed[nclaimed]) == 0)
+						fail_msg("name claimed twice: %s", claimed[i]);
+				nclaimed++;
+			}
+		} else if (sscanf(ln, "# UNIT %95s %15s", name, what) == 2) {
+			char suffix[24];
+			snprintf(suffix, sizeof suffix, "_%s", what);
+			assert_true(ends_with(name, suffix));
+			nunit++;
+		} else if (ln[0] != '#') {
+			/* every sample line is one of the 0.0.4 text's */
+			char line[512];
+			snprintf(line, sizeof line, "\n%s\n", ln);
+			assert_non_null(strstr(plain, line));
+		}
+	}
+	assert_true(nunit > 5);
+	free(text);
+	text = strdup(render(openmetrics, 2));
+	assert_non_null(strstr(text, "# TYPE gpupool_build info\ngpupool_build_info{version=\"1.2.3-test\"} 1\n"));
+	assert_non_null(strstr(text, "# TYPE gpupool_allocs counter\n"));
+	assert_non_null(strstr(text, "# TYPE gpupool_alloc_requested_bytes counter\n# UNIT gpupool_alloc_requested_bytes bytes\n"));
+	assert_non_null(strstr(text, "# UNIT gpupool_process_start_time_seconds seconds\n"));
+	free(text);
+}
+
 /* The exposition grammar for our samples, one HELP and TYPE per family before its samples,
  * and every value equal to the page. */
 static void test_prometheus(void **state)
@@ -299,7 +377,7 @@ static void test_prometheus(void **state)
 	assert_int_equal(regcomp(&help, "^# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) [^\n]+$", REG_EXTENDED), 0);
 	assert_int_equal(regcomp(&type, "^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (gauge|counter)$", REG_EXTENDED), 0);
 	char helped[128][96], typed[128][96], types[128][16];
-	int nhelp = 0, ntype = 0, samples = 0, skipped = 0;
+	int nhelp = 0, ntype = 0, samples = 0, skipped = 0, builds = 0;
 	char *copy = strdup(text), *save = NULL;
 	for (char *ln = strtok_r(copy, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
 		regmatch_t m[10];
@@ -323,6 +401,12 @@ static void test_prometheus(void **state)
 		}
 		char reason[32];
 		unsigned long count;
+		if (strcmp(ln, "gpupool_build_info{version=\"1.2.3-test\"} 1") == 0) {
+			assert_string_equal(typed[ntype - 1], "gpupool_build_info");
+			assert_string_equal(types[ntype - 1], "gauge");
+			builds++;
+			continue;
+		}
 		if (sscanf(ln, "gpupool_skipped_pages{reason=\"%31[a-z_]\"} %lu", reason, &count) == 2) {
 			assert_string_equal(typed[ntype - 1], "gpupool_skipped_pages");
 			assert_string_equal(types[ntype - 1], "gauge");
@@ -358,23 +442,18 @@ static void test_prometheus(void **state)
 			assert_int_equal(v, s->limit_bytes);
 			continue;
 		}
-		/* map back: strip gpupool_, then _total / _peak, then an added _bytes */
-		char base[96];
-		snprintf(base, sizeof base, "%s", name + 8);
-		bool peak = false;
-		if (ends_with(base, "_peak")) {
-			peak = true;
-			base[strlen(base) - 5] = '\0';
-		}
+		/* map back through the names docs/stats.md gives */
 		const struct field *f = NULL;
+		bool peak = false;
 		for (size_t i = 0; i < NFIELDS && !f; i++) {
-			char want[96];
-			const char *nm = fields[i].name;
-			bool unit = fields[i].bytes && !ends_with(nm, "_bytes") && !ends_with(nm, "_bytes_total");
-			snprintf(want, sizeof want, "%s%s%s", nm, unit ? "_bytes" : "",
-				 !fields[i].gauge && !ends_with(nm, "_total") ? "_total" : "");
-			if (strcmp(want, base) == 0 && (!peak || fields[i].gauge))
-				f = &fields[i];
+			for (int pk = 0; pk <= (int)fields[i].gauge && !f; pk++) {
+				char want[96];
+				prom_sample_name(want, sizeof want, &fields[i], pk);
+				if (strcmp(want, name) == 0) {
+					f = &fields[i];
+					peak = pk;
+				}
+			}
 		}
 		if (!f)
 			fail_msg("unknown metric %s", name);
@@ -387,16 +466,22 @@ static void test_prometheus(void **state)
 	size_t families = 2; /* limit, start time */
 	for (size_t i = 0; i < NFIELDS; i++)
 		families += fields[i].gauge ? 2 : 1;
-	assert_int_equal(nhelp, (int)families + 1); /* and skipped pages */
-	assert_int_equal(ntype, (int)families + 1);
+	assert_int_equal(nhelp, (int)families + 2); /* and skipped pages, build info */
+	assert_int_equal(ntype, (int)families + 2);
 	assert_int_equal(samples, (int)((families - 1) * 3 + 2));
 	assert_int_equal(skipped, (int)NSKIPS);
-	/* the conventions the brief names */
+	assert_int_equal(builds, 1);
+	/* the names docs/stats.md lists */
 	assert_non_null(strstr(text, "# TYPE gpupool_allocs_total counter\n"));
-	assert_non_null(strstr(text, "# TYPE gpupool_requested_bytes_total counter\n"));
+	assert_non_null(strstr(text, "# TYPE gpupool_requested_bytes gauge\n"));
+	assert_non_null(strstr(text, "# TYPE gpupool_requested_peak_bytes gauge\n"));
+	assert_non_null(strstr(text, "# TYPE gpupool_alloc_requested_bytes_total counter\n"));
 	assert_non_null(strstr(text, "# TYPE gpupool_released_bytes_total counter\n"));
 	assert_non_null(strstr(text, "# TYPE gpupool_largest_free_block_bytes gauge\n"));
-	assert_non_null(strstr(text, "# TYPE gpupool_reserved_bytes_peak gauge\n"));
+	assert_non_null(strstr(text, "# TYPE gpupool_reserved_peak_bytes gauge\n"));
+	assert_non_null(strstr(text, "# TYPE gpupool_live_blocks_peak gauge\n"));
+	assert_non_null(strstr(text, "# TYPE gpupool_pending_peak_bytes gauge\n"));
+	assert_null(strstr(text, "_bytes_peak"));
 
 	/* stale processes are left out */
 	procs[1].stale = true;
@@ -452,7 +537,7 @@ static void test_extreme_values(void **state)
 			gp_format_table(&o, &p, 1);
 			gp_format_detail(&o, &p);
 			gp_format_json(&o, &p, 1);
-			gp_format_prometheus(&o, &p, 1, NULL, 0);
+			gp_format_prometheus(&o, &p, 1, NULL, 0, "0.0.0", false);
 			assert_int_equal(gp_format_flush(&o), 0);
 			snprintf(want, sizeof want, "  %-24s %28s\n", "driver calls saved", cases[c].saved);
 			assert_non_null(strstr(out, want));
@@ -476,6 +561,7 @@ int main(void)
 		cmocka_unit_test_setup(test_detail_and_report, setup),
 		cmocka_unit_test_setup(test_json, setup),
 		cmocka_unit_test_setup(test_prometheus, setup),
+		cmocka_unit_test_setup(test_openmetrics, setup),
 		cmocka_unit_test(test_extreme_values),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -301,7 +301,7 @@ static int poke(const char *name, struct gp_statpage_info *info)
 		gp_format_table(&o, &p, 1);
 		gp_format_detail(&o, &p);
 		gp_format_json(&o, &p, 1);
-		gp_format_prometheus(&o, &p, 1, NULL, 0);
+		gp_format_prometheus(&o, &p, 1, NULL, 0, "0.0.0", false);
 		gp_format_report(&o, &info->page);
 		gp_format_flush(&o);
 		assert_true(info->page.ndevices <= GPUPOOL_MAX_DEVICES);
