@@ -26,7 +26,9 @@ except ImportError:
     sys.exit(77)
 
 STAT, WRITER, VERSION = sys.argv[1:4]
-HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include", "gpupool", "stats.h")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+HEADER = os.path.join(ROOT, "include", "gpupool", "stats.h")
+DASHBOARD = os.path.join(ROOT, "docs", "grafana-gpupool.json")
 TEXT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OM_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
@@ -89,6 +91,20 @@ def compare_with_json(samples, doc, pid):
             assert got == [float(want)], (name, dev["device"], got, want)
             checked += 1
     assert checked == 14, checked
+
+
+def check_dashboard(samples):
+    """docs/grafana-gpupool.json is JSON, and every gpupool_* name its queries use is exported."""
+    with open(DASHBOARD) as f:
+        dash = json.load(f)
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    exprs += [v["definition"] for v in dash["templating"]["list"] if "definition" in v]
+    used = {n for e in exprs for n in re.findall(r"\bgpupool_\w+", e)}
+    unknown = used - set(samples)
+    assert not unknown, "the dashboard queries names gpupool-stat does not export: %s" % sorted(unknown)
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(ids) == len(set(ids)), ids
+    return len(used)
 
 
 def run(*args):
@@ -166,6 +182,7 @@ def main():
             compare_with_json(samples, doc, w.pid)
             assert [v for l, v in samples["gpupool_skipped_pages"] if l["reason"] == "invalid"] == [1.0]
         print("prom_parse: %d families, both parsers agree with --json" % len(fams))
+        print("prom_parse: the Grafana dashboard's %d names are all exported" % check_dashboard(samples))
         check_listen(w.pid)
     finally:
         w.kill()
