@@ -26,7 +26,7 @@ static gp_pool *parent_pools[GPUPOOL_MAX_DEVICES]; /* after fork: the parent's, 
 static struct gpupool_page *page;  /* the shared page, or `local`; NULL until the first pool */
 static struct gpupool_page local;
 static bool page_shared;
-static uint64_t release_seen;
+static _Atomic uint64_t release_seen; /* the latest release request claimed by a thread */
 static bool atexit_set;
 static struct gp_backend backend; /* over R.rt, set with it */
 static struct gpupool_device_stats parked; /* where pools abandoned by cudaDeviceReset write */
@@ -91,7 +91,7 @@ gp_pool *gp_registry_pool_create(int dev)
 			page = &local;
 			gp_statpage_init(page);
 		}
-		release_seen = page->release_request;
+		atomic_store(&release_seen, __atomic_load_n(&page->release_request, __ATOMIC_ACQUIRE));
 		if (R.cfg.trace[0] && gp_trace_open(R.cfg.trace) == 0)
 			R.tracing = true;
 		if (!atexit_set)
@@ -130,20 +130,24 @@ long long gp_registry_release(int only)
 	return total;
 }
 
-/* A release request from gpupool-stat: two plain reads of the page per call, the rest only
- * when a request is pending. */
+/* A release request from gpupool-stat: two loads per call, the rest only when a request is
+ * pending. Every allocating thread checks, so the request is claimed by a compare-exchange
+ * of release_seen: one thread releases for it, and a thread still releasing for an older
+ * request cannot undo the answer to a newer one (acks only move forward, statpage.h). */
 static inline void check_release_request(void)
 {
-	if (__builtin_expect(!page_shared, 0) ||
-	    __atomic_load_n(&page->release_request, __ATOMIC_RELAXED) == release_seen)
+	if (__builtin_expect(!page_shared, 0))
+		return;
+	uint64_t seen = atomic_load_explicit(&release_seen, memory_order_relaxed);
+	if (__atomic_load_n(&page->release_request, __ATOMIC_RELAXED) == seen)
 		return;
 	uint64_t req;
-	if (gp_statpage_release_pending(page, &req) && req != release_seen) {
-		release_seen = req;
-		long long n = gp_registry_release(-1);
-		gp_log(GP_LOG_INFO, "released %lld bytes of cached memory on request", n);
-		gp_statpage_release_ack(page, req);
-	}
+	if (!gp_statpage_release_pending(page, &req) || req == seen ||
+	    !atomic_compare_exchange_strong(&release_seen, &seen, req))
+		return; /* answered already, or another thread claimed it (or a newer one) */
+	long long n = gp_registry_release(-1);
+	gp_log(GP_LOG_INFO, "released %lld bytes of cached memory on request", n);
+	gp_statpage_release_ack(page, req);
 }
 
 void gp_registry_count_passthrough(int dev, bool alloc)

@@ -264,8 +264,12 @@ bool gp_statpage_release_pending(const struct gpupool_page *pg, uint64_t *req)
 
 void gp_statpage_release_ack(struct gpupool_page *pg, uint64_t req)
 {
-	if (pg)
-		__atomic_store_n(&pg->release_done, req, __ATOMIC_RELEASE);
+	if (!pg)
+		return;
+	uint64_t done = __atomic_load_n(&pg->release_done, __ATOMIC_RELAXED);
+	while (done < req && !__atomic_compare_exchange_n(&pg->release_done, &done, req, false, __ATOMIC_RELEASE,
+							  __ATOMIC_RELAXED))
+		;
 }
 
 /* A busy writer keeps its slot odd for most of each pool call: spin a little, then let it

@@ -42,6 +42,8 @@ void gp_statpage_forget(struct gpupool_page *pg);
 /* True when a reader asked for a cache release not yet acknowledged; *req is the
  * request to acknowledge once the cache is released. Two loads: cheap per call. */
 bool gp_statpage_release_pending(const struct gpupool_page *pg, uint64_t *req);
+/* Acknowledges request `req`: release_done becomes req unless it is already at or past it
+ * (a thread that answered an older request late never moves it back). Thread-safe. */
 void gp_statpage_release_ack(struct gpupool_page *pg, uint64_t req);
 
 /* How long one page's slots are waited for, at most, when they are mid-update (a busy
