@@ -15,6 +15,7 @@
 #include "fence_thread.h"
 #include "format.h"
 #include "log.h"
+#include "proc.h"
 #include "statpage.h"
 #include "stats.h"
 #include "trace.h"
@@ -171,19 +172,23 @@ void gp_registry_trace(int op, int dev, cudaStream_t s, size_t size, void *ptr, 
 }
 
 /* "device 0: out of memory allocating 2.0 GiB (reserved 1.0 GiB, in use 512.0 MiB, limit
- * 1.0 GiB)": the one wording of an allocation gpupool could not serve. Returns buf. */
+ * 1.0 GiB)": the one wording of an allocation gpupool could not serve. The figures are
+ * "unknown" when the device's counters stayed mid-update for GP_STATPAGE_PATIENCE_NS
+ * (another thread in a slow runtime call). Returns buf. */
 static const char *oom_message(char *buf, size_t cap, int dev, size_t size)
 {
 	struct gpupool_device_stats st;
-	memset(&st, 0, sizeof st);
-	gp_stats_snapshot(R.slots[dev], &st, 100);
+	bool known = gp_statpage_snapshot_until(R.slots[dev], &st,
+						gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS);
 	char b[4][32];
 	int n = snprintf(buf, cap, "device %d: out of memory allocating %s (reserved %s, in use %s", dev,
-			 gp_format_bytes(b[0], sizeof b[0], size), gp_format_bytes(b[1], sizeof b[1], st.reserved_bytes),
-			 gp_format_bytes(b[2], sizeof b[2], st.allocated_bytes));
+			 gp_format_bytes(b[0], sizeof b[0], size),
+			 known ? gp_format_bytes(b[1], sizeof b[1], st.reserved_bytes) : "unknown",
+			 known ? gp_format_bytes(b[2], sizeof b[2], st.allocated_bytes) : "unknown");
+	bool limit = known && st.limit_bytes;
 	if (n > 0 && (size_t)n < cap)
-		snprintf(buf + n, cap - (size_t)n, "%s%s)", st.limit_bytes ? ", limit " : "",
-			 st.limit_bytes ? gp_format_bytes(b[3], sizeof b[3], st.limit_bytes) : "");
+		snprintf(buf + n, cap - (size_t)n, "%s%s)", limit ? ", limit " : "",
+			 limit ? gp_format_bytes(b[3], sizeof b[3], st.limit_bytes) : "");
 	return buf;
 }
 

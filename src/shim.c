@@ -13,10 +13,16 @@
 #include "last_error.h"
 #include "log.h"
 #include "pool.h"
+#include "proc.h"
 #include "registry.h"
 #include "runtime.h"
-#include "stats.h"
+#include "statpage.h"
 #include "trace.h"
+
+/* How long gpupool_stats waits for a device's counters to settle (ns). The pool keeps them
+ * mid-update across its own runtime calls (a segment's cudaMalloc, or a cudaFree that waits
+ * for the device's work to finish), so a snapshot may have to wait as long as those. */
+#define GP_SHIM_STATS_PATIENCE_NS (5 * GP_NS_PER_S)
 
 /* The current device, or -1 when it is beyond the pooled ones. One device: no call. */
 static inline int current_device(const struct gp_registry *r)
@@ -285,5 +291,6 @@ int gp_shim_stats(int device, struct gpupool_device_stats *out)
 		return -ENOSYS;
 	if (device < 0 || device >= r->ndev || !atomic_load(&r->pools[device]))
 		return -ENODEV;
-	return gp_stats_snapshot(r->slots[device], out, 1000) ? 0 : -EAGAIN;
+	uint64_t deadline = gp_clock_ns(CLOCK_MONOTONIC) + GP_SHIM_STATS_PATIENCE_NS;
+	return gp_statpage_snapshot_until(r->slots[device], out, deadline) ? 0 : -EAGAIN;
 }

@@ -274,8 +274,8 @@ void gp_statpage_release_ack(struct gpupool_page *pg, uint64_t req)
 
 /* A busy writer keeps its slot odd for most of each pool call: spin a little, then let it
  * run, until deadline_ns (CLOCK_MONOTONIC). A writer that died mid-update never settles. */
-static bool snapshot_until(const struct gpupool_device_stats *s, struct gpupool_device_stats *d,
-			   uint64_t deadline_ns)
+bool gp_statpage_snapshot_until(const struct gpupool_device_stats *s, struct gpupool_device_stats *d,
+				uint64_t deadline_ns)
 {
 	for (int round = 0;; round++) {
 		if (gp_stats_snapshot(s, d, GP_STATPAGE_TRIES))
@@ -313,7 +313,7 @@ uint32_t gp_statpage_copy_until(const struct gpupool_page *src, struct gpupool_p
 		struct gpupool_device_stats *d = &dst->dev[i];
 		if (!__atomic_load_n(&s->active, __ATOMIC_ACQUIRE))
 			continue;
-		if (!snapshot_until(s, d, deadline_ns)) {
+		if (!gp_statpage_snapshot_until(s, d, deadline_ns)) {
 			memset(d, 0, sizeof *d);
 			d->device = __atomic_load_n(&s->device, __ATOMIC_RELAXED);
 			bad |= 1u << i;
