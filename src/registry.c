@@ -75,8 +75,14 @@ const struct gp_registry *gp_registry_get(void)
 
 /* ---- pools ----------------------------------------------------------------------------- */
 
-/* At exit: the report reads the page as it is then (a forked child's own, or none). */
-static void at_exit(void) { gp_exit_report(&R.cfg, page, page_shared, R.tracing); }
+/* At exit: from now on the runtime may be torn down at any moment (its own exit handlers
+ * and destructors run after this one), so the hooks pass allocations through; then the
+ * report reads the page as it is (a forked child's own, or none). */
+static void at_exit(void)
+{
+	atomic_store(&R.exiting, true);
+	gp_exit_report(&R.cfg, page, page_shared, R.tracing);
+}
 
 gp_pool *gp_registry_pool_create(int dev)
 {

@@ -17,8 +17,9 @@
 #include "runtime.h"
 
 /* What the hooks read on every call. Set by the initialisation, except pools and slots
- * (as each device is first used, and cleared by a fork or a device reset) and tracing
- * (with the first pool). Written by registry.c only. */
+ * (as each device is first used, and cleared by a fork or a device reset), tracing (with
+ * the first pool) and exiting (set by the exit handler, before the report: from then on
+ * the hooks pass allocations through; a relaxed load per call). Written by registry.c only. */
 struct gp_registry {
 	const struct gp_runtime *rt; /* NULL: no runtime, everything passes through */
 	struct gp_config cfg;
@@ -26,6 +27,7 @@ struct gp_registry {
 	bool refuse;                 /* strict mode with a bad knob: allocations fail */
 	int ndev;
 	const atomic_int *captures;  /* stream captures in progress (capture.h) */
+	atomic_bool exiting;         /* exit has begun: the runtime is being torn down */
 	bool tracing;
 	_Atomic(gp_pool *) pools[GPUPOOL_MAX_DEVICES];
 	struct gpupool_device_stats *slots[GPUPOOL_MAX_DEVICES]; /* each pool's page slot, set with it */

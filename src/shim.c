@@ -71,10 +71,17 @@ static cudaError_t capturing(const struct gp_registry *r, cudaStream_t s, enum g
 	return e;
 }
 
+/* Exit has begun: the runtime is going away, and a block the pool hands out now would be
+ * unusable where the runtime already answers cudaErrorCudartUnloading. */
+static inline bool exiting(const struct gp_registry *r)
+{
+	return atomic_load_explicit(&r->exiting, memory_order_relaxed);
+}
+
 cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call call)
 {
 	const struct gp_registry *r = gp_registry_get();
-	if (r->off) {
+	if (r->off || exiting(r)) {
 		if (!r->rt)
 			return cudaErrorInitializationError;
 		return real_malloc(r->rt, ptr, size, s, call);
@@ -165,7 +172,7 @@ cudaError_t gp_shim_free(void *ptr, cudaStream_t s, enum gp_call call)
 cudaError_t gp_shim_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 {
 	const struct gp_registry *r = gp_registry_get();
-	if (r->off)
+	if (r->off || exiting(r))
 		return r->rt ? r->rt->MemGetInfo(free_bytes, total_bytes) : cudaErrorInitializationError;
 	if (!free_bytes || !total_bytes)
 		return r->rt->MemGetInfo(free_bytes, total_bytes);
