@@ -42,7 +42,10 @@ static const char *env_get(const char *name) { return getenv(name); }
 
 static void init_once(void)
 {
+	/* bad knobs are logged against a budget of their own (log.h) */
+	enum gp_log_kind kind = gp_log_kind_set(GP_LOG_CONFIG);
 	int rc = gp_config_parse(&R.cfg, env_get);
+	gp_log_kind_set(kind);
 	gp_log_set_level(R.cfg.log_level);
 	R.refuse = rc != 0;
 	R.rt = gp_runtime_get();
