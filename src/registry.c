@@ -4,6 +4,7 @@
  * the PyTorch entry points. No CUDA call in a constructor or at exit. */
 #include "registry.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "fence_thread.h"
 #include "format.h"
 #include "log.h"
+#include "outfile.h"
 #include "proc.h"
 #include "statpage.h"
 #include "stats.h"
@@ -102,8 +104,12 @@ gp_pool *gp_registry_pool_create(int dev)
 			gp_statpage_init(page);
 		}
 		atomic_store(&release_seen, __atomic_load_n(&page->release_request, __ATOMIC_ACQUIRE));
-		if (R.cfg.trace[0] && gp_trace_open(R.cfg.trace) == 0)
-			R.tracing = true;
+		int trc = R.cfg.trace[0] ? gp_trace_open(R.cfg.trace) : -ENOENT;
+		R.tracing = trc == 0;
+		if (R.cfg.trace[0] && trc != 0)
+			gp_log(GP_LOG_WARN, "trace: cannot record to %s: %s; not tracing", R.cfg.trace,
+			       trc == -ENOSYS ? "zlib (libz.so.1) cannot be loaded for a .gz trace"
+					      : gp_outfile_strerror(trc));
 		if (!atexit_set)
 			atexit_set = atexit(at_exit) == 0;
 	}

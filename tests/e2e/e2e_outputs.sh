@@ -1,6 +1,7 @@
 #!/bin/sh
 # What gpupool writes and says: the log's budgets (many bad knobs do not silence a later
-# out-of-memory warning).
+# out-of-memory warning); the report and the trace files (no symbolic link followed, no
+# fifo opened, mode 0600, failures said in one line).
 # usage: e2e_outputs.sh PRELOAD PROGRAM SHM_DIR
 set -u
 preload=$1 prog=$2 dir=$3
@@ -20,6 +21,44 @@ grep -q "out of memory allocating 16.0 MiB" "$err" || bad "bad knobs: the out-of
 n=$(grep -c "unknown key" "$err")
 [ "$n" -ge 20 ] && [ "$n" -lt 205 ] || bad "bad knobs: $n lines about unknown keys (expected a capped number)"
 grep -q "log limit reached" "$err" || bad "bad knobs: no line saying further messages are dropped"
+
+# The report and the trace never follow a symbolic link: another user's link in a shared
+# directory must not make this process overwrite one of its own files.
+files=$(mktemp -d)
+trap 'rm -f "$out" "$err"; rm -rf "$files"' EXIT
+echo precious >"$files/victim"
+ln -s "$files/victim" "$files/report.txt"
+GPUPOOL_REPORT=$files/report.txt run "$prog" alloc || bad "report symlink: exit status $?"
+[ "$(cat "$files/victim")" = precious ] || bad "report symlink: the file behind the link was written"
+grep -q "cannot write the report to $files/report.txt.*symbolic link" "$err" ||
+	bad "report symlink: no line saying why"
+grep -q "gpupool: report for pid" "$err" || bad "report symlink: the report did not go to stderr instead"
+ln -s "$files/victim" "$files/trace.csv"
+GPUPOOL_CONF=trace:$files/trace.csv GPUPOOL_REPORT=none run "$prog" alloc || bad "trace symlink: exit status $?"
+[ "$(cat "$files/victim")" = precious ] || bad "trace symlink: the file behind the link was written"
+grep -q "trace: cannot record to $files/trace.csv.*symbolic link" "$err" || bad "trace symlink: no line saying why"
+
+# a fifo as the report never hangs the process at exit: refused, the report goes to stderr
+mkfifo "$files/fifo"
+GPUPOOL_REPORT=$files/fifo run timeout 20 "$prog" alloc; rc=$?
+[ $rc -eq 0 ] || bad "report fifo: exit status $rc (124: it hung)"
+grep -q "cannot write the report to $files/fifo.*not a regular file" "$err" || bad "report fifo: no line saying why"
+
+# files are created for this user only; a trace in a missing directory says so
+GPUPOOL_CONF=trace:$files/t.csv GPUPOOL_REPORT=$files/r.txt run "$prog" alloc || bad "modes: exit status $?"
+[ "$(stat -c %a "$files/t.csv")" = 600 ] || bad "trace mode $(stat -c %a "$files/t.csv"), expected 600"
+[ "$(stat -c %a "$files/r.txt")" = 600 ] || bad "report mode $(stat -c %a "$files/r.txt"), expected 600"
+grep -q "gpupool: report for pid" "$files/r.txt" || bad "the report file lacks the report"
+GPUPOOL_CONF=trace:$files/missing/t.csv GPUPOOL_REPORT=none run "$prog" alloc || bad "trace dir: exit status $?"
+[ "$(grep -c "trace: cannot record to $files/missing/t.csv: No such file or directory" "$err")" -eq 1 ] ||
+	bad "trace in a missing directory: expected one warning"
+
+# a report that cannot be written says so in one line (a file size limit of 0 makes every
+# write fail; stderr goes through a pipe, which the limit does not cover)
+(GPUPOOL_REPORT=$files/big.txt GPUPOOL_CONF=stats_page:0 LD_PRELOAD=$preload GPUPOOL_SHM_DIR=$dir \
+	sh -c 'trap "" XFSZ; ulimit -f 0; exec "$@"' sh "$prog" alloc 2>&1; echo "rc=$?") | cat >"$err"
+grep -q "^rc=0$" "$err" || bad "report write error: exit status"
+[ "$(grep -c "gpupool: .*report.*$files/big.txt" "$err")" -eq 1 ] || bad "report write error: expected one line"
 
 [ -z "$(ls -A "$dir")" ] || bad "pages left behind: $(ls -A "$dir")"
 exit $fail
