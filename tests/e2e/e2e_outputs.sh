@@ -1,10 +1,11 @@
 #!/bin/sh
 # What gpupool writes and says: the log's budgets (many bad knobs do not silence a later
 # out-of-memory warning); the report and the trace files (no symbolic link followed, no
-# fifo opened, mode 0600, failures said in one line).
-# usage: e2e_outputs.sh PRELOAD PROGRAM SHM_DIR
+# fifo opened, mode 0600, failures said in one line); the statistics page (what keeps it
+# from being created; what a child that ends with _exit leaves).
+# usage: e2e_outputs.sh PRELOAD PROGRAM SHM_DIR GPUPOOL_STAT
 set -u
-preload=$1 prog=$2 dir=$3
+preload=$1 prog=$2 dir=$3 stat=$4
 rm -rf "$dir"; mkdir -p "$dir"
 err=$(mktemp) out=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
@@ -59,6 +60,26 @@ GPUPOOL_CONF=trace:$files/missing/t.csv GPUPOOL_REPORT=none run "$prog" alloc ||
 	sh -c 'trap "" XFSZ; ulimit -f 0; exec "$@"' sh "$prog" alloc 2>&1; echo "rc=$?") | cat >"$err"
 grep -q "^rc=0$" "$err" || bad "report write error: exit status"
 [ "$(grep -c "gpupool: .*report.*$files/big.txt" "$err")" -eq 1 ] || bad "report write error: expected one line"
+
+# a name for the page taken by something else: the line says what is in the way
+for kind in "symbolic link:ln -s /nonexistent" "fifo:mkfifo"; do
+	mk=${kind#*:} what=${kind%%:*}
+	GPUPOOL_LOG=info GPUPOOL_REPORT=none run sh -c "$mk \"\$0/gpupool.\$\$\"; exec \"\$@\"" "$dir" "$prog" alloc ||
+		bad "page name taken by a $what: exit status $?"
+	grep -q "statistics page $dir/gpupool\.[0-9]*: cannot create it: a $what is in the way; counters stay private" "$err" ||
+		bad "page name taken by a $what: the line does not say so"
+	rm -f "$dir"/gpupool.*
+done
+
+# a forked child that ends with _exit runs no exit handler: its page stays, gpupool-stat
+# shows it as stale and --clean removes it
+GPUPOOL_REPORT=none run "$prog" fork_exit || bad "fork_exit: exit status $?"
+child=$(cat "$out")
+[ -e "$dir/gpupool.$child" ] || bad "fork_exit: no page of the child $child"
+GPUPOOL_SHM_DIR=$dir "$stat" >"$out" 2>"$err" || bad "gpupool-stat: exit status $?"
+grep -q "^ *$child e2e_outputs .* stale" "$out" || bad "gpupool-stat: the child's page is not shown as stale"
+GPUPOOL_SHM_DIR=$dir "$stat" --clean >"$out" 2>"$err" || bad "gpupool-stat --clean: exit status $?"
+grep -q "removed gpupool.$child: pid $child is gone" "$out" || bad "gpupool-stat --clean: the child's page stays"
 
 [ -z "$(ls -A "$dir")" ] || bad "pages left behind: $(ls -A "$dir")"
 exit $fail
