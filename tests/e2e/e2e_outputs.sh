@@ -5,13 +5,8 @@
 # from being created; what a child that ends with _exit leaves).
 # usage: e2e_outputs.sh PRELOAD PROGRAM SHM_DIR GPUPOOL_STAT
 set -u
-preload=$1 prog=$2 dir=$3 stat=$4
-rm -rf "$dir"; mkdir -p "$dir"
-err=$(mktemp) out=$(mktemp)
-trap 'rm -f "$out" "$err"' EXIT
-fail=0
-run() { LD_PRELOAD=$preload GPUPOOL_SHM_DIR=$dir "$@" >"$out" 2>"$err"; }
-bad() { echo "FAIL: $*"; echo "--- stdout"; cat "$out"; echo "--- stderr"; tail -5 "$err"; fail=1; }
+. "$(dirname "$0")/e2e_lib.sh"
+stat=$4
 
 # 205 bad GPUPOOL_CONF items: their lines have a budget of their own
 conf=limit:8M
@@ -26,7 +21,7 @@ grep -q "log limit reached" "$err" || bad "bad knobs: no line saying further mes
 # The report and the trace never follow a symbolic link: another user's link in a shared
 # directory must not make this process overwrite one of its own files.
 files=$(mktemp -d)
-trap 'rm -f "$out" "$err"; rm -rf "$files"' EXIT
+TMPS="$TMPS $files"
 echo precious >"$files/victim"
 ln -s "$files/victim" "$files/report.txt"
 GPUPOOL_REPORT=$files/report.txt run "$prog" alloc || bad "report symlink: exit status $?"
