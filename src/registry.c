@@ -23,7 +23,10 @@
 #include "trace.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static struct gp_registry R;
+static struct gp_registry R;        /* complete once have_runtime */
+static struct gp_registry R_absent; /* what the hooks get while the process has no runtime */
+static atomic_bool have_runtime;    /* R.rt and what depends on it are set: R is final */
+static pthread_mutex_t runtime_lock = PTHREAD_MUTEX_INITIALIZER; /* finding the runtime */
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER; /* creating and removing pools */
 static gp_pool *parent_pools[GPUPOOL_MAX_DEVICES]; /* after fork: the parent's, left alone */
 static struct gpupool_page *page;  /* the shared page, or `local`; NULL until the first pool */
@@ -50,32 +53,64 @@ static void init_once(void)
 	gp_log_kind_set(kind);
 	gp_log_set_level(R.cfg.log_level);
 	R.refuse = rc != 0;
-	R.rt = gp_runtime_get();
 	R.captures = gp_capture_counter();
-	R.off = R.cfg.disable || !R.rt;
-	if (R.rt)
-		gp_cuda_backend_init(&backend, R.rt);
+	R.off = true; /* until a runtime is found (use_runtime) */
 	if (R.refuse)
 		gp_log(GP_LOG_ERROR, "GPUPOOL_CONF has a bad value and strict mode is on: every cudaMalloc and "
 				     "cudaMallocAsync fails with cudaErrorInvalidValue until it is fixed");
-	if (!R.off) {
-		int n = 0;
-		if (R.rt->GetDeviceCount(&n) != cudaSuccess || n <= 0)
-			n = 1;
-		/* cudaGetDeviceCount may fail before a driver is found; clear what it left */
-		(void)R.rt->GetLastError();
-		R.ndev = n > GPUPOOL_MAX_DEVICES ? GPUPOOL_MAX_DEVICES : n;
-		if (n > GPUPOOL_MAX_DEVICES)
-			gp_log(GP_LOG_WARN, "%d devices: gpupool pools the first %d and passes the rest through", n,
-			       GPUPOOL_MAX_DEVICES);
-	}
+	/* what the hooks see while the process has no runtime: no table, off */
+	R_absent = R;
 	pthread_atfork(NULL, NULL, at_fork_child);
+}
+
+/* The runtime is found: R gets it and what depends on it. Once, under runtime_lock. */
+static void use_runtime(const struct gp_runtime *rt)
+{
+	R.rt = rt;
+	gp_cuda_backend_init(&backend, rt);
+	const char *lacks = gp_runtime_lacks(rt);
+	R.off = R.cfg.disable || lacks;
+	if (lacks && !R.cfg.disable)
+		gp_log(GP_LOG_WARN, "the CUDA runtime lacks %s, which the pool needs; gpupool is off: every call "
+				    "goes to the runtime unchanged", lacks);
+	if (R.off)
+		return;
+	if (!rt->variant[GP_RT_PLAIN].MallocAsync)
+		gp_log(GP_LOG_INFO, "the CUDA runtime has no cudaMallocAsync: gpupool pools cudaMalloc only");
+	int n = 0;
+	if (rt->GetDeviceCount(&n) != cudaSuccess || n <= 0)
+		n = 1;
+	/* cudaGetDeviceCount may fail before a driver is found; clear what it left */
+	(void)rt->GetLastError();
+	R.ndev = n > GPUPOOL_MAX_DEVICES ? GPUPOOL_MAX_DEVICES : n;
+	if (n > GPUPOOL_MAX_DEVICES)
+		gp_log(GP_LOG_WARN, "%d devices: gpupool pools the first %d and passes the rest through", n,
+		       GPUPOOL_MAX_DEVICES);
+}
+
+/* Looks for the runtime again (a call while the process had none): true once found. */
+static bool runtime_settle(void)
+{
+	pthread_mutex_lock(&runtime_lock);
+	bool ok = atomic_load_explicit(&have_runtime, memory_order_relaxed);
+	if (!ok) {
+		const struct gp_runtime *rt = gp_runtime_get();
+		if (rt) {
+			use_runtime(rt);
+			atomic_store_explicit(&have_runtime, true, memory_order_release);
+			ok = true;
+		}
+	}
+	pthread_mutex_unlock(&runtime_lock);
+	return ok;
 }
 
 const struct gp_registry *gp_registry_get(void)
 {
 	pthread_once(&once, init_once);
-	return &R;
+	if (__builtin_expect(atomic_load_explicit(&have_runtime, memory_order_acquire), 1))
+		return &R;
+	return runtime_settle() ? &R : &R_absent;
 }
 
 /* ---- pools ----------------------------------------------------------------------------- */
@@ -256,6 +291,7 @@ static void registry_after_fork(void)
 		R.slots[d] = NULL; /* the parent's page: the child gets its own */
 	}
 	pthread_mutex_init(&pools_lock, NULL);
+	pthread_mutex_init(&runtime_lock, NULL);
 	if (page_shared)
 		gp_statpage_forget(page);
 	page = NULL;
@@ -266,14 +302,16 @@ static void registry_after_fork(void)
 }
 
 /* The child of a fork starts clean. Each module resets its own state, lowest layer first:
+ *   0. the runtime table's lock (runtime.c), maybe held by a thread looking for it;
  *   1. the capture gate and count (capture.c): no capture of the parent's is the child's;
  *   2. the fence thread (fence_thread.c): gone with the fork, its lock maybe held;
- *   3. the registry: pools, page slots, page and trace.
+ *   3. the registry: pools, page slots, page and trace, the lock of finding the runtime.
  * No reset reads another module's state, so the order is a convention, not a constraint;
  * every module is reset before the child's first call can start the fence thread again or
  * take the gate. */
 static void at_fork_child(void)
 {
+	gp_runtime_after_fork();
 	gp_capture_after_fork();
 	gp_fence_thread_after_fork();
 	registry_after_fork();
