@@ -55,13 +55,6 @@ static inline cudaError_t absent(const struct gp_registry *r)
 /* The runtime's entry point `field` (r->rt->field), or NULL without a runtime. */
 #define RT_FN(r, field) ((r)->rt ? (r)->rt->field : NULL)
 
-/* The runtime's own allocation entry point for `call`, or NULL where it has none. */
-static inline cudaError_t (*async_malloc_fn(const struct gp_registry *r, enum gp_call call))(void **, size_t,
-											     cudaStream_t)
-{
-	return r->rt ? variant(r->rt, call)->MallocAsync : NULL;
-}
-
 static cudaError_t real_malloc(const struct gp_registry *r, void **ptr, size_t size, cudaStream_t s,
 			       enum gp_call call)
 {
@@ -69,7 +62,7 @@ static cudaError_t real_malloc(const struct gp_registry *r, void **ptr, size_t s
 		cudaError_t (*fn)(void **, size_t) = RT_FN(r, Malloc);
 		return fn ? fn(ptr, size) : absent(r);
 	}
-	cudaError_t (*fn)(void **, size_t, cudaStream_t) = async_malloc_fn(r, call);
+	cudaError_t (*fn)(void **, size_t, cudaStream_t) = r->rt ? variant(r->rt, call)->MallocAsync : NULL;
 	return fn ? fn(ptr, size, s) : absent(r);
 }
 
@@ -94,7 +87,8 @@ static cudaError_t capturing(const struct gp_registry *r, cudaStream_t s, enum g
 	cudaError_t (*is_capturing)(cudaStream_t, enum cudaStreamCaptureStatus *) =
 		variant(r->rt, call)->StreamIsCapturing;
 	enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-	/* (never NULL while captures run: the pool needs it where captures can begin) */
+	/* the pool runs only where a variant that begins captures has it (gp_runtime_lacks);
+	 * without it, the stream counts as capturing and the call passes through */
 	cudaError_t e = is_capturing ? is_capturing(s, &cs) : cudaSuccess;
 	*yes = !is_capturing || (e == cudaSuccess && cs != cudaStreamCaptureStatusNone);
 	return e;
@@ -112,7 +106,7 @@ cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call
 	const struct gp_registry *r = gp_registry_get();
 	if (r->off || exiting(r))
 		return real_malloc(r, ptr, size, s, call);
-	if (call != GP_CALL_SYNC && !async_malloc_fn(r, call))
+	if (call != GP_CALL_SYNC && !variant(r->rt, call)->MallocAsync)
 		return absent(r); /* a runtime without the stream-ordered allocator */
 	if (r->refuse)
 		return cudaErrorInvalidValue;
