@@ -1,9 +1,7 @@
-/* The backend: the small contract between the pool and whatever owns device memory.
- * Implementations: backend_cuda.c (the real CUDA runtime, through the resolved table)
- * and backend_fake.c (synthetic addresses, for tests, the benchmark and replay;
- * backend_fake.h).
- * Every function returns 0 or a negative errno; none is called with a pool lock held
- * except segment_alloc/segment_free/stream_wait (see pool.c for why that is safe). */
+/* The backend: the small contract between the pool and whatever owns device memory, with
+ * two implementations, backend_cuda.c (the runtime) and backend_fake.c (tests, replay).
+ * Every function returns 0 or a negative errno; only segment_alloc/free and stream_wait are
+ * called with a pool lock held (see pool.c). Depends on nothing: no CUDA types. */
 #ifndef GP_BACKEND_H
 #define GP_BACKEND_H
 

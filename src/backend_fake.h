@@ -13,7 +13,8 @@
 
 struct gp_fake_backend {
 	struct gp_backend be;
-	uintptr_t next_addr;   /* bump pointer for new segments */
+	uintptr_t next_addr;   /* bump pointer for new segments; never reused, never wraps (a
+				* segment that would pass the top of the address space fails: -ENOMEM) */
 	size_t capacity;       /* bytes each device may hold; 0 = unlimited */
 	size_t used[GPUPOOL_MAX_DEVICES]; /* bytes held per device */
 	uint64_t allocs, frees, syncs, waits, fail_allocs;

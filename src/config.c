@@ -1,7 +1,7 @@
 /* Configuration: GPUPOOL_CONF (key:value,...) and the standalone GPUPOOL_* switches parsed
- * into struct gp_config, driven by one knob table that also prints the README's table.
- * Pure: the environment comes through a lookup function; no allocation, no exit, bounded
- * work on any input. Depends on log.h, and on pool.h for the parameters it maps to. */
+ * into struct gp_config by one knob table that also prints the README's table. Pure: env
+ * through a lookup function, no allocation, no exit, bounded work on any input. Depends on
+ * log.h, and on pool.h for the parameters, their defaults and the geometry rules. */
 #include "config.h"
 
 #include <ctype.h>
@@ -20,6 +20,15 @@
 
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
+#define GIB ((size_t)1 << 30)
+/* Largest value of a size knob: 256T (2^48), the trace format's largest request. Larger
+ * ones are typos (no device holds that much), and they keep the pool's sums far from wrapping. */
+#define SIZE_CAP ((size_t)1 << 48)
+
+/* A default of pool.h as the table writes it: 512, or 2M for a GP_POOL_DEFAULT_*_MIB. */
+#define GP_TEXT_(x) #x
+#define GP_TEXT(x) GP_TEXT_(x)
+#define GP_MIB_TEXT(x) GP_TEXT(x) "M"
 
 enum gp_knob_type {
 	GP_KNOB_CONF,      /* the GPUPOOL_CONF row itself (documentation only) */
@@ -62,30 +71,31 @@ static const struct gp_config_knob knobs[] = {
 	 "Where the exit report goes; wins over the report key. A path ending in .json selects JSON."},
 	{"GPUPOOL_LOG", GP_KNOB_LEVEL, F(log_level), 0, 0, "warning", LEVEL_RANGE,
 	 "Log level; wins over the log key."},
-	{"limit", GP_KNOB_LIMIT, F(limit_bytes), 0, SIZE_MAX, "none",
-	 "a size (e.g. 40G, 512MiB) or a percentage of device memory (1%..100%); 0 or none for no limit",
+	{"limit", GP_KNOB_LIMIT, F(limit_bytes), 0, SIZE_CAP, "none",
+	 "a size up to 256T (e.g. 40G, 512MiB) or a percentage of device memory (1%..100%); 0 or none for no limit",
 	 "Most device memory the pool reserves per device; past it allocations fail with cudaErrorMemoryAllocation."},
-	{"round", GP_KNOB_POW2, F(round), 512, 2 * MIB, "512", "a power of two from 512 to 2M",
+	{"round", GP_KNOB_POW2, F(round), 512, 2 * MIB, GP_TEXT(GP_POOL_DEFAULT_ROUND), "a power of two from 512 to 2M",
 	 "Every request is rounded up to a multiple of this."},
-	{"small_max", GP_KNOB_SIZE, F(small_max), 1, SIZE_MAX, "1M",
-	 "a size > 0, at most small_segment and at most medium_max",
+	{"small_max", GP_KNOB_SIZE, F(small_max), 1, SIZE_CAP, GP_MIB_TEXT(GP_POOL_DEFAULT_SMALL_MAX_MIB),
+	 "a size from 1 to 256T, at most small_segment and at most medium_max",
 	 "Requests up to this size are served from small segments."},
-	{"small_segment", GP_KNOB_SIZE, F(small_segment), 1, SIZE_MAX, "2M",
-	 "a size > 0, a multiple of round, at least small_max",
+	{"small_segment", GP_KNOB_SIZE, F(small_segment), 1, SIZE_CAP, GP_MIB_TEXT(GP_POOL_DEFAULT_SMALL_SEGMENT_MIB),
+	 "a size from 1 to 256T, a multiple of round, at least small_max",
 	 "Size of a small segment."},
-	{"medium_max", GP_KNOB_SIZE, F(medium_max), 1, SIZE_MAX, "10M",
-	 "a size > 0, at least small_max, at most medium_segment",
+	{"medium_max", GP_KNOB_SIZE, F(medium_max), 1, SIZE_CAP, GP_MIB_TEXT(GP_POOL_DEFAULT_MEDIUM_MAX_MIB),
+	 "a size from 1 to 256T, at least small_max, at most medium_segment",
 	 "Requests above small_max and below this are served from medium segments."},
-	{"medium_segment", GP_KNOB_SIZE, F(medium_segment), 1, SIZE_MAX, "20M",
-	 "a size > 0, a multiple of round, at least medium_max",
+	{"medium_segment", GP_KNOB_SIZE, F(medium_segment), 1, SIZE_CAP, GP_MIB_TEXT(GP_POOL_DEFAULT_MEDIUM_SEGMENT_MIB),
+	 "a size from 1 to 256T, a multiple of round, at least medium_max",
 	 "Size of a medium segment."},
-	{"large_round", GP_KNOB_SIZE, F(large_round), 1, SIZE_MAX, "2M", "a size > 0, a multiple of round",
+	{"large_round", GP_KNOB_POW2, F(large_round), 512, GIB, GP_MIB_TEXT(GP_POOL_DEFAULT_LARGE_ROUND_MIB),
+	 "a power of two from 512 to 1G, at least round",
 	 "Larger requests get a segment of their own, rounded up to a multiple of this."},
-	{"max_split_size", GP_KNOB_SIZE_NONE, F(max_split_size), 20 * MIB, SIZE_MAX, "none",
-	 "a size of at least 20M, or none",
+	{"max_split_size", GP_KNOB_SIZE_NONE, F(max_split_size), 20 * MIB, SIZE_CAP, "none",
+	 "a size from 20M to 256T, or none",
 	 "Cached blocks larger than this are never split for a smaller request (limits fragmentation)."},
-	{"release_threshold", GP_KNOB_SIZE_NONE, F(release_threshold), 0, SIZE_MAX, "none",
-	 "a size, or none",
+	{"release_threshold", GP_KNOB_SIZE_NONE, F(release_threshold), 0, SIZE_CAP, "none",
+	 "a size up to 256T, or none",
 	 "After a free, fully free segments are returned to the runtime while more than this is cached; none keeps everything."},
 	{"fence", GP_KNOB_FENCE, F(fence), 0, 0, "thread", "thread, inline or sync",
 	 "How cudaFree'd blocks are fenced before reuse: a background thread, the allocating thread only, or a sync in every cudaFree."},
@@ -310,7 +320,7 @@ static int gp_config_knob_set(const struct gp_config_knob *k, const char *s, str
 			cfg->limit_bytes = 0;
 			cfg->limit_percent = pct;
 		} else {
-			if (gp_config_parse_size(s, &v))
+			if (gp_config_parse_size(s, &v) || v > k->max)
 				return -EINVAL;
 			cfg->limit_bytes = v;
 			cfg->limit_percent = 0;
@@ -561,8 +571,31 @@ static void gp_config_reset(struct gp_config *cfg, const char *const *names)
 		gp_config_knob_default(gp_config_find(*names), cfg);
 }
 
-/* Segment geometry: a request must fit the segment of its class, segments are whole
- * multiples of round. A conflict is one line and puts its group back to the defaults. */
+/* "using the default (large_round:2M)", or "using the defaults (small_max:1M, ...)" for
+ * several knobs: what gp_config_reset(names) puts back, from the table. */
+static const char *gp_config_defaults_text(const char *const *names, char *buf, size_t size)
+{
+	int used = snprintf(buf, size, "using the default%s (", names[1] ? "s" : "");
+	for (size_t i = 0; names[i] && used >= 0 && (size_t)used < size; i++)
+		used += snprintf(buf + used, size - (size_t)used, "%s%s:%s", i ? ", " : "", names[i],
+				 gp_config_find(names[i])->def);
+	if (used >= 0 && (size_t)used < size)
+		snprintf(buf + used, size - (size_t)used, ")");
+	return buf;
+}
+
+/* The geometry rules (gp_pool_params_check) that cfg breaks as it stands. */
+static unsigned gp_config_geometry(const struct gp_config *cfg)
+{
+	struct gp_pool_params prm;
+	gp_config_pool_params(cfg, 0, &prm);
+	return gp_pool_params_check(&prm);
+}
+
+/* Segment geometry: the pool's rules (gp_pool_params_check), checked group by group in
+ * this order, each on the values the groups before it left. A conflict is one line and
+ * puts its group back to the defaults. round cannot break its rule (its knob takes powers
+ * of two only), so no group resets it. */
 static void gp_config_check_geometry(struct gp_config_ctx *c)
 {
 	static const char *const small[] = {"small_max", "small_segment", NULL};
@@ -570,33 +603,32 @@ static void gp_config_check_geometry(struct gp_config_ctx *c)
 	static const char *const both[] = {"small_max", "small_segment", "medium_max", "medium_segment", NULL};
 	static const char *const large[] = {"large_round", NULL};
 	struct gp_config *g = c->cfg;
-	char a[32], b[32], r[32];
+	char a[32], b[32], r[32], instead[128];
 
-	if (g->small_max > g->small_segment || g->small_segment % g->round) {
-		gp_config_bad(c, "using the defaults (small_max:1M, small_segment:2M)",
+	if (gp_config_geometry(g) & GP_GEOMETRY_SMALL) {
+		gp_config_bad(c, gp_config_defaults_text(small, instead, sizeof instead),
 			      "GPUPOOL_CONF: small_max:%s, small_segment:%s, round:%s: expected small_max <= small_segment "
 			      "and small_segment a multiple of round",
 			      gp_config_fmt_size(g->small_max, a), gp_config_fmt_size(g->small_segment, b),
 			      gp_config_fmt_size(g->round, r));
 		gp_config_reset(g, small);
 	}
-	if (g->medium_max > g->medium_segment || g->medium_segment % g->round) {
-		gp_config_bad(c, "using the defaults (medium_max:10M, medium_segment:20M)",
+	if (gp_config_geometry(g) & GP_GEOMETRY_MEDIUM) {
+		gp_config_bad(c, gp_config_defaults_text(medium, instead, sizeof instead),
 			      "GPUPOOL_CONF: medium_max:%s, medium_segment:%s, round:%s: expected medium_max <= "
 			      "medium_segment and medium_segment a multiple of round",
 			      gp_config_fmt_size(g->medium_max, a), gp_config_fmt_size(g->medium_segment, b),
 			      gp_config_fmt_size(g->round, r));
 		gp_config_reset(g, medium);
 	}
-	if (g->small_max > g->medium_max) {
-		gp_config_bad(c,
-			      "using the defaults (small_max:1M, small_segment:2M, medium_max:10M, medium_segment:20M)",
+	if (gp_config_geometry(g) & GP_GEOMETRY_CLASSES) {
+		gp_config_bad(c, gp_config_defaults_text(both, instead, sizeof instead),
 			      "GPUPOOL_CONF: small_max:%s, medium_max:%s: expected small_max <= medium_max",
 			      gp_config_fmt_size(g->small_max, a), gp_config_fmt_size(g->medium_max, b));
 		gp_config_reset(g, both);
 	}
-	if (g->large_round % g->round) {
-		gp_config_bad(c, "using the default (large_round:2M)",
+	if (gp_config_geometry(g) & GP_GEOMETRY_LARGE) {
+		gp_config_bad(c, gp_config_defaults_text(large, instead, sizeof instead),
 			      "GPUPOOL_CONF: large_round:%s, round:%s: expected large_round a multiple of round",
 			      gp_config_fmt_size(g->large_round, a), gp_config_fmt_size(g->round, r));
 		gp_config_reset(g, large);

@@ -1,8 +1,7 @@
-/* The one formatter of statistics pages: process table, detail view, JSON, Prometheus
- * text and the exit report, shared by the library (at exit) and gpupool-stat.
- * Output goes through a small writer with a fixed buffer: to an fd with write(2) (no
- * malloc, no stdio streams: safe at exit), a FILE*, or a memory buffer. Reads only the
- * page copies it is given: no CUDA, no locks. Depends on gpupool/stats.h and libc. */
+/* The one formatter of statistics pages (table, detail, JSON, Prometheus, exit report) for
+ * the library at exit and gpupool-stat, through a fixed-buffer writer (an fd with write(2):
+ * safe at exit; a FILE*; memory). Reads only the page copies it is given. Depends on
+ * gpupool/stats.h and libc only: no CUDA, no pool, no locks. */
 #ifndef GP_FORMAT_H
 #define GP_FORMAT_H
 

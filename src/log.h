@@ -1,7 +1,7 @@
 /* One log function for the whole library: "gpupool: <level>: message\n" formatted into a
  * stack buffer and written to stderr with write(2), so it is safe at exit, after fork and
  * with locks held. Capped in count, per kind of message, so a broken program cannot flood
- * its own stderr and one kind cannot silence another. */
+ * its own stderr and one kind cannot silence another. Base layer: depends on libc only. */
 #ifndef GP_LOG_H
 #define GP_LOG_H
 

@@ -1,110 +1,29 @@
-/* The pool: segments carved into blocks, best fit from size-ordered treaps, split and
- * merge, per-stream free lists, pending frees retired by fences, release and limits.
- * Depends on backend.h (device work), stats.h (counters) and log.h only: no CUDA types,
- * no getenv, no I/O. Addresses are uintptr_t and never dereferenced. */
+/* The pool's public operations and its allocation policy (best fit, split rules, the
+ * ladder of what to try when no block fits), over free lists (freelist.c), segments
+ * (segment.c), pending frees and fences (fence.c) and the checker (pool_check.c). Depends
+ * on those, the backend and stats.h only: no CUDA types, no config, no getenv, no I/O. */
 #include "pool.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "lock.h"
-#include "log.h"
-#include "stats.h"
-
-/* uthash: never abort the host program on host OOM; hash integer keys cheaply. */
-#define HASH_NONFATAL_OOM 1
-#define uthash_nonfatal_oom(elt) (p->hash_oom = 1)
-#define HASH_FUNCTION(keyptr, keylen, hashv)                                           \
-	do {                                                                           \
-		uint64_t k_;                                                           \
-		memcpy(&k_, (keyptr), sizeof k_);                                      \
-		k_ = (k_ >> 9) * 0x9E3779B97F4A7C15ull;                                \
-		(hashv) = (unsigned)(k_ >> 32);                                        \
-	} while (0)
-#include <uthash.h>
-
-#ifdef GP_INVARIANTS
-#include <assert.h>
-#define GP_ASSERT(x) assert(x)
-#else
-#define GP_ASSERT(x) ((void)0)
-#endif
-
-enum { B_FREE = 0, B_LIVE = 1, B_PENDING = 2 };
-enum { T_SMALL = 0, T_LARGE = 1 };
-
-struct gp_slist;
-struct gp_segment;
-
-struct gp_block {
-	uintptr_t addr;
-	size_t size;
-	size_t requested;          /* live blocks: bytes asked for */
-	struct gp_segment *seg;
-	struct gp_block *prev, *next;   /* address neighbours in the segment */
-	struct gp_block *left, *right;  /* treap children while free; pending list links */
-	struct gp_slist *list;     /* free blocks: the list holding them */
-	uint64_t gen;              /* fence generation current when freed */
-	uint32_t prio;             /* treap priority */
-	uint8_t state;
-	struct gp_block *hnext;    /* live blocks: chain in the address map */
-};
-
-struct gp_segment {
-	uintptr_t addr;
-	size_t size;
-	int small;
-	struct gp_segment *prev, *next;
-	struct gp_block *first;
-};
-
-/* Free blocks of one stream (or, for p->ready, of no stream: reusable by anyone). */
-struct gp_slist {
-	gp_stream stream;
-	struct gp_block *root[2];
-	UT_hash_handle hh;
-};
-
-struct gp_chunk {
-	struct gp_chunk *next;
-	struct gp_block blocks[126];
-};
-
-struct gp_pool {
-	gp_lock lock;
-	int device;
-	struct gp_pool_params prm;
-	const struct gp_backend *be;
-	struct gpupool_device_stats *st;
-	struct gp_slist ready;
-	struct gp_slist *streams;  /* uthash by stream */
-	struct gp_slist *last_sl;  /* cache of the last stream looked up */
-	struct gp_block **map;     /* live blocks by address: chained buckets */
-	size_t map_mask, map_count;
-	struct gp_block *pend_head, *pend_tail;
-	struct gp_segment *segs;
-	struct gp_block *spare;    /* free block structs */
-	struct gp_chunk *chunks;
-	uint64_t issued;           /* fences begun */
-	uint64_t completed;        /* newest fence completed */
-	uint64_t last_fence_ns;    /* how long the last device_sync took */
-	size_t grown_pending;      /* bytes grown since the last fence while frees were pending */
-	uint32_t rng;
-	int hash_oom;
-};
+#include "fence.h"
+#include "freelist.h"
+#include "pool_check.h"
+#include "pool_internal.h"
+#include "segment.h"
+#include "treap.h"
 
 void gp_pool_params_default(struct gp_pool_params *p)
 {
 	memset(p, 0, sizeof *p);
-	p->round = 512;
-	p->small_max = 1u << 20;
-	p->small_segment = 2u << 20;
-	p->medium_max = 10u << 20;
-	p->medium_segment = 20u << 20;
-	p->large_round = 2u << 20;
+	p->round = GP_POOL_DEFAULT_ROUND;
+	p->small_max = (size_t)GP_POOL_DEFAULT_SMALL_MAX_MIB << 20;
+	p->small_segment = (size_t)GP_POOL_DEFAULT_SMALL_SEGMENT_MIB << 20;
+	p->medium_max = (size_t)GP_POOL_DEFAULT_MEDIUM_MAX_MIB << 20;
+	p->medium_segment = (size_t)GP_POOL_DEFAULT_MEDIUM_SEGMENT_MIB << 20;
+	p->large_round = (size_t)GP_POOL_DEFAULT_LARGE_ROUND_MIB << 20;
 	p->max_split_size = SIZE_MAX;
 	p->limit = 0;
 	p->release_threshold = SIZE_MAX;
@@ -113,287 +32,26 @@ void gp_pool_params_default(struct gp_pool_params *p)
 	p->release_on_grow = true;
 }
 
+unsigned gp_pool_params_check(const struct gp_pool_params *p)
+{
+	unsigned bad = 0;
+	size_t r = p->round;
+	if (!r || (r & (r - 1))) {
+		bad |= GP_GEOMETRY_ROUND;
+		r = 1; /* the rules below then judge only their own knobs */
+	}
+	if (p->small_max > p->small_segment || p->small_segment % r)
+		bad |= GP_GEOMETRY_SMALL;
+	if (p->medium_max > p->medium_segment || p->medium_segment % r)
+		bad |= GP_GEOMETRY_MEDIUM;
+	if (p->small_max > p->medium_max)
+		bad |= GP_GEOMETRY_CLASSES;
+	if (!p->large_round || p->large_round % r)
+		bad |= GP_GEOMETRY_LARGE;
+	return bad;
+}
+
 int gp_pool_device(const gp_pool *p) { return p->device; }
-
-/* ---- block structs ---------------------------------------------------------------- */
-
-static struct gp_block *block_new(gp_pool *p)
-{
-	if (!p->spare) {
-		struct gp_chunk *c = malloc(sizeof *c);
-		if (!c)
-			return NULL;
-		c->next = p->chunks;
-		p->chunks = c;
-		size_t n = sizeof c->blocks / sizeof c->blocks[0];
-		for (size_t i = 0; i < n; i++) {
-			c->blocks[i].next = p->spare;
-			p->spare = &c->blocks[i];
-		}
-	}
-	struct gp_block *b = p->spare;
-	p->spare = b->next;
-	b->prev = b->next = b->left = b->right = NULL;
-	b->list = NULL;
-	b->requested = 0;
-	b->gen = 0;
-	p->rng ^= p->rng << 13;
-	p->rng ^= p->rng >> 17;
-	p->rng ^= p->rng << 5;
-	b->prio = p->rng;
-	return b;
-}
-
-static void block_put(gp_pool *p, struct gp_block *b)
-{
-	b->next = p->spare;
-	p->spare = b;
-}
-
-/* ---- treap keyed by (size, addr) ---------------------------------------------------- */
-
-static inline int key_less(const struct gp_block *a, const struct gp_block *b)
-{
-	return a->size < b->size || (a->size == b->size && a->addr < b->addr);
-}
-
-static void tr_insert(struct gp_block **link, struct gp_block *n)
-{
-	while (*link && (*link)->prio >= n->prio)
-		link = key_less(n, *link) ? &(*link)->left : &(*link)->right;
-	/* split the subtree at *link around n's key */
-	struct gp_block *t = *link, **l = &n->left, **r = &n->right;
-	while (t) {
-		if (key_less(t, n)) {
-			*l = t;
-			l = &t->right;
-			t = t->right;
-		} else {
-			*r = t;
-			r = &t->left;
-			t = t->left;
-		}
-	}
-	*l = *r = NULL;
-	*link = n;
-}
-
-static struct gp_block *tr_join(struct gp_block *a, struct gp_block *b)
-{
-	struct gp_block *root = NULL, **link = &root;
-	while (a && b) {
-		if (a->prio >= b->prio) {
-			*link = a;
-			link = &a->right;
-			a = a->right;
-		} else {
-			*link = b;
-			link = &b->left;
-			b = b->left;
-		}
-	}
-	*link = a ? a : b;
-	return root;
-}
-
-static void tr_erase(struct gp_block **link, struct gp_block *n)
-{
-	while (*link != n) {
-		GP_ASSERT(*link);
-		link = key_less(n, *link) ? &(*link)->left : &(*link)->right;
-	}
-	*link = tr_join(n->left, n->right);
-}
-
-/* Smallest block with size >= size (ties: lowest address). */
-static struct gp_block *tr_lower_bound(struct gp_block *t, size_t size)
-{
-	struct gp_block *best = NULL;
-	while (t) {
-		if (t->size >= size) {
-			best = t;
-			t = t->left;
-		} else {
-			t = t->right;
-		}
-	}
-	return best;
-}
-
-static struct gp_block *tr_max(struct gp_block *t)
-{
-	if (t)
-		while (t->right)
-			t = t->right;
-	return t;
-}
-
-/* ---- the address map ----------------------------------------------------------------
- * Live blocks by address, chained in a power-of-two bucket array that doubles when it is
- * as full as it is long. Chosen over uthash for the hot path: a third of the instructions
- * per alloc+free pair, and no failure mode (when the table cannot grow, chains lengthen). */
-
-static inline size_t map_slot(const gp_pool *p, uintptr_t a)
-{
-	return (size_t)(((uint64_t)a >> 9) * 0x9E3779B97F4A7C15ull >> 40) & p->map_mask;
-}
-
-static void map_grow(gp_pool *p)
-{
-	size_t n = (p->map_mask + 1) * 2;
-	struct gp_block **m = calloc(n, sizeof *m);
-	if (!m)
-		return;
-	size_t old = p->map_mask + 1;
-	struct gp_block **om = p->map;
-	p->map = m;
-	p->map_mask = n - 1;
-	for (size_t i = 0; i < old; i++)
-		for (struct gp_block *b = om[i], *nx; b; b = nx) {
-			nx = b->hnext;
-			size_t k = map_slot(p, b->addr);
-			b->hnext = m[k];
-			m[k] = b;
-		}
-	free(om);
-}
-
-static inline void map_add(gp_pool *p, struct gp_block *b)
-{
-	if (++p->map_count > p->map_mask + 1)
-		map_grow(p);
-	size_t k = map_slot(p, b->addr);
-	b->hnext = p->map[k];
-	p->map[k] = b;
-}
-
-/* Finds and, when `unlink`, removes the live block at exactly `a`. */
-static inline struct gp_block *map_find(gp_pool *p, uintptr_t a, int unlink)
-{
-	struct gp_block **link = &p->map[map_slot(p, a)];
-	for (struct gp_block *b = *link; b; link = &b->hnext, b = b->hnext)
-		if (b->addr == a) {
-			if (unlink) {
-				*link = b->hnext;
-				p->map_count--;
-			}
-			return b;
-		}
-	return NULL;
-}
-
-/* ---- helpers ------------------------------------------------------------------------ */
-
-static inline size_t round_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
-
-static inline int tree_of(const struct gp_block *b) { return b->seg->small ? T_SMALL : T_LARGE; }
-
-/* The tree a request of `rounded` bytes is served from (small requests: small segments). */
-static inline int tree_for(const gp_pool *p, size_t rounded) { return rounded <= p->prm.small_max ? T_SMALL : T_LARGE; }
-
-static size_t segment_size_for(const struct gp_pool_params *prm, size_t rounded)
-{
-	if (rounded <= prm->small_max)
-		return prm->small_segment;
-	if (rounded < prm->medium_max)
-		return prm->medium_segment;
-	return round_up(rounded, prm->large_round);
-}
-
-static struct gp_slist *slist_find(gp_pool *p, gp_stream s, int create)
-{
-	struct gp_slist *sl;
-	HASH_FIND(hh, p->streams, &s, sizeof s, sl);
-	if (!sl && create) {
-		sl = calloc(1, sizeof *sl);
-		if (!sl)
-			return NULL;
-		sl->stream = s;
-		p->hash_oom = 0;
-		HASH_ADD(hh, p->streams, stream, sizeof sl->stream, sl);
-		if (p->hash_oom) {
-			free(sl);
-			return NULL;
-		}
-	}
-	if (sl)
-		p->last_sl = sl;
-	return sl;
-}
-
-/* The free lists of stream s (the ready list for GP_NO_STREAM); NULL when s has none and
- * `create` is 0, or when host memory ran out. The last stream looked up is cached. */
-static inline struct gp_slist *slist_get(gp_pool *p, gp_stream s, int create)
-{
-	if (s == GP_NO_STREAM)
-		return &p->ready;
-	if (__builtin_expect(p->last_sl && p->last_sl->stream == s, 1))
-		return p->last_sl;
-	return slist_find(p, s, create);
-}
-
-/* Every free list of the pool, the ready list first:
- * for (sl = &p->ready; sl; sl = slist_next(p, sl)) */
-static inline struct gp_slist *slist_next(const gp_pool *p, const struct gp_slist *sl)
-{
-	return sl == &p->ready ? p->streams : sl->hh.next;
-}
-
-static void largest_recount(gp_pool *p)
-{
-	size_t m = 0;
-	for (struct gp_slist *sl = &p->ready; sl; sl = slist_next(p, sl))
-		for (int t = 0; t < 2; t++) {
-			struct gp_block *x = tr_max(sl->root[t]);
-			if (x && x->size > m)
-				m = x->size;
-		}
-	GP_GAUGE_SET(p->st, largest_free_block, m);
-}
-
-static inline void note_free_size(gp_pool *p, size_t size)
-{
-	if (size > p->st->largest_free_block)
-		GP_GAUGE_SET(p->st, largest_free_block, size);
-}
-
-/* Free block a absorbs its address neighbour a->next (out of every tree); the merged
- * block is free from fences only as late as the later of the two. */
-static inline void absorb_next(gp_pool *p, struct gp_block *a)
-{
-	struct gp_block *n = a->next;
-	a->size += n->size;
-	a->next = n->next;
-	if (n->next)
-		n->next->prev = a;
-	if (n->gen > a->gen)
-		a->gen = n->gen;
-	block_put(p, n);
-	p->st->merges++;
-	GP_GAUGE_SUB(p->st, free_blocks, 1);
-}
-
-/* Puts a free block into `sl`, merging with free neighbours of the same list. The
- * block's state must already be B_FREE and it must not be in any tree. */
-static void free_insert(gp_pool *p, struct gp_block *b, struct gp_slist *sl)
-{
-	int t = tree_of(b);
-	b->list = sl;
-	struct gp_block *n = b->prev;
-	if (n && n->state == B_FREE && n->list == sl) {
-		tr_erase(&sl->root[t], n);
-		absorb_next(p, n);
-		b = n;
-	}
-	n = b->next;
-	if (n && n->state == B_FREE && n->list == sl) {
-		tr_erase(&sl->root[t], n);
-		absorb_next(p, b);
-	}
-	b->left = b->right = NULL;
-	tr_insert(&sl->root[t], b);
-	note_free_size(p, b->size);
-}
 
 /* PyTorch's rules: do not hand an oversize block (>= max_split_size) to a request below
  * max_split_size, and do not waste more than a large-segment rounding on oversize ones. */
@@ -411,7 +69,7 @@ static inline int fit_ok(const gp_pool *p, const struct gp_block *b, size_t roun
 
 static inline int better(const struct gp_block *a, const struct gp_block *b)
 {
-	return !b || key_less(a, b);
+	return !b || gp_treap_less(a, b);
 }
 
 /* Best fit among `sl`'s blocks. */
@@ -419,14 +77,8 @@ static struct gp_block *find_in(gp_pool *p, struct gp_slist *sl, int t, size_t r
 {
 	if (!sl)
 		return NULL;
-	struct gp_block *b = tr_lower_bound(sl->root[t], rounded);
+	struct gp_block *b = gp_treap_lower_bound(sl->root[t], rounded);
 	return b && fit_ok(p, b, rounded) ? b : NULL;
-}
-
-static void slist_take(struct gp_slist *sl, struct gp_block *b)
-{
-	tr_erase(&sl->root[tree_of(b)], b);
-	b->left = b->right = NULL;
 }
 
 static inline int should_split(const gp_pool *p, const struct gp_block *b, size_t rounded)
@@ -444,7 +96,7 @@ static int take_block(gp_pool *p, struct gp_block *b, size_t rounded, size_t req
 {
 	size_t before = b->size;
 	if (!whole && should_split(p, b, rounded)) {
-		struct gp_block *r = block_new(p);
+		struct gp_block *r = gp_block_new(p);
 		if (r) {
 			r->addr = b->addr + rounded;
 			r->size = b->size - rounded;
@@ -458,7 +110,7 @@ static int take_block(gp_pool *p, struct gp_block *b, size_t rounded, size_t req
 			r->state = B_FREE;
 			r->gen = b->gen;
 			r->list = home;
-			tr_insert(&home->root[tree_of(r)], r);
+			gp_treap_insert(&home->root[gp_tree_of(r)], r);
 			p->st->splits++;
 			GP_GAUGE_ADD(p->st, free_blocks, 1);
 		}
@@ -466,302 +118,120 @@ static int take_block(gp_pool *p, struct gp_block *b, size_t rounded, size_t req
 	b->state = B_LIVE;
 	b->requested = req;
 	b->list = NULL;
-	map_add(p, b);
+	gp_addrmap_add(&p->map, b);
 	GP_GAUGE_SUB(p->st, free_blocks, 1);
 	GP_GAUGE_ADD(p->st, live_blocks, 1);
 	GP_GAUGE_ADD(p->st, requested_bytes, req);
 	GP_GAUGE_ADD(p->st, allocated_bytes, b->size);
-	GP_GAUGE_SET(p->st, cached_bytes, p->st->reserved_bytes - p->st->allocated_bytes);
+	gp_pool_update_cached(p);
 	p->st->requested_bytes_total += req;
 	if (before >= p->st->largest_free_block)
-		largest_recount(p);
+		gp_freelist_largest_recount(p);
 	return 0;
 }
 
-/* ---- segments ----------------------------------------------------------------------- */
+/* ---- the allocation ladder ------------------------------------------------------------
+ * gp_pool_alloc tries these in order and takes the first block one answers. Each rung
+ * costs more than the one before (a fence, then device memory, then the whole cache), and
+ * the fences come before growing because a block that frees in flight will return is
+ * cheaper than a segment that raises the peak:
+ *
+ *   try_ready                best fit in the ready list or the stream's own (the hit path)
+ *   try_wait_for_better_fit  only when try_ready's block would be split for a large request
+ *                            while frees in flight could fit better: put it back, fence
+ *   try_steal                a block freed on another stream, ordered after it by an event
+ *   try_retired              pending frees that a fence already covered (another thread's)
+ *   try_fence_headroom       the pool grew fence_headroom since the last fence: fence
+ *   try_fence_before_peak    growing would raise the peak while frees in flight could serve
+ *   try_grow                 a new segment (past the peak, first release unused cache)
+ *   try_fence_all            no room to grow: fence, promoting every stream's blocks too
+ *   try_release_and_grow     release every free segment and grow once more (OOM retry)
+ *
+ * A rung that does not apply answers NULL without side effects, except where said. */
 
-static struct gp_block *grow(gp_pool *p, size_t rounded)
+/* One request as the rungs see it. */
+struct request {
+	size_t size;            /* bytes asked for */
+	size_t rounded;         /* size rounded up to prm.round */
+	gp_stream stream;       /* GP_NO_STREAM for cudaMalloc */
+	struct gp_slist *home;  /* the list the rest of a split block goes back to */
+	bool grew;              /* the block is a new segment's (a miss), not a cached one */
+};
+
+/* Best fit for rq among the ready list and rq's stream's list, taken out of its tree;
+ * rq->home is where it came from. Inlined into gp_pool_alloc for try_ready, the hit path
+ * (about 20 instructions fewer per alloc+free pair than a call); the later rungs share one
+ * out-of-line copy, find. */
+static inline __attribute__((always_inline)) struct gp_block *best_fit(gp_pool *p, struct request *rq)
 {
-	size_t ss = segment_size_for(&p->prm, rounded);
-	if (p->prm.limit && p->st->reserved_bytes + ss > p->prm.limit) {
-		/* an exact-size segment may still fit under the limit */
-		size_t exact = round_up(rounded, p->prm.round);
-		if (ss > exact && p->st->reserved_bytes + exact <= p->prm.limit && rounded > p->prm.small_max)
-			ss = exact;
-		else {
-			p->st->limit_refusals++;
-			return NULL;
-		}
-	}
-	struct gp_segment *s = malloc(sizeof *s);
-	struct gp_block *b = block_new(p);
-	if (!s || !b) {
-		free(s);
-		if (b)
-			block_put(p, b);
-		return NULL;
-	}
-	uintptr_t addr = 0;
-	int rc = p->be->segment_alloc(p->be->ctx, p->device, ss, &addr);
-	if (rc) {
-		p->st->segment_alloc_failures++;
-		free(s);
-		block_put(p, b);
-		return NULL;
-	}
-	s->addr = addr;
-	s->size = ss;
-	s->small = rounded <= p->prm.small_max;
-	s->prev = NULL;
-	s->next = p->segs;
-	if (p->segs)
-		p->segs->prev = s;
-	p->segs = s;
-	s->first = b;
-	b->addr = addr;
-	b->size = ss;
-	b->seg = s;
-	b->state = B_FREE;
-	b->gen = p->issued;
-	p->st->segment_allocs++;
-	GP_GAUGE_ADD(p->st, segments, 1);
-	GP_GAUGE_ADD(p->st, reserved_bytes, ss);
-	GP_GAUGE_ADD(p->st, free_blocks, 1);
-	GP_GAUGE_SET(p->st, cached_bytes, p->st->reserved_bytes - p->st->allocated_bytes);
-	return b;
-}
-
-/* A segment can go back when none of its blocks is live or pending. Its free blocks may
- * sit in different lists (freed on different streams): giving the segment back is still
- * safe, because the runtime's cudaFree waits for all work on the device. */
-static int segment_is_free(const struct gp_segment *s)
-{
-	for (const struct gp_block *b = s->first; b; b = b->next)
-		if (b->state != B_FREE)
-			return 0;
-	return 1;
-}
-
-/* Gives a free segment back to the backend. -EBUSY (a capture is active) leaves the
- * segment as it was; any other failure drops it from the pool (its memory is lost). */
-static int segment_release(gp_pool *p, struct gp_segment *s)
-{
-	int rc = p->be->segment_free(p->be->ctx, p->device, s->addr, s->size);
-	if (rc == -EBUSY)
-		return rc;
-	if (rc)
-		gp_log(GP_LOG_WARN, "device %d: releasing a segment of %zu bytes failed (%d); its memory is lost to the pool",
-		       p->device, s->size, rc);
-	for (struct gp_block *b = s->first, *nx; b; b = nx) {
-		nx = b->next;
-		slist_take(b->list, b);
-		GP_GAUGE_SUB(p->st, free_blocks, 1);
-		block_put(p, b);
-	}
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		p->segs = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	p->st->segment_frees++;
-	p->st->released_bytes += s->size;
-	GP_GAUGE_SUB(p->st, segments, 1);
-	GP_GAUGE_SUB(p->st, reserved_bytes, s->size);
-	GP_GAUGE_SET(p->st, cached_bytes, p->st->reserved_bytes - p->st->allocated_bytes);
-	free(s);
-	return 0;
-}
-
-/* Releases whole free segments, largest first, until cached bytes <= keep. Lock held. */
-static size_t release_locked(gp_pool *p, size_t keep)
-{
-	size_t released = 0;
-	for (;;) {
-		if (p->st->cached_bytes <= keep)
-			break;
-		struct gp_segment *best = NULL;
-		for (struct gp_segment *s = p->segs; s; s = s->next)
-			if (segment_is_free(s) && (!best || s->size > best->size))
-				best = s;
-		if (!best)
-			break;
-		size_t sz = best->size;
-		if (segment_release(p, best) == -EBUSY)
-			break;
-		released += sz;
-	}
-	if (released) {
-		p->st->releases++;
-		largest_recount(p);
-	}
-	return released;
-}
-
-/* ---- pending frees and fences ------------------------------------------------------- */
-
-static void pending_push(gp_pool *p, struct gp_block *b)
-{
-	b->state = B_PENDING;
-	b->gen = p->issued;
-	b->right = NULL;
-	b->left = p->pend_tail;
-	if (p->pend_tail)
-		p->pend_tail->right = b;
-	else
-		p->pend_head = b;
-	p->pend_tail = b;
-	GP_GAUGE_ADD(p->st, pending_frees, 1);
-	GP_GAUGE_ADD(p->st, pending_bytes, b->size);
-}
-
-/* Empties sl's trees, handing each block (out of every tree) to `put`, which may insert it
- * into sl again. Lock held. */
-static void slist_drain(gp_pool *p, struct gp_slist *sl,
-			void (*put)(gp_pool *, struct gp_slist *, struct gp_block *, uint64_t), uint64_t k)
-{
-	for (int t = 0; t < 2; t++) {
-		struct gp_block *rest = sl->root[t];
-		sl->root[t] = NULL;
-		while (rest) {
-			struct gp_block *b = rest;
-			rest = tr_join(b->left, b->right);
-			b->left = b->right = NULL;
-			put(p, sl, b, k);
-		}
-	}
-}
-
-static void put_pending(gp_pool *p, struct gp_slist *sl, struct gp_block *b, uint64_t k)
-{
-	(void)sl, (void)k;
-	pending_push(p, b);
-}
-
-/* Every block of a stream's lists waits for a fence, like a cudaFree'd one: used when
- * nothing can order another stream after that stream (gone, or not ours to name). */
-static void slist_to_pending(gp_pool *p, struct gp_slist *sl) { slist_drain(p, sl, put_pending, 0); }
-
-/* Every block freed before fence `k` began is reusable by anyone. Lock held. */
-static void retire(gp_pool *p, uint64_t k)
-{
-	if (k > p->completed) {
-		p->completed = k;
-		p->grown_pending = 0;
-	}
-	while (p->pend_head && p->pend_head->gen < p->completed) {
-		struct gp_block *b = p->pend_head;
-		p->pend_head = b->right;
-		if (p->pend_head)
-			p->pend_head->left = NULL;
-		else
-			p->pend_tail = NULL;
-		GP_GAUGE_SUB(p->st, pending_frees, 1);
-		GP_GAUGE_SUB(p->st, pending_bytes, b->size);
-		b->state = B_FREE;
-		b->left = b->right = NULL;
-		free_insert(p, b, &p->ready);
-	}
-}
-
-static void put_promoted(gp_pool *p, struct gp_slist *sl, struct gp_block *b, uint64_t k)
-{
-	if (b->gen < k) {
-		free_insert(p, b, &p->ready);
-	} else {
-		b->list = sl;
-		tr_insert(&sl->root[tree_of(b)], b);
-	}
-}
-
-/* Moves every stream-list block freed before fence k to the ready list (the fence
- * covered the work of every stream). Lock held. */
-static void promote(gp_pool *p, uint64_t k)
-{
-	for (struct gp_slist *sl = p->streams; sl; sl = sl->hh.next)
-		slist_drain(p, sl, put_promoted, k);
-}
-
-/* One fence: begin (under lock), device_sync (unlocked), retire. `all` also promotes
- * stream-list blocks. Called and returns with the lock held and the stats slot open
- * (gp_stats_begin); 0 or the backend's error. */
-static int fence_locked(gp_pool *p, int all)
-{
-	uint64_t k = ++p->issued;
-	gp_stats_end(p->st);
-	gp_lock_give(&p->lock);
-	struct timespec t0, t1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	int rc = p->be->device_sync(p->be->ctx, p->device);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	gp_lock_take(&p->lock);
-	gp_stats_begin(p->st);
-	p->last_fence_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)(t1.tv_nsec - t0.tv_nsec);
-	if (rc == 0) {
-		p->st->fences++;
-		retire(p, k);
-		if (all)
-			promote(p, k);
-	}
-	return rc;
-}
-
-int gp_pool_fence(gp_pool *p)
-{
-	gp_lock_take(&p->lock);
-	gp_stats_begin(p->st);
-	int rc = fence_locked(p, 0);
-	gp_stats_end(p->st);
-	gp_lock_give(&p->lock);
-	return rc;
-}
-
-bool gp_pool_has_pending(gp_pool *p)
-{
-	return __atomic_load_n(&p->st->pending_frees, __ATOMIC_RELAXED) != 0;
-}
-
-/* ---- checker ------------------------------------------------------------------------ */
-
-static int check_locked(gp_pool *p);
-
-#define CHECK_AFTER(p)                                                                 \
-	do {                                                                           \
-		if ((p)->prm.check)                                                    \
-			(void)check_locked(p);                                         \
-	} while (0)
-
-/* ---- public operations -------------------------------------------------------------- */
-
-static struct gp_block *find(gp_pool *p, size_t rounded, gp_stream stream, struct gp_slist **home)
-{
-	int t = tree_for(p, rounded);
-	struct gp_block *b = find_in(p, &p->ready, t, rounded);
-	*home = &p->ready;
-	if (stream != GP_NO_STREAM) {
-		struct gp_slist *sl = slist_get(p, stream, 0);
-		struct gp_block *c = find_in(p, sl, t, rounded);
+	int t = gp_tree_for(p, rq->rounded);
+	struct gp_block *b = find_in(p, &p->ready, t, rq->rounded);
+	rq->home = &p->ready;
+	if (rq->stream != GP_NO_STREAM) {
+		struct gp_slist *sl = gp_freelist_get(p, rq->stream, GP_FREELIST_EXISTING);
+		struct gp_block *c = find_in(p, sl, t, rq->rounded);
 		if (c && better(c, b)) {
 			b = c;
-			*home = sl;
+			rq->home = sl;
 		}
 	}
 	if (b)
-		slist_take(*home, b);
+		gp_freelist_take(rq->home, b);
 	return b;
 }
 
-/* A block freed on another stream, made safe for `stream` by an event. */
-static struct gp_block *steal(gp_pool *p, size_t rounded, gp_stream stream, struct gp_slist **home)
+static struct gp_block *find(gp_pool *p, struct request *rq) { return best_fit(p, rq); }
+
+/* Runs a fence on the allocating thread (counted as inline), then looks again. The lock
+ * is dropped during the fence, so the answer reflects other threads' frees too. */
+static struct gp_block *fence_and_find(gp_pool *p, enum gp_fence_scope scope, struct request *rq)
 {
-	int t = tree_for(p, rounded);
+	if (gp_fence_locked(p, scope) == 0)
+		p->st->inline_fences++;
+	return find(p, rq);
+}
+
+/* The list a new segment's remainder joins: the stream's own (made now if need be), else
+ * the ready list. */
+static struct gp_slist *grow_home(gp_pool *p, gp_stream stream)
+{
+	struct gp_slist *sl = gp_freelist_get(p, stream, GP_FREELIST_CREATE);
+	return sl ? sl : &p->ready;
+}
+
+static inline __attribute__((always_inline)) struct gp_block *try_ready(gp_pool *p, struct request *rq)
+{
+	return best_fit(p, rq);
+}
+
+/* b is try_ready's block. When it would be split for a large request while frees in
+ * flight may hold a better fit, and fences are quick: carving large blocks while their
+ * better-fitting twins wait for a fence is what fragments a pool under cudaFree, so b goes
+ * back and the answer is what a fence leaves. Else b. */
+static inline struct gp_block *try_wait_for_better_fit(gp_pool *p, struct request *rq, struct gp_block *b)
+{
+	if (b->size - rq->rounded > p->prm.small_max && rq->rounded > p->prm.small_max &&
+	    p->st->pending_bytes >= rq->rounded && p->last_fence_ns <= p->prm.wait_fence_ns) {
+		gp_freelist_insert(p, b, rq->home);
+		return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq);
+	}
+	return b;
+}
+
+/* A block freed on another stream, made safe for rq's stream by an event. A stream that
+ * cannot be ordered after from here has its blocks sent to wait for a fence. */
+static struct gp_block *try_steal(gp_pool *p, struct request *rq)
+{
+	if (rq->stream == GP_NO_STREAM)
+		return NULL;
+	int t = gp_tree_for(p, rq->rounded);
 	for (int attempt = 0; attempt < 4; attempt++) {
 		struct gp_block *best = NULL;
 		struct gp_slist *from = NULL;
 		for (struct gp_slist *sl = p->streams; sl; sl = sl->hh.next) {
-			if (sl->stream == stream)
+			if (sl->stream == rq->stream)
 				continue;
-			struct gp_block *c = find_in(p, sl, t, rounded);
+			struct gp_block *c = find_in(p, sl, t, rq->rounded);
 			if (c && better(c, best)) {
 				best = c;
 				from = sl;
@@ -769,145 +239,143 @@ static struct gp_block *steal(gp_pool *p, size_t rounded, gp_stream stream, stru
 		}
 		if (!best)
 			return NULL;
-		if (p->be->stream_wait(p->be->ctx, p->device, from->stream, stream) == 0) {
+		if (p->be->stream_wait(p->be->ctx, p->device, from->stream, rq->stream) == 0) {
 			p->st->stream_steals++;
-			slist_take(from, best);
+			gp_freelist_take(from, best);
 			/* the remainder of a split stays with the stream it came from */
-			*home = from;
+			rq->home = from;
 			return best;
 		}
 		/* cannot order after that stream from here: its blocks wait for a fence */
-		slist_to_pending(p, from);
-		largest_recount(p);
+		gp_pending_from_list(p, from);
+		gp_freelist_largest_recount(p);
 	}
 	return NULL;
 }
 
-/* Runs a fence on the allocating thread (counted as inline), then looks again. The lock
- * is dropped during the fence, so the answer reflects other threads' frees too. */
-static struct gp_block *fence_and_find(gp_pool *p, int all, size_t rounded, gp_stream stream,
-				       struct gp_slist **home)
+/* Pending blocks that a completed fence (the fence thread's, or another caller's) already
+ * covered go to the ready list; then look again. */
+static struct gp_block *try_retired(gp_pool *p, struct request *rq)
 {
-	if (fence_locked(p, all) == 0)
-		p->st->inline_fences++;
-	return find(p, rounded, stream, home);
+	if (!p->pend_head || p->completed <= p->pend_head->gen)
+		return NULL;
+	gp_pending_retire(p, p->completed);
+	return find(p, rq);
 }
 
-/* The list a new segment's remainder joins: the stream's own, else the ready list. */
-static struct gp_slist *grow_home(gp_pool *p, gp_stream stream)
+/* Frees in flight may hold a fitting block, fences are quick, and the pool has already
+ * grown its headroom's worth since the last one: waiting for a fence costs less than
+ * another segment, and keeps a cudaMalloc/cudaFree loop (or a program freeing faster than
+ * the fence thread retires) from ballooning. */
+static struct gp_block *try_fence_headroom(gp_pool *p, struct request *rq)
 {
-	struct gp_slist *sl = slist_get(p, stream, 1);
-	return sl ? sl : &p->ready;
+	if (!p->pend_head || p->last_fence_ns > p->prm.wait_fence_ns ||
+	    p->grown_pending + gp_segment_size_for(&p->prm, rq->rounded) <= p->prm.fence_headroom)
+		return NULL;
+	return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq);
 }
+
+/* Never raise the peak for memory that frees in flight will return: when the GPU runs far
+ * behind (a deep queue makes fences slow), growing instead of waiting would let reserved
+ * memory track everything freed but not yet fenced. */
+static struct gp_block *try_fence_before_peak(gp_pool *p, struct request *rq)
+{
+	if (!p->pend_head || p->st->pending_bytes < rq->rounded ||
+	    p->st->reserved_bytes + gp_segment_size_for(&p->prm, rq->rounded) <= p->st->reserved_bytes_peak)
+		return NULL;
+	return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq);
+}
+
+/* A new segment. Growing past the peak reserved so far: first hand back cached segments
+ * that cannot serve this request, so the peak holds what the program needs, not what an
+ * earlier phase left behind. Below the old peak, growth costs nothing in peak terms and no
+ * segment is given back (no churn in steady state); nor while the cache is under 1/16 of
+ * what is reserved (a pool that is simply growing would otherwise trade a cudaFree for
+ * every cudaMalloc). Makes the stream's list even when growing fails (grow_home), which
+ * lets try_fence_all run for a stream that had none. */
+static struct gp_block *try_grow(gp_pool *p, struct request *rq)
+{
+	size_t ss = gp_segment_size_for(&p->prm, rq->rounded);
+	size_t peak = p->st->reserved_bytes_peak;
+	if (p->prm.release_on_grow && p->st->reserved_bytes + ss > peak &&
+	    p->st->cached_bytes > p->st->reserved_bytes / 16) {
+		size_t over = p->st->reserved_bytes + ss - peak;
+		gp_segment_release_locked(p, p->st->cached_bytes > over ? p->st->cached_bytes - over : 0);
+	}
+	struct gp_block *b = gp_segment_grow(p, rq->rounded);
+	rq->grew = b != NULL;
+	if (b && p->pend_head)
+		p->grown_pending += b->size;
+	rq->home = grow_home(p, rq->stream);
+	return b;
+}
+
+/* No ready block and no room to grow: wait for the frees in flight, on every stream. */
+static struct gp_block *try_fence_all(gp_pool *p, struct request *rq)
+{
+	if (!p->pend_head && !p->streams)
+		return NULL;
+	return fence_and_find(p, GP_FENCE_PROMOTE_STREAMS, rq);
+}
+
+/* The OOM retry: every free segment goes back to the backend, then one more segment. */
+static struct gp_block *try_release_and_grow(gp_pool *p, struct request *rq)
+{
+	p->st->oom_retries++;
+	gp_segment_release_locked(p, 0);
+	struct gp_block *b = gp_segment_grow(p, rq->rounded);
+	rq->grew = b != NULL;
+	rq->home = grow_home(p, rq->stream);
+	return b;
+}
+
+/* The rungs after try_ready and try_wait_for_better_fit, in the order of the table above. */
+static struct gp_block *(*const rungs[])(gp_pool *, struct request *) = {
+	try_steal, try_retired, try_fence_headroom, try_fence_before_peak,
+	try_grow, try_fence_all, try_release_and_grow,
+};
 
 int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
 {
 	if (size == 0 || size > ((size_t)1 << 56))
 		return -EINVAL;
-	size_t rounded = round_up(size, p->prm.round);
+	struct request rq = {.size = size, .rounded = gp_round_up(size, p->prm.round), .stream = stream};
 	gp_lock_take(&p->lock);
 	gp_stats_begin(p->st);
-	struct gp_slist *home = NULL;
-	struct gp_block *b = find(p, rounded, stream, &home);
-	int hit = 1;
-	if (b && b->size - rounded > p->prm.small_max && rounded > p->prm.small_max &&
-	    p->st->pending_bytes >= rounded && p->last_fence_ns <= p->prm.wait_fence_ns) {
-		/* the best ready block would be split, while frees in flight may hold a
-		 * better fit: carving large blocks while their better-fitting twins wait for a
-		 * fence is what fragments a pool under cudaFree. Fences are quick: wait. */
-		free_insert(p, b, home);
-		b = fence_and_find(p, 0, rounded, stream, &home);
-	}
-	if (!b && stream != GP_NO_STREAM)
-		b = steal(p, rounded, stream, &home);
-	if (!b && p->pend_head && p->completed > p->pend_head->gen) {
-		retire(p, p->completed);
-		b = find(p, rounded, stream, &home);
-	}
-	if (!b && p->pend_head && p->last_fence_ns <= p->prm.wait_fence_ns &&
-	    p->grown_pending + segment_size_for(&p->prm, rounded) > p->prm.fence_headroom) {
-		/* frees in flight may hold a fitting block, fences are quick, and the pool has
-		 * already grown its headroom's worth since the last one: waiting for a fence
-		 * costs less than another segment, and keeps a cudaMalloc/cudaFree loop (or a
-		 * program freeing faster than the fence thread retires) from ballooning */
-		b = fence_and_find(p, 0, rounded, stream, &home);
-	}
-	if (!b && p->pend_head && p->st->pending_bytes >= rounded &&
-	    p->st->reserved_bytes + segment_size_for(&p->prm, rounded) > p->st->reserved_bytes_peak) {
-		/* never raise the peak for memory that frees in flight will return: when the GPU
-		 * runs far behind (a deep queue makes fences slow), growing instead of waiting
-		 * would let reserved memory track everything freed but not yet fenced */
-		b = fence_and_find(p, 0, rounded, stream, &home);
-	}
-	if (!b) {
-		/* Growing past the peak reserved so far: first hand back cached segments that
-		 * cannot serve this request, so the peak holds what the program needs, not
-		 * what an earlier phase left behind. Below the old peak, growth costs nothing
-		 * in peak terms and no segment is given back (no churn in steady state); nor
-		 * while the cache is under 1/16 of what is reserved (a pool that is simply
-		 * growing would otherwise trade a cudaFree for every cudaMalloc). */
-		size_t ss = segment_size_for(&p->prm, rounded);
-		size_t peak = p->st->reserved_bytes_peak;
-		if (p->prm.release_on_grow && p->st->reserved_bytes + ss > peak &&
-		    p->st->cached_bytes > p->st->reserved_bytes / 16) {
-			size_t over = p->st->reserved_bytes + ss - peak;
-			release_locked(p, p->st->cached_bytes > over ? p->st->cached_bytes - over : 0);
-		}
-		b = grow(p, rounded);
-		hit = b == NULL;
-		if (b && p->pend_head)
-			p->grown_pending += b->size;
-		home = grow_home(p, stream);
-	}
-	if (!b && (p->pend_head || p->streams)) {
-		/* no ready block and no room to grow: wait for the frees in flight */
-		b = fence_and_find(p, 1, rounded, stream, &home);
-	}
-	if (!b) {
-		p->st->oom_retries++;
-		release_locked(p, 0);
-		b = grow(p, rounded);
-		hit = 0;
-		home = grow_home(p, stream);
-	}
+	struct gp_block *b = try_ready(p, &rq);
+	if (b)
+		b = try_wait_for_better_fit(p, &rq, b);
+	for (size_t i = 0; !b && i < sizeof rungs / sizeof rungs[0]; i++)
+		b = rungs[i](p, &rq);
 	int rc = -ENOMEM;
 	if (b) {
 		/* a segment made for one large request stays whole (its rest is under
 		 * large_round): the block is then the segment, and cudaIpcGetMemHandle can
 		 * export it (DESIGN point 7) */
-		rc = take_block(p, b, rounded, size, home, !hit && rounded >= p->prm.medium_max);
+		rc = take_block(p, b, rq.rounded, rq.size, rq.home, rq.grew && rq.rounded >= p->prm.medium_max);
 		if (rc == 0) {
 			*addr = b->addr;
 			p->st->allocs++;
-			if (hit)
-				p->st->hits++;
-			else
+			if (rq.grew)
 				p->st->misses++;
+			else
+				p->st->hits++;
 		}
 	}
 	if (rc)
 		p->st->ooms++;
-	CHECK_AFTER(p);
+	GP_CHECK_AFTER(p);
 	gp_stats_end(p->st);
 	gp_lock_give(&p->lock);
 	return rc;
 }
 
-/* Is addr inside one of this pool's segments? Lock held; error paths only. */
-static struct gp_segment *segment_of(gp_pool *p, uintptr_t addr)
-{
-	for (struct gp_segment *s = p->segs; s; s = s->next)
-		if (addr >= s->addr && addr - s->addr < s->size)
-			return s;
-	return NULL;
-}
-
 int gp_pool_free(gp_pool *p, uintptr_t addr, gp_stream stream)
 {
 	gp_lock_take(&p->lock);
-	struct gp_block *b = map_find(p, addr, 1);
+	struct gp_block *b = gp_addrmap_find(&p->map, addr, GP_MAP_UNLINK);
 	if (!b) {
-		int rc = segment_of(p, addr) ? -EALREADY : -ENOENT;
+		int rc = gp_segment_of(p, addr) ? -EALREADY : -ENOENT;
 		if (rc == -EALREADY) {
 			gp_stats_begin(p->st);
 			p->st->invalid_frees++;
@@ -920,29 +388,29 @@ int gp_pool_free(gp_pool *p, uintptr_t addr, gp_stream stream)
 	GP_GAUGE_SUB(p->st, live_blocks, 1);
 	GP_GAUGE_SUB(p->st, requested_bytes, b->requested);
 	GP_GAUGE_SUB(p->st, allocated_bytes, b->size);
-	GP_GAUGE_SET(p->st, cached_bytes, p->st->reserved_bytes - p->st->allocated_bytes);
+	gp_pool_update_cached(p);
 	GP_GAUGE_ADD(p->st, free_blocks, 1);
 	p->st->frees++;
 	int sync = 0;
 	if (stream == GP_NO_STREAM) {
-		pending_push(p, b);
+		gp_pending_push(p, b);
 		sync = p->prm.sync_free;
 	} else {
-		struct gp_slist *sl = slist_get(p, stream, 1);
+		struct gp_slist *sl = gp_freelist_get(p, stream, GP_FREELIST_CREATE);
 		b->state = B_FREE;
 		b->gen = p->issued;
 		if (sl) {
-			free_insert(p, b, sl);
+			gp_freelist_insert(p, b, sl);
 		} else {
 			/* no host memory for a new stream list: treat as a cudaFree */
-			pending_push(p, b);
+			gp_pending_push(p, b);
 		}
 	}
 	if (sync)
-		(void)fence_locked(p, 0);
+		(void)gp_fence_locked(p, GP_FENCE_PENDING_ONLY);
 	if (p->prm.release_threshold != SIZE_MAX && p->st->cached_bytes > p->prm.release_threshold)
-		release_locked(p, p->prm.release_threshold);
-	CHECK_AFTER(p);
+		gp_segment_release_locked(p, p->prm.release_threshold);
+	GP_CHECK_AFTER(p);
 	gp_stats_end(p->st);
 	gp_lock_give(&p->lock);
 	return 0;
@@ -951,16 +419,16 @@ int gp_pool_free(gp_pool *p, uintptr_t addr, gp_stream stream)
 void gp_pool_stream_retire(gp_pool *p, gp_stream stream)
 {
 	gp_lock_take(&p->lock);
-	struct gp_slist *sl = stream == GP_NO_STREAM ? NULL : slist_get(p, stream, 0);
+	struct gp_slist *sl = stream == GP_NO_STREAM ? NULL : gp_freelist_get(p, stream, GP_FREELIST_EXISTING);
 	if (sl) {
 		gp_stats_begin(p->st);
-		slist_to_pending(p, sl);
+		gp_pending_from_list(p, sl);
 		HASH_DEL(p->streams, sl);
 		if (p->last_sl == sl)
 			p->last_sl = NULL;
 		free(sl);
-		largest_recount(p);
-		CHECK_AFTER(p);
+		gp_freelist_largest_recount(p);
+		GP_CHECK_AFTER(p);
 		gp_stats_end(p->st);
 	}
 	gp_lock_give(&p->lock);
@@ -970,9 +438,9 @@ int gp_pool_lookup(gp_pool *p, uintptr_t addr, struct gp_block_info *info)
 {
 	int rc = -ENOENT;
 	gp_lock_take(&p->lock);
-	struct gp_block *b = map_find(p, addr, 0);
+	struct gp_block *b = gp_addrmap_find(&p->map, addr, GP_MAP_KEEP);
 	if (!b) {
-		struct gp_segment *s = segment_of(p, addr);
+		struct gp_segment *s = gp_segment_of(p, addr);
 		for (struct gp_block *x = s ? s->first : NULL; x; x = x->next)
 			if (addr >= x->addr && addr - x->addr < x->size) {
 				if (x->state == B_LIVE)
@@ -990,17 +458,6 @@ int gp_pool_lookup(gp_pool *p, uintptr_t addr, struct gp_block_info *info)
 	}
 	gp_lock_give(&p->lock);
 	return rc;
-}
-
-size_t gp_pool_release(gp_pool *p, size_t keep)
-{
-	gp_lock_take(&p->lock);
-	gp_stats_begin(p->st);
-	size_t r = release_locked(p, keep);
-	CHECK_AFTER(p);
-	gp_stats_end(p->st);
-	gp_lock_give(&p->lock);
-	return r;
 }
 
 int gp_pool_mem_info(gp_pool *p, size_t *free_bytes, size_t *total_bytes)
@@ -1032,11 +489,7 @@ int gp_pool_mem_info(gp_pool *p, size_t *free_bytes, size_t *total_bytes)
 int gp_pool_create(gp_pool **out, int device, const struct gp_pool_params *params,
 		   const struct gp_backend *be, struct gpupool_device_stats *stats)
 {
-	const struct gp_pool_params *q = params;
-	if (!q->round || (q->round & (q->round - 1)) || !q->large_round ||
-	    (q->large_round & (q->large_round - 1)) || q->small_max > q->small_segment ||
-	    q->medium_max > q->medium_segment || q->small_segment % q->round ||
-	    q->medium_segment % q->round || q->large_round % q->round)
+	if (gp_pool_params_check(params))
 		return -EINVAL;
 	gp_pool *p = calloc(1, sizeof *p);
 	if (!p)
@@ -1046,9 +499,7 @@ int gp_pool_create(gp_pool **out, int device, const struct gp_pool_params *param
 	p->be = be;
 	p->st = stats;
 	p->ready.stream = GP_NO_STREAM;
-	p->map_mask = 255;
-	p->map = calloc(p->map_mask + 1, sizeof *p->map);
-	if (!p->map) {
+	if (gp_addrmap_init(&p->map, 256)) {
 		free(p);
 		return -ENOMEM;
 	}
@@ -1086,7 +537,7 @@ void gp_pool_destroy(gp_pool *p)
 	}
 	p->st->active = 0;
 	gp_stats_end(p->st);
-	free(p->map);
+	gp_addrmap_fini(&p->map);
 	struct gp_slist *sl, *tmp;
 	HASH_ITER(hh, p->streams, sl, tmp)
 	{
@@ -1102,142 +553,3 @@ void gp_pool_destroy(gp_pool *p)
 	free(p);
 }
 
-/* ---- the invariant checker ---------------------------------------------------------- */
-
-static int fail(gp_pool *p, const char *what)
-{
-	gp_log(GP_LOG_ERROR, "device %d: pool invariant broken: %s", p->device, what);
-	GP_ASSERT(!"pool invariant broken");
-	return -EFAULT;
-}
-
-struct tree_walk {
-	const struct gp_block *prev;
-	size_t count, max;
-	int bad;
-};
-
-static void walk_tree(const gp_pool *p, const struct gp_block *t, const struct gp_slist *sl, int tt,
-		      uint32_t prio_cap, struct tree_walk *w)
-{
-	/* iterative in-order walk would need a stack; depth is O(log n) expected, and the
-	 * checker runs in test builds only */
-	if (!t || w->bad)
-		return;
-	if (t->prio > prio_cap)
-		w->bad = 1;
-	walk_tree(p, t->left, sl, tt, t->prio, w);
-	if (w->prev && !key_less(w->prev, t))
-		w->bad = 2;
-	if (t->state != B_FREE || t->list != sl || tree_of(t) != tt)
-		w->bad = 3;
-	w->prev = t;
-	w->count++;
-	if (t->size > w->max)
-		w->max = t->size;
-	walk_tree(p, t->right, sl, tt, t->prio, w);
-}
-
-static int cmp_seg(const void *a, const void *b)
-{
-	uintptr_t x = (*(struct gp_segment *const *)a)->addr, y = (*(struct gp_segment *const *)b)->addr;
-	return x < y ? -1 : x > y;
-}
-
-static int check_locked(gp_pool *p)
-{
-	size_t nseg = 0, reserved = 0, allocated = 0, requested = 0, nlive = 0, nfree = 0;
-	size_t npend = 0, pend_bytes = 0, nfree_tree = 0, largest = 0;
-	for (struct gp_segment *s = p->segs; s; s = s->next) {
-		nseg++;
-		reserved += s->size;
-		if (s->next && s->next->prev != s)
-			return fail(p, "segment list links");
-		uintptr_t at = s->addr;
-		const struct gp_block *prev = NULL;
-		for (const struct gp_block *b = s->first; b; b = b->next) {
-			if (b->addr != at || b->seg != s || b->prev != prev || !b->size)
-				return fail(p, "blocks do not tile their segment");
-			if (b->state == B_LIVE) {
-				nlive++;
-				allocated += b->size;
-				requested += b->requested;
-				if (map_find(p, b->addr, 0) != b)
-					return fail(p, "live block missing from the address map");
-			} else {
-				nfree++;
-				if (b->state == B_PENDING) {
-					npend++;
-					pend_bytes += b->size;
-				} else if (prev && prev->state == B_FREE && prev->list == b->list) {
-					return fail(p, "adjacent free blocks of one list not merged");
-				}
-			}
-			at += b->size;
-			prev = b;
-		}
-		if (at != s->addr + s->size)
-			return fail(p, "blocks do not cover their segment");
-	}
-	if (nseg) {
-		struct gp_segment **v = malloc(nseg * sizeof *v);
-		if (v) {
-			size_t i = 0;
-			for (struct gp_segment *s = p->segs; s; s = s->next)
-				v[i++] = s;
-			qsort(v, nseg, sizeof *v, cmp_seg);
-			for (i = 1; i < nseg; i++)
-				if (v[i - 1]->addr + v[i - 1]->size > v[i]->addr) {
-					free(v);
-					return fail(p, "segments overlap");
-				}
-			free(v);
-		}
-	}
-	size_t nmap = 0;
-	for (size_t i = 0; i <= p->map_mask; i++)
-		for (const struct gp_block *b = p->map[i]; b; b = b->hnext)
-			nmap++;
-	if (nmap != nlive || p->map_count != nlive)
-		return fail(p, "address map holds blocks that are not live");
-	size_t n = 0;
-	const struct gp_block *last = NULL;
-	for (const struct gp_block *b = p->pend_head; b; b = b->right) {
-		if (b->state != B_PENDING || b->left != last || (last && last->gen > b->gen))
-			return fail(p, "pending list");
-		last = b;
-		n++;
-	}
-	if (n != npend || last != p->pend_tail)
-		return fail(p, "pending list count");
-	for (struct gp_slist *sl = &p->ready; sl; sl = slist_next(p, sl)) {
-		for (int t = 0; t < 2; t++) {
-			struct tree_walk w = {0};
-			walk_tree(p, sl->root[t], sl, t, UINT32_MAX, &w);
-			if (w.bad)
-				return fail(p, "free tree order, heap or membership");
-			nfree_tree += w.count;
-			if (w.max > largest)
-				largest = w.max;
-		}
-	}
-	if (nfree_tree + npend != nfree)
-		return fail(p, "free trees do not hold exactly the free blocks");
-	const struct gpupool_device_stats *st = p->st;
-	if (st->segments != nseg || st->reserved_bytes != reserved || st->allocated_bytes != allocated ||
-	    st->requested_bytes != requested || st->live_blocks != nlive || st->free_blocks != nfree ||
-	    st->pending_frees != npend || st->pending_bytes != pend_bytes ||
-	    st->cached_bytes != reserved - allocated || st->largest_free_block != largest)
-		return fail(p, "counters differ from a recount");
-	if (p->prm.limit && reserved > p->prm.limit)
-		return fail(p, "reserved bytes over the limit");
-	return 0;
-}
-
-int gp_pool_check(gp_pool *p)
-{
-	gp_lock_take(&p->lock);
-	int rc = check_locked(p);
-	gp_lock_give(&p->lock);
-	return rc;
-}

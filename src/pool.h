@@ -1,9 +1,7 @@
-/* The pool: a caching allocator of device address ranges for one device.
- * Owns size rounding, segments, blocks, split/merge, best fit, per-stream free lists,
- * pending (fenced) frees, cache release and the memory limit. It never touches CUDA,
- * the environment or I/O: device pointers are uintptr_t and never dereferenced, and all
- * device work goes through the backend (backend.h). Every function is thread-safe: one
- * mutex per pool, never held across device_sync. */
+/* The pool's contract: a caching allocator of device address ranges for one device (sizes,
+ * segments, blocks, per-stream free lists, fenced frees, release, the limit). Thread-safe:
+ * one lock per pool, never held across device_sync. Must not depend on CUDA, the environment,
+ * config or I/O: addresses are uintptr_t, never dereferenced; device work goes via backend.h. */
 #ifndef GP_POOL_H
 #define GP_POOL_H
 
@@ -16,14 +14,25 @@
 
 typedef struct gp_pool gp_pool;
 
+/* The documented defaults of the segment geometry: the one place they are written.
+ * gp_pool_params_default, config's knob table (and so the README) and config's messages
+ * all take them from here. Sizes in MiB where the name says so, so that config can spell
+ * them the way a user does ("2M"). */
+#define GP_POOL_DEFAULT_ROUND 512
+#define GP_POOL_DEFAULT_SMALL_MAX_MIB 1
+#define GP_POOL_DEFAULT_SMALL_SEGMENT_MIB 2
+#define GP_POOL_DEFAULT_MEDIUM_MAX_MIB 10
+#define GP_POOL_DEFAULT_MEDIUM_SEGMENT_MIB 20
+#define GP_POOL_DEFAULT_LARGE_ROUND_MIB 2
+
 /* Tuning, in bytes. gp_pool_params_default() gives the documented defaults. */
 struct gp_pool_params {
-	size_t round;            /* requests are rounded up to this (power of two), 512 */
-	size_t small_max;        /* requests <= this come from small segments, 1 MiB */
-	size_t small_segment;    /* size of a small segment, 2 MiB */
-	size_t medium_max;       /* requests < this come from medium segments, 10 MiB */
-	size_t medium_segment;   /* size of a medium segment, 20 MiB */
-	size_t large_round;      /* larger requests get a segment rounded up to this, 2 MiB */
+	size_t round;            /* requests are rounded up to this (a power of two) */
+	size_t small_max;        /* requests <= this come from small segments */
+	size_t small_segment;    /* size of a small segment */
+	size_t medium_max;       /* requests < this come from medium segments */
+	size_t medium_segment;   /* size of a medium segment */
+	size_t large_round;      /* larger requests get a segment rounded up to a multiple of this */
 	size_t max_split_size;   /* blocks this large are not split for smaller requests; SIZE_MAX = no cap */
 	size_t limit;            /* most reserved bytes this pool may hold; 0 = no limit */
 	size_t release_threshold;/* keep at most this many cached bytes after a free; SIZE_MAX = keep all */
@@ -38,8 +47,22 @@ struct gp_pool_params {
 
 void gp_pool_params_default(struct gp_pool_params *p);
 
+/* The segment geometry rules, one bit each: a request must fit the segment of its class,
+ * and segments are whole multiples of round. */
+enum gp_pool_geometry {
+	GP_GEOMETRY_ROUND = 1 << 0,   /* round is a power of two */
+	GP_GEOMETRY_SMALL = 1 << 1,   /* small_max <= small_segment, a multiple of round */
+	GP_GEOMETRY_MEDIUM = 1 << 2,  /* medium_max <= medium_segment, a multiple of round */
+	GP_GEOMETRY_CLASSES = 1 << 3, /* small_max <= medium_max */
+	GP_GEOMETRY_LARGE = 1 << 4,   /* large_round > 0, a multiple of round */
+};
+/* The geometry rules p breaks (enum gp_pool_geometry bits; 0: none). gp_pool_create
+ * refuses parameters that break any; config reports and repairs them knob by knob. */
+unsigned gp_pool_params_check(const struct gp_pool_params *p);
+
 /* Creates a pool for `device`. `stats` is where the pool keeps its counters (a slot of
- * the statistics page, or private memory); it must outlive the pool. */
+ * the statistics page, or private memory); it must outlive the pool. -EINVAL when params
+ * break a geometry rule (gp_pool_params_check). */
 int gp_pool_create(gp_pool **out, int device, const struct gp_pool_params *params,
 		   const struct gp_backend *be, struct gpupool_device_stats *stats);
 /* Hands every segment back to the backend and frees the pool's host memory. Live blocks

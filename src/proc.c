@@ -1,4 +1,5 @@
-/* /proc/<pid>/stat and the clocks, read one way for the whole library (proc.h). */
+/* /proc/<pid>/stat, /proc/<pid>'s owner and the clocks, read one way for the whole library
+ * (proc.h). Base layer: depends on libc only. */
 #include "proc.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
-/* Trace replay (replay.h). Rows go through gp_pool in trace order; trace pointers map to
- * pool addresses with uthash. The default fence policy (a background thread fencing
- * fence_interval_us after the first pending cudaFree) is modelled in trace time: before
- * each row, a fence runs when the row's t_ns has passed that deadline (+ latency). */
+/* Trace replay (replay.h): rows through gp_pool in trace order on the fake backend, trace
+ * pointers mapped to pool addresses with uthash, the fence thread modelled in trace time
+ * (a fence when a row's t_ns passes the deadline, + latency). Depends on the pool, config,
+ * the reader and the fake backend; never on CUDA or the shim. */
 #define HASH_NONFATAL_OOM 1
 #include "replay.h"
 
@@ -59,6 +59,8 @@ void gp_replay_opts_default(struct gp_replay_opts *o)
 }
 
 static uint64_t now_ns(void) { return gp_clock_ns(CLOCK_MONOTONIC); }
+
+static uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
 /* Trace stream handle -> pool stream key. 0 and 1 (cudaStreamLegacy) name the legacy
  * stream; 2 (cudaStreamPerThread) names one stream per calling thread (a synthetic key,
@@ -135,9 +137,16 @@ static int replay_row(struct state *s, const struct gp_replay_opts *o, struct gp
 		r->pool_ns += t1 - t0;
 		if (rc) {
 			r->alloc_failures++;
+			/* the fake has no capacity limit: it refuses only when its addresses run out */
+			if (s->fb.fail_allocs)
+				return row_error(r, path, row, -ERANGE, "the fake device's address space is used "
+						 "up (segments are never placed at a freed address)");
 			return 0;
 		}
 		r->allocs++;
+		if (s->st[dev].reserved_bytes > GP_REPLAY_RESERVED_MAX)
+			return row_error(r, path, row, -ERANGE, "the pool holds more than 2^50 bytes (1 PiB) "
+					 "on one device, more than any device has");
 		struct pmap *m;
 		HASH_FIND(hh, s->map, &row->ptr, sizeof row->ptr, m);
 		if (m) {
@@ -185,8 +194,8 @@ static int replay_row(struct state *s, const struct gp_replay_opts *o, struct gp
 		r->frees++;
 		if (sk == GP_NO_STREAM && o->fence == GP_FENCE_THREAD && !s->pending[mdev]) {
 			s->pending[mdev] = true;
-			s->fence_at[mdev] = row->t_ns + (uint64_t)o->fence_interval_us * 1000u +
-					    (uint64_t)o->fence_latency_us * 1000u;
+			s->fence_at[mdev] = sat_add(row->t_ns, (uint64_t)o->fence_interval_us * 1000u +
+							    (uint64_t)o->fence_latency_us * 1000u);
 		}
 	}
 	if (o->params.check) {
@@ -239,9 +248,9 @@ int gp_replay_file(const char *path, const struct gp_replay_opts *o, struct gp_r
 		if (!s->pool[d])
 			continue;
 		r->devices++;
-		r->peak_requested += st->requested_bytes_peak;
-		r->peak_allocated += st->allocated_bytes_peak;
-		r->peak_reserved += st->reserved_bytes_peak;
+		r->peak_requested = sat_add(r->peak_requested, st->requested_bytes_peak);
+		r->peak_allocated = sat_add(r->peak_allocated, st->allocated_bytes_peak);
+		r->peak_reserved = sat_add(r->peak_reserved, st->reserved_bytes_peak);
 		r->segments_peak += st->segments_peak;
 		r->fences += st->fences;
 		r->inline_fences += st->inline_fences;

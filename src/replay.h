@@ -13,6 +13,10 @@
 #include "config.h"
 #include "pool.h"
 
+/* Most bytes the pool may hold in segments on one device (1 PiB): a trace or knobs that need
+ * more stop the replay (-ERANGE), long before a sum of bytes could wrap. */
+#define GP_REPLAY_RESERVED_MAX ((uint64_t)1 << 50)
+
 struct gp_replay_opts {
 	struct gp_pool_params params;  /* pool knobs (params.check: gp_pool_check after each op) */
 	int fence;                     /* enum gp_fence_policy; GP_FENCE_THREAD by default */
@@ -43,7 +47,7 @@ struct gp_replay_result {
 	uint64_t check_failures;   /* gp_pool_check failures (--check) */
 	uint64_t out_of_order;     /* rows older than an earlier row (sort window too small) */
 	uint64_t live_at_end;      /* trace pointers never freed */
-	uint64_t peak_requested, peak_allocated, peak_reserved, segments_peak;
+	uint64_t peak_requested, peak_allocated, peak_reserved, segments_peak; /* sums saturate */
 	uint64_t backend_allocs, backend_frees;
 	uint64_t model_fences, fences, inline_fences, hits, misses, splits, merges, stream_steals;
 	uint64_t pool_ns;          /* ns inside gp_pool_alloc/free (clock read around each call) */
@@ -54,8 +58,10 @@ struct gp_replay_result {
 	char error[700];           /* "PATH:LINE: message" when the replay failed */
 };
 
-/* Replays `path`. Returns 0 (*r filled), -EINVAL (malformed trace: r->error names the
- * line), -EIO, -ENOMEM, or -EFAULT (a pool invariant broke, with params.check). */
+/* Replays `path`. Returns 0 (*r filled), -EINVAL (malformed trace, or a pool cannot be
+ * created from params: r->error names the line), -ERANGE (the pool would hold more than
+ * GP_REPLAY_RESERVED_MAX on a device, or the fake device's 64-bit address space is used up),
+ * -EIO, -ENOMEM, or -EFAULT (a pool invariant broke, with params.check). */
 int gp_replay_file(const char *path, const struct gp_replay_opts *o, struct gp_replay_result *r);
 
 /* Writes *r as key=value lines. */

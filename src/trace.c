@@ -47,6 +47,11 @@ static pthread_mutex_t g_file_mu = PTHREAD_MUTEX_INITIALIZER;
 static int g_fd = -1;                             /* under g_file_mu: the file, or -1 */
 static gzFile g_gz;                               /* under g_file_mu: over g_fd for .gz, else NULL */
 static const struct gp_zlib *g_z;                 /* zlib, when g_gz */
+static char *g_pbuf;                              /* under g_file_mu: a plain file's buffer, or NULL */
+static size_t g_plen;                             /* under g_file_mu: bytes in g_pbuf */
+/* A plain file is written in blocks of this size (as zlib buffers a .gz one): one write(2)
+ * per block rather than per chunk of rows. */
+#define PLAIN_BUF (256 * 1024)
 static int g_werr;                                /* under g_file_mu: last write error */
 static uint64_t g_rows;                           /* under g_file_mu */
 static atomic_bool g_on;
@@ -140,6 +145,31 @@ static int write_all(int fd, const char *text, size_t len)
 	return 0;
 }
 
+/* Writes the plain file's buffer out: 0 or -errno. Caller holds g_file_mu. */
+static int plain_flush_locked(void)
+{
+	int rc = g_plen ? write_all(g_fd, g_pbuf, g_plen) : 0;
+	g_plen = 0;
+	return rc;
+}
+
+/* Appends text to a plain file, through its buffer when it has one: 0 or -errno. */
+static int plain_write_locked(const char *text, size_t len)
+{
+	if (!g_pbuf)
+		return write_all(g_fd, text, len);
+	if (g_plen + len > PLAIN_BUF) {
+		int rc = plain_flush_locked();
+		if (rc)
+			return rc;
+		if (len > PLAIN_BUF)
+			return write_all(g_fd, text, len);
+	}
+	memcpy(g_pbuf + g_plen, text, len);
+	g_plen += len;
+	return 0;
+}
+
 /* Writes formatted text. Caller holds g_file_mu. */
 static void write_text_locked(const char *text, unsigned len, unsigned rows)
 {
@@ -154,7 +184,7 @@ static void write_text_locked(const char *text, unsigned len, unsigned rows)
 				why = strerror(errno);
 		}
 	} else {
-		int rc = write_all(g_fd, text, len);
+		int rc = plain_write_locked(text, len);
 		if (rc)
 			why = strerror(-rc);
 	}
@@ -321,6 +351,8 @@ int gp_trace_open(const char *path)
 	g_gz = f;
 	g_z = z;
 	g_fd = fd;
+	g_pbuf = f ? NULL : malloc(PLAIN_BUF); /* without it, plain rows are written unbuffered */
+	g_plen = 0;
 	g_werr = 0;
 	g_rows = 0;
 	pthread_mutex_unlock(&g_file_mu);
@@ -355,9 +387,17 @@ int gp_trace_close(void)
 	if (g_gz) {
 		if (g_z->gzclose(g_gz) != Z_OK && !rc)
 			rc = -EIO;
-	} else if (g_fd >= 0 && close(g_fd) != 0 && !rc) {
-		rc = -errno;
+	} else if (g_fd >= 0) {
+		int frc = plain_flush_locked();
+		if (frc && !rc) {
+			gp_log(GP_LOG_WARN, "trace: write failed: %s; rows are being lost", strerror(-frc));
+			rc = -EIO;
+		}
+		if (close(g_fd) != 0 && !rc)
+			rc = -errno;
 	}
+	free(g_pbuf);
+	g_pbuf = NULL;
 	g_gz = NULL;
 	g_fd = -1;
 	pthread_mutex_unlock(&g_file_mu);
@@ -369,11 +409,13 @@ void gp_trace_forget(void)
 	/* The child has one thread; locks may be held by threads that no longer exist. */
 	atomic_store(&g_on, false);
 	pthread_mutex_init(&g_file_mu, NULL);
-	/* the parent's gzFile holds unwritten parent data: closing it here would write it
-	 * twice. Leak the small struct, close only our fd copy. */
+	/* the parent's gzFile or buffer holds unwritten parent data: writing it here would
+	 * write it twice. Leak them (no free after fork), close only our fd copy. */
 	if (g_fd >= 0) {
 		close(g_fd);
 		g_gz = NULL;
+		g_pbuf = NULL;
+		g_plen = 0;
 		g_fd = -1;
 	}
 	for (int i = 0; i < GP_TRACE_NBUF; i++) {

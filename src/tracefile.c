@@ -1,6 +1,6 @@
-/* The trace reader (tracefile.h): a line splitter over zlib's gzread (which reads plain
- * and gzip'd files alike), a strict field parser, and an optional min-heap window that
- * restores t_ns order. Memory is bounded: one read buffer, one line, the window. */
+/* The trace reader (tracefile.h): a line splitter over zlib's gzread (plain and gzip'd
+ * files alike), a strict field parser, and an optional min-heap window that restores t_ns
+ * order, in bounded memory. Depends on zlib, libc and trace_format.h only. */
 #include "tracefile.h"
 
 #include <errno.h>

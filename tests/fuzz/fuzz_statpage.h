@@ -1,5 +1,5 @@
 /* The statistics-page fuzzing harness (fuzz_statpage.c): its libFuzzer entry point and the
- * pid its inputs claim, shared with the seed writer (fuzz_statpage_seeds.c). Test code only. */
+ * pid its inputs claim, shared with the seed writer (seeds_statpage.c). Test code only. */
 #ifndef GP_FUZZ_STATPAGE_H
 #define GP_FUZZ_STATPAGE_H
 

@@ -1,94 +1,93 @@
-/* Runs a libFuzzer harness (the LLVMFuzzerTestOneInput linked with it) over inputs as a
- * plain program, for the regression tests of a build without libFuzzer. Each argument is
- * a file or a directory whose regular files are all inputs (not recursive, in name order).
- * Exit 0 when every input ran (a harness that finds a bug aborts), 1 when an input could
- * not be read or there was none. Test code only. */
+/* The regression runner: calls a harness's LLVMFuzzerTestOneInput once per file, for each
+ * file named and each regular file in each directory named (in name order), the way a
+ * libFuzzer binary runs a corpus without fuzzing. Exit 0 when every input ran, 1 when an
+ * argument cannot be read or none was found; a failed check aborts. Depends on libc only. */
 #include <dirent.h>
 #include <errno.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
+/* Runs the harness over the regular file at path. Returns 0, or -1 when it cannot be read. */
 static int run_file(const char *path)
 {
+	struct stat st;
 	FILE *f = fopen(path, "rb");
-	if (!f) {
+	if (!f || fstat(fileno(f), &st) != 0) {
 		fprintf(stderr, "run_corpus: %s: %s\n", path, strerror(errno));
+		if (f)
+			fclose(f);
 		return -1;
 	}
-	size_t cap = 1 << 16, len = 0;
-	uint8_t *buf = malloc(cap);
-	size_t k;
-	while (buf && (k = fread(buf + len, 1, cap - len, f)) > 0) {
-		len += k;
-		if (len == cap) {
-			uint8_t *nb = realloc(buf, cap *= 2);
-			if (!nb)
-				free(buf);
-			buf = nb;
-		}
-	}
-	int err = ferror(f) || !buf;
+	/* exactly the file's bytes, so that AddressSanitizer sees a read past the input */
+	size_t n = (size_t)st.st_size;
+	uint8_t *input = malloc(n ? n : 1);
+	int bad = !input || fread(input, 1, n, f) != n;
 	fclose(f);
-	if (err) {
-		fprintf(stderr, "run_corpus: %s: read error\n", path);
-		free(buf);
+	if (bad) {
+		fprintf(stderr, "run_corpus: %s: cannot read\n", path);
+		free(input);
 		return -1;
 	}
-	/* an exact-size copy, so that the sanitizers see a read past the input's end */
-	uint8_t *exact = malloc(len ? len : 1);
-	if (!exact) {
-		free(buf);
-		return -1;
-	}
-	memcpy(exact, buf, len);
-	free(buf);
-	LLVMFuzzerTestOneInput(exact, len);
-	free(exact);
-	printf("ran %s (%zu bytes)\n", path, len);
+	fprintf(stderr, "run_corpus: %s\n", path); /* the input that failed, when one does */
+	LLVMFuzzerTestOneInput(input, n);
+	free(input);
 	return 0;
 }
 
-static int by_name(const struct dirent **a, const struct dirent **b) { return strcmp((*a)->d_name, (*b)->d_name); }
+static int only_files(const struct dirent *e)
+{
+	return e->d_name[0] != '.';
+}
+
+/* Runs every regular file of dir; adds their number to *count. Returns 0 or -1. */
+static int run_dir(const char *dir, unsigned *count)
+{
+	struct dirent **names;
+	int n = scandir(dir, &names, only_files, alphasort);
+	if (n < 0) {
+		fprintf(stderr, "run_corpus: %s: %s\n", dir, strerror(errno));
+		return -1;
+	}
+	int rc = 0;
+	for (int i = 0; i < n; i++) {
+		char path[4096];
+		struct stat st;
+		snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
+		if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+			if (run_file(path) == 0)
+				++*count;
+			else
+				rc = -1;
+		}
+		free(names[i]);
+	}
+	free(names);
+	return rc;
+}
 
 int main(int argc, char **argv)
 {
-	int inputs = 0, failed = 0;
+	unsigned count = 0;
+	int rc = 0;
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s FILE|DIR...\n", argv[0]);
+		return 1;
+	}
 	for (int i = 1; i < argc; i++) {
 		struct stat st;
-		if (stat(argv[i], &st) != 0) {
-			fprintf(stderr, "run_corpus: %s: %s\n", argv[i], strerror(errno));
-			failed++;
-			continue;
-		}
-		if (!S_ISDIR(st.st_mode)) {
-			failed += run_file(argv[i]) != 0;
-			inputs++;
-			continue;
-		}
-		struct dirent **list;
-		int n = scandir(argv[i], &list, NULL, by_name);
-		if (n < 0) {
-			fprintf(stderr, "run_corpus: %s: %s\n", argv[i], strerror(errno));
-			failed++;
-			continue;
-		}
-		for (int k = 0; k < n; k++) {
-			char path[4096];
-			snprintf(path, sizeof path, "%s/%s", argv[i], list[k]->d_name);
-			if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
-				failed += run_file(path) != 0;
-				inputs++;
-			}
-			free(list[k]);
-		}
-		free(list);
+		if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode))
+			rc |= run_dir(argv[i], &count);
+		else if (run_file(argv[i]) == 0)
+			count++;
+		else
+			rc = -1;
 	}
-	if (!inputs)
-		fprintf(stderr, "run_corpus: no inputs\n");
-	return failed || !inputs ? 1 : 0;
+	printf("run_corpus: %u inputs ran\n", count);
+	if (count == 0)
+		fprintf(stderr, "run_corpus: no input found\n");
+	return rc || count == 0 ? 1 : 0;
 }

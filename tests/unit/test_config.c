@@ -1,7 +1,8 @@
 /* Unit tests of config.c: defaults, every knob, every kind of bad value (default kept,
  * cfg->bad set, exactly one log line naming the variable and the value), strict mode, the
- * standalone switches, and docs/knobs.md against gp_config_print_knobs().
- * Depends on config.c and log.c only. Run with --print-knobs to regenerate the table. */
+ * standalone switches, docs/knobs.md against gp_config_print_knobs(), and the pool
+ * parameters the knobs map to. Depends on config.c, log.c and pool.h's parameters only.
+ * Run with --print-knobs to regenerate the table. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "pool.h"
 
 #define MIB ((size_t)1 << 20)
 
@@ -328,10 +330,38 @@ static void test_round_not_power_of_two(void **state)
 	check_one_bad("round:4M", "round:4M");
 }
 
+/* A size the pool cannot use is refused by the parser, not by the pool later: large_round a
+ * power of two up to 1G, every other size at most 256T. */
+static void test_sizes_the_pool_can_use(void **state)
+{
+	(void)state;
+	static const char *const bad[] = {
+		"large_round:3M", "large_round:1.5G", "large_round:8388608T", "large_round:2G", "large_round:256",
+		"small_max:8388608T", "small_segment:257T", "medium_max:1024T", "medium_segment:300T",
+		"max_split_size:257T", "release_threshold:512T", "limit:257T", "limit:16383T",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		check_one_bad(bad[i], bad[i]);
+	check_one_bad("large_round:3M", "large_round:3M: expected a power of two from 512 to 1G, at least round; "
+					"using the default (2M)");
+	check_one_bad("limit:257T", "limit:257T: expected a size up to 256T");
+
+	struct gp_config c;
+	env_conf = "large_round:1G,limit:256T,release_threshold:256T,max_split_size:256T,medium_segment:256T";
+	assert_int_equal(parse_capture(&c), 0);
+	if (c.bad || log_lines())
+		fail_msg("GPUPOOL_CONF=%s: expected no warning, got:\n%s", env_conf, logbuf);
+	assert_int_equal(c.large_round, (size_t)1 << 30);
+	assert_int_equal(c.limit_bytes, (size_t)1 << 48);
+	assert_int_equal(c.release_threshold, (size_t)1 << 48);
+	assert_int_equal(c.max_split_size, (size_t)1 << 48);
+	assert_int_equal(c.medium_segment, (size_t)1 << 48);
+}
+
 static void test_max_split_below_20m(void **state)
 {
 	(void)state;
-	check_one_bad("max_split_size:16M", "max_split_size:16M: expected a size of at least 20M");
+	check_one_bad("max_split_size:16M", "max_split_size:16M: expected a size from 20M");
 }
 
 static void test_conflicting_segments(void **state)
@@ -340,17 +370,28 @@ static void test_conflicting_segments(void **state)
 	check_one_bad("small_max:4M", "small_max:4M, small_segment:2M");
 	assert_log_has("using the defaults (small_max:1M, small_segment:2M)");
 	check_one_bad("medium_max:30M", "medium_max:30M, medium_segment:20M");
+	assert_log_has("expected medium_max <= medium_segment and medium_segment a multiple of round; "
+		       "using the defaults (medium_max:10M, medium_segment:20M)\n");
 	check_one_bad("small_segment:3K", "small_segment:3K");
 	check_one_bad("small_max:16M,small_segment:16M,medium_max:12M", "small_max:16M, medium_max:12M");
+	assert_log_has("expected small_max <= medium_max; "
+		       "using the defaults (small_max:1M, small_segment:2M, medium_max:10M, medium_segment:20M)\n");
 
 	struct gp_config c;
-	env_conf = "round:2M,large_round:3M";
+	env_conf = "round:2M,large_round:1M";
 	assert_int_equal(parse_capture(&c), 0);
 	assert_true(c.bad);
 	assert_int_equal(log_lines(), 1);
-	assert_log_has("GPUPOOL_CONF: large_round:3M, round:2M: expected large_round a multiple of round; "
+	assert_log_has("GPUPOOL_CONF: large_round:1M, round:2M: expected large_round a multiple of round; "
 		       "using the default (large_round:2M)");
 	assert_int_equal(c.round, 2 * MIB);
+	assert_int_equal(c.large_round, 2 * MIB);
+
+	/* a multiple of round that is not a power of two: refused by the parser in one line */
+	env_conf = "large_round:3M";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_true(c.bad);
+	assert_int_equal(log_lines(), 1);
 	assert_int_equal(c.large_round, 2 * MIB);
 
 	/* A good group survives a conflict in another group. */
@@ -361,6 +402,45 @@ static void test_conflicting_segments(void **state)
 	assert_int_equal(c.small_max, 1 * MIB);
 	assert_int_equal(c.medium_max, 16 * MIB);
 	assert_int_equal(c.medium_segment, 32 * MIB);
+}
+
+/* The knobs' defaults are the pool's (pool.h), and whatever the geometry checks leave,
+ * conflict or not, is a geometry the pool accepts. */
+static void test_pool_params(void **state)
+{
+	(void)state;
+	struct gp_config c;
+	struct gp_pool_params from_cfg, def;
+	assert_int_equal(parse_capture(&c), 0);
+	gp_config_pool_params(&c, 0, &from_cfg);
+	gp_pool_params_default(&def);
+	assert_int_equal(from_cfg.round, def.round);
+	assert_int_equal(from_cfg.small_max, def.small_max);
+	assert_int_equal(from_cfg.small_segment, def.small_segment);
+	assert_int_equal(from_cfg.medium_max, def.medium_max);
+	assert_int_equal(from_cfg.medium_segment, def.medium_segment);
+	assert_int_equal(from_cfg.large_round, def.large_round);
+	assert_true(from_cfg.max_split_size == def.max_split_size);
+	assert_true(from_cfg.release_threshold == def.release_threshold);
+	assert_int_equal(from_cfg.limit, def.limit);
+	assert_int_equal(from_cfg.sync_free, def.sync_free);
+	assert_int_equal(from_cfg.check, def.check);
+	assert_int_equal(gp_pool_params_check(&from_cfg), 0);
+
+	static const char *const confs[] = {
+		"small_max:4M", "medium_max:30M", "small_segment:3K", "small_max:16M,small_segment:16M,medium_max:12M",
+		"round:2M,large_round:3M", "round:1M,small_segment:1536K,medium_segment:30M",
+		"round:2M,small_max:2M,small_segment:2M,medium_max:1M,medium_segment:1M,large_round:1M",
+		"small_max:32M,small_segment:32M,medium_max:16M,medium_segment:40M,large_round:3M",
+	};
+	for (size_t i = 0; i < sizeof confs / sizeof confs[0]; i++) {
+		env_conf = confs[i];
+		assert_int_equal(parse_capture(&c), 0);
+		gp_config_pool_params(&c, 0, &from_cfg);
+		if (gp_pool_params_check(&from_cfg) != 0)
+			fail_msg("GPUPOOL_CONF=%s leaves a geometry the pool refuses (%#x)", confs[i],
+				 gp_pool_params_check(&from_cfg));
+	}
 }
 
 static void test_too_long(void **state)
@@ -623,8 +703,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup(test_bad_uint, reset_env),
 		cmocka_unit_test_setup(test_missing_colon, reset_env),
 		cmocka_unit_test_setup(test_round_not_power_of_two, reset_env),
+		cmocka_unit_test_setup(test_sizes_the_pool_can_use, reset_env),
 		cmocka_unit_test_setup(test_max_split_below_20m, reset_env),
 		cmocka_unit_test_setup(test_conflicting_segments, reset_env),
+		cmocka_unit_test_setup(test_pool_params, reset_env),
 		cmocka_unit_test_setup(test_too_long, reset_env),
 		cmocka_unit_test_setup(test_long_value_quoted_short, reset_env),
 		cmocka_unit_test_setup(test_duplicate_key, reset_env),

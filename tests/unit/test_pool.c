@@ -13,6 +13,7 @@
 
 #include "backend_fake.h"
 #include "pool.h"
+#include "xorshift.h"
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -90,6 +91,58 @@ static void test_rounding_and_segment_sizes(void **state)
 		F(f, a, GP_NO_STREAM);
 		fx_free(f);
 	}
+}
+
+static void large_round_3m(struct gp_pool_params *prm) { prm->large_round = 3 * MiB; }
+
+/* The geometry rules: each broken one has its bit and makes gp_pool_create refuse; a
+ * large_round that is a multiple of round but not a power of two is fine. */
+static void test_geometry(void **state)
+{
+	(void)state;
+	struct gp_pool_params prm;
+	gp_pool_params_default(&prm);
+	assert_int_equal(gp_pool_params_check(&prm), 0);
+	assert_int_equal(prm.small_max, GP_POOL_DEFAULT_SMALL_MAX_MIB * MiB);
+	assert_int_equal(prm.large_round, GP_POOL_DEFAULT_LARGE_ROUND_MIB * MiB);
+	struct {
+		size_t *field, value;
+		unsigned bits;
+	} cases[] = {
+		{&prm.round, 0, GP_GEOMETRY_ROUND},
+		{&prm.round, 768, GP_GEOMETRY_ROUND},
+		{&prm.round, 4 * MiB, GP_GEOMETRY_SMALL | GP_GEOMETRY_LARGE},
+		{&prm.small_max, 3 * MiB, GP_GEOMETRY_SMALL},
+		{&prm.small_max, 12 * MiB, GP_GEOMETRY_SMALL | GP_GEOMETRY_CLASSES},
+		{&prm.small_segment, 2 * MiB + 256, GP_GEOMETRY_SMALL},
+		{&prm.medium_max, 21 * MiB, GP_GEOMETRY_MEDIUM},
+		{&prm.medium_max, 512 * KiB, GP_GEOMETRY_CLASSES},
+		{&prm.medium_segment, 20 * MiB + 256, GP_GEOMETRY_MEDIUM},
+		{&prm.large_round, 0, GP_GEOMETRY_LARGE},
+		{&prm.large_round, 1000, GP_GEOMETRY_LARGE},
+		{&prm.large_round, 3 * MiB, 0},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		gp_pool_params_default(&prm);
+		*cases[i].field = cases[i].value;
+		assert_int_equal(gp_pool_params_check(&prm), cases[i].bits);
+		struct gp_fake_backend fb;
+		struct gpupool_device_stats st;
+		gp_fake_backend_init(&fb, 0);
+		memset(&st, 0, sizeof st);
+		gp_pool *p = NULL;
+		int rc = gp_pool_create(&p, 0, &prm, &fb.be, &st);
+		assert_int_equal(rc, cases[i].bits ? -EINVAL : 0);
+		gp_pool_destroy(p);
+	}
+	/* 13 MiB rounds up to a 15 MiB segment with large_round 3M */
+	struct fx *f = fx_new(large_round_3m);
+	uintptr_t a = A(f, 13 * MiB, GP_NO_STREAM);
+	struct gp_block_info bi;
+	assert_int_equal(gp_pool_lookup(f->p, a, &bi), 0);
+	assert_int_equal(bi.segment_size, 15 * MiB);
+	F(f, a, GP_NO_STREAM);
+	fx_free(f);
 }
 
 static void test_invalid_sizes(void **state)
@@ -542,14 +595,6 @@ struct live {
 	int dev;
 };
 
-static uint64_t xs(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
-
 static int cmp_live(const void *a, const void *b)
 {
 	const struct live *x = a, *y = b;
@@ -577,10 +622,10 @@ static void test_randomized(void **state)
 	}
 	struct live *lv = calloc(MAXLIVE, sizeof *lv);
 	size_t nlive = 0, model_req[NDEV] = {0}, model_n[NDEV] = {0};
-	uint64_t rng = 88172645463325252ull, ooms = 0;
+	uint64_t rng = XORSHIFT_SEED, ooms = 0;
 	const gp_stream streams[] = {GP_NO_STREAM, S1, S2, 0x3000};
 	for (long i = 0; i < ops; i++) {
-		uint64_t r = xs(&rng);
+		uint64_t r = xorshift64(&rng);
 		int d = (int)(r & 1);
 		gp_stream s = streams[(r >> 1) & 3];
 		unsigned what = (unsigned)((r >> 8) % 1000);
@@ -653,6 +698,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rounding_and_segment_sizes),
+		cmocka_unit_test(test_geometry),
 		cmocka_unit_test(test_invalid_sizes),
 		cmocka_unit_test(test_stream_reuse_and_merge),
 		cmocka_unit_test(test_best_fit),

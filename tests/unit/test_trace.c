@@ -284,6 +284,112 @@ static void test_replay_bad_device(void **state)
 	assert_non_null(strstr(r.error, ":3: device ordinal"));
 }
 
+/* ---- hostile sizes and knobs: one error, never an abort or a wrapped sum ---------------- */
+
+/* Replays `rows` rows, each written by row(i, f), from a file `name` in the temporary
+ * directory; returns gp_replay_file's result. */
+static int replay_rows(const char *name, unsigned rows, void (*row)(unsigned, FILE *),
+		       const struct gp_replay_opts *o, struct gp_replay_result *r)
+{
+	char p[PATH_MAX + 64];
+	tmp_path(p, sizeof p, name);
+	FILE *f = fopen(p, "w");
+	assert_non_null(f);
+	fputs(HDR, f);
+	for (unsigned i = 0; i < rows; i++)
+		row(i, f);
+	assert_int_equal(fclose(f), 0);
+	return gp_replay_file(p, o, r);
+}
+
+/* The same for the rows in `text`. */
+static int replay_text(const char *name, const char *text, const struct gp_replay_opts *o,
+		       struct gp_replay_result *r)
+{
+	char p[PATH_MAX + 64];
+	tmp_path(p, sizeof p, name);
+	write_file(p, text, strlen(text), false);
+	return gp_replay_file(p, o, r);
+}
+
+static void row_max_malloc(unsigned i, FILE *f)
+{
+	fprintf(f, "%u,malloc,1,0,0,%llu,%x,10,0\n", i + 1, (unsigned long long)GP_TRACEFILE_SIZE_MAX, (i + 1) * 16);
+}
+
+static void row_max_malloc_free(unsigned i, FILE *f)
+{
+	if (i % 2 == 0)
+		fprintf(f, "%u,malloc,1,0,0,%llu,a0,10,0\n", i + 1, (unsigned long long)GP_TRACEFILE_SIZE_MAX);
+	else
+		fprintf(f, "%u,free,1,0,0,0,a0,10,0\n", i + 1);
+}
+
+/* 70,000 live allocations of 2^48 bytes: the replay stops at the first row that takes the
+ * pool past 2^50 bytes on the device, instead of wrapping its peaks past 2^64. */
+static void test_replay_hostile_sizes(void **state)
+{
+	struct gp_replay_opts o;
+	struct gp_replay_result r;
+	(void)state;
+	gp_replay_opts_default(&o);
+	assert_int_equal(replay_rows("max_sizes.csv", 70000, row_max_malloc, &o, &r), -ERANGE);
+	assert_int_equal(r.error_line, 6); /* the 5th row: 5 * 2^48 > 2^50 */
+	assert_non_null(strstr(r.error, ":6: the pool holds more than 2^50 bytes"));
+}
+
+/* Segments of 2^48 bytes taken and released 66,000 times use up the fake device's 64-bit
+ * address space (its addresses are never reused): an error, not overlapping segments. */
+static void test_replay_address_space_used_up(void **state)
+{
+	struct gp_replay_opts o;
+	struct gp_replay_result r;
+	(void)state;
+	gp_replay_opts_default(&o);
+	o.fence = GP_FENCE_SYNC;
+	o.params.sync_free = true;
+	o.params.release_threshold = 0;
+	assert_int_equal(replay_rows("cycles.csv", 132000, row_max_malloc_free, &o, &r), -ERANGE);
+	assert_non_null(strstr(r.error, "address space is used up"));
+	assert_true(r.error_line > 100000);
+}
+
+/* Knobs the parser refuses but a caller may still pass: large_round 2^63. Each large request
+ * takes a 2^63-byte segment; with the checker on, the replay stops with an error at the first
+ * one rather than let the next overlap it (the checker would abort). */
+static void test_replay_hostile_knobs(void **state)
+{
+	struct gp_replay_opts o;
+	struct gp_replay_result r;
+	(void)state;
+	const char *t = HDR "1,malloc,1,0,0,20000000,7f0000000000,1,0\n2,malloc,1,0,0,20000000,7f0000100000,1,0\n"
+			"3,malloc,1,0,0,20000000,7f0000200000,1,0\n";
+	gp_replay_opts_default(&o);
+	o.params.check = true;
+	o.params.large_round = (size_t)1 << 63;
+	assert_int_equal(replay_text("large_round.csv", t, &o, &r), -ERANGE);
+	assert_int_equal(r.error_line, 2);
+	/* a geometry the pool refuses (large_round not a multiple of round): an error naming the row */
+	o.params.large_round = 3000;
+	assert_int_equal(replay_text("large_round.csv", t, &o, &r), -EINVAL);
+	assert_non_null(strstr(r.error, ":2: cannot create a pool"));
+}
+
+/* A free at the very end of time: the modelled fence's deadline saturates instead of
+ * wrapping to the past (which fenced at the next row). */
+static void test_replay_fence_deadline_saturates(void **state)
+{
+	struct gp_replay_opts o;
+	struct gp_replay_result r;
+	(void)state;
+	const char *t = HDR "1,malloc,1,0,0,4096,a0,10,0\n18446744073709551000,free,1,0,0,0,a0,10,0\n"
+			"18446744073709551001,malloc,1,0,0,4096,b0,10,0\n";
+	gp_replay_opts_default(&o);
+	assert_int_equal(replay_text("late.csv", t, &o, &r), 0);
+	assert_int_equal(r.model_fences, 0);
+	assert_int_equal(r.allocs, 2);
+}
+
 static void test_missing_file(void **state)
 {
 	struct gp_tracefile *tf;
@@ -566,6 +672,10 @@ int main(void)
 		cmocka_unit_test(test_replay_fence_policies),
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_replay_bad_device),
+		cmocka_unit_test(test_replay_hostile_sizes),
+		cmocka_unit_test(test_replay_address_space_used_up),
+		cmocka_unit_test(test_replay_hostile_knobs),
+		cmocka_unit_test(test_replay_fence_deadline_saturates),
 		cmocka_unit_test(test_missing_file),
 		cmocka_unit_test(test_truncated_gzip),
 		cmocka_unit_test(test_recorder_roundtrip),

@@ -19,7 +19,7 @@ static int put(const char *dir, const char *name, const void *buf, size_t len)
 	snprintf(path, sizeof path, "%s/%s", dir, name);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	if (fd < 0 || write(fd, buf, len) != (ssize_t)len) {
-		fprintf(stderr, "fuzz_statpage_seeds: %s: %s\n", path, strerror(errno));
+		fprintf(stderr, "seeds_statpage: %s: %s\n", path, strerror(errno));
 		return 1;
 	}
 	close(fd);
@@ -29,7 +29,7 @@ static int put(const char *dir, const char *name, const void *buf, size_t len)
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: fuzz_statpage_seeds DIR\n");
+		fprintf(stderr, "usage: seeds_statpage DIR\n");
 		return 2;
 	}
 	static struct gpupool_page pg, odd, huge, mixed;

@@ -1,0 +1,104 @@
+/* The pool's internals, shared by its files only (pool.c, freelist.c, segment.c, fence.c,
+ * pool_check.c): the segment, free list and pool structs and the small inline helpers
+ * they all use. The public contract is pool.h; nothing outside the pool includes this.
+ * Depends on pool.h, block.h, addrmap.h, lock.h and stats.h: no config, CUDA or I/O. */
+#ifndef GP_POOL_INTERNAL_H
+#define GP_POOL_INTERNAL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "addrmap.h"
+#include "block.h"
+#include "lock.h"
+#include "pool.h"
+#include "stats.h"
+
+/* uthash (the per-stream free lists, p->streams): never abort the host program on host
+ * OOM; hash integer keys cheaply. Set here so every file that touches p->streams agrees;
+ * where HASH_ADD is used, the pool must be in scope as `p`. */
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(elt) (p->hash_oom = 1)
+#define HASH_FUNCTION(keyptr, keylen, hashv)                                           \
+	do {                                                                           \
+		uint64_t k_;                                                           \
+		memcpy(&k_, (keyptr), sizeof k_);                                      \
+		k_ = (k_ >> 9) * 0x9E3779B97F4A7C15ull;                                \
+		(hashv) = (unsigned)(k_ >> 32);                                        \
+	} while (0)
+#include <uthash.h>
+
+/* The two size-class trees of a free list: blocks of small segments, and the rest. */
+enum { T_SMALL = 0, T_LARGE = 1 };
+
+/* One range of device memory taken from the backend, tiled by its blocks. */
+struct gp_segment {
+	uintptr_t addr;
+	size_t size;               /* bytes */
+	int small;                 /* made for a request of at most small_max bytes */
+	struct gp_segment *prev, *next;
+	struct gp_block *first;    /* the block at addr; the others follow by gp_block.next */
+};
+
+/* Free blocks of one stream (or, for p->ready, of no stream: reusable by anyone). */
+struct gp_slist {
+	gp_stream stream;
+	struct gp_block *root[2];  /* treaps by (size, addr), T_SMALL and T_LARGE */
+	UT_hash_handle hh;
+};
+
+/* Block structs are allocated this many at a time and never freed before the pool. */
+struct gp_chunk {
+	struct gp_chunk *next;
+	struct gp_block blocks[126];
+};
+
+struct gp_pool {
+	gp_lock lock;
+	int device;
+	struct gp_pool_params prm;
+	const struct gp_backend *be;
+	struct gpupool_device_stats *st;
+	struct gp_slist ready;
+	struct gp_slist *streams;  /* uthash by stream */
+	struct gp_slist *last_sl;  /* cache of the last stream looked up */
+	struct gp_addrmap map;     /* live blocks by address */
+	struct gp_block *pend_head, *pend_tail;
+	struct gp_segment *segs;
+	struct gp_block *spare;    /* free block structs */
+	struct gp_chunk *chunks;
+	uint64_t issued;           /* fences begun */
+	uint64_t completed;        /* newest fence completed */
+	uint64_t last_fence_ns;    /* how long the last device_sync took */
+	size_t grown_pending;      /* bytes grown since the last fence while frees were pending */
+	uint32_t rng;
+	int hash_oom;
+};
+
+/* x rounded up to a multiple of a (a power of two). */
+static inline size_t gp_round_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
+
+/* The tree a free block belongs in. */
+static inline int gp_tree_of(const struct gp_block *b) { return b->seg->small ? T_SMALL : T_LARGE; }
+
+/* The tree a request of `rounded` bytes is served from (small requests: small segments). */
+static inline int gp_tree_for(const gp_pool *p, size_t rounded)
+{
+	return rounded <= p->prm.small_max ? T_SMALL : T_LARGE;
+}
+
+/* Cached bytes are what is reserved and not allocated: call after either changes. */
+static inline void gp_pool_update_cached(gp_pool *p)
+{
+	GP_GAUGE_SET(p->st, cached_bytes, p->st->reserved_bytes - p->st->allocated_bytes);
+}
+
+/* A block struct that no segment uses any more goes back to the spares (gp_block_new in
+ * segment.c takes from them). */
+static inline void gp_block_put(gp_pool *p, struct gp_block *b)
+{
+	b->next = p->spare;
+	p->spare = b;
+}
+
+#endif

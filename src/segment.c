@@ -1,0 +1,184 @@
+/* Segments (segment.h): size classes, growth, release of whole free segments, and the
+ * slab of block structs they are carved into. Depends on pool_internal.h, freelist.h,
+ * pool_check.h, the backend and log.h; no allocation policy, no fences. */
+#include "segment.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "freelist.h"
+#include "log.h"
+#include "pool_check.h"
+
+struct gp_block *gp_block_new(gp_pool *p)
+{
+	if (!p->spare) {
+		struct gp_chunk *c = malloc(sizeof *c);
+		if (!c)
+			return NULL;
+		c->next = p->chunks;
+		p->chunks = c;
+		size_t n = sizeof c->blocks / sizeof c->blocks[0];
+		for (size_t i = 0; i < n; i++) {
+			c->blocks[i].next = p->spare;
+			p->spare = &c->blocks[i];
+		}
+	}
+	struct gp_block *b = p->spare;
+	p->spare = b->next;
+	b->prev = b->next = b->left = b->right = NULL;
+	b->list = NULL;
+	b->requested = 0;
+	b->gen = 0;
+	p->rng ^= p->rng << 13;
+	p->rng ^= p->rng >> 17;
+	p->rng ^= p->rng << 5;
+	b->prio = p->rng;
+	return b;
+}
+
+size_t gp_segment_size_for(const struct gp_pool_params *prm, size_t rounded)
+{
+	if (rounded <= prm->small_max)
+		return prm->small_segment;
+	if (rounded < prm->medium_max)
+		return prm->medium_segment;
+	/* large_round is a multiple of round, not always a power of two */
+	return (rounded + prm->large_round - 1) / prm->large_round * prm->large_round;
+}
+
+struct gp_block *gp_segment_grow(gp_pool *p, size_t rounded)
+{
+	size_t ss = gp_segment_size_for(&p->prm, rounded);
+	if (p->prm.limit && p->st->reserved_bytes + ss > p->prm.limit) {
+		/* an exact-size segment may still fit under the limit */
+		size_t exact = gp_round_up(rounded, p->prm.round);
+		if (ss > exact && p->st->reserved_bytes + exact <= p->prm.limit && rounded > p->prm.small_max)
+			ss = exact;
+		else {
+			p->st->limit_refusals++;
+			return NULL;
+		}
+	}
+	struct gp_segment *s = malloc(sizeof *s);
+	struct gp_block *b = gp_block_new(p);
+	if (!s || !b) {
+		free(s);
+		if (b)
+			gp_block_put(p, b);
+		return NULL;
+	}
+	uintptr_t addr = 0;
+	int rc = p->be->segment_alloc(p->be->ctx, p->device, ss, &addr);
+	if (rc) {
+		p->st->segment_alloc_failures++;
+		free(s);
+		gp_block_put(p, b);
+		return NULL;
+	}
+	s->addr = addr;
+	s->size = ss;
+	s->small = rounded <= p->prm.small_max;
+	s->prev = NULL;
+	s->next = p->segs;
+	if (p->segs)
+		p->segs->prev = s;
+	p->segs = s;
+	s->first = b;
+	b->addr = addr;
+	b->size = ss;
+	b->seg = s;
+	b->state = B_FREE;
+	b->gen = p->issued;
+	p->st->segment_allocs++;
+	GP_GAUGE_ADD(p->st, segments, 1);
+	GP_GAUGE_ADD(p->st, reserved_bytes, ss);
+	GP_GAUGE_ADD(p->st, free_blocks, 1);
+	gp_pool_update_cached(p);
+	return b;
+}
+
+/* A segment can go back when none of its blocks is live or pending. Its free blocks may
+ * sit in different lists (freed on different streams): giving the segment back is still
+ * safe, because the runtime's cudaFree waits for all work on the device. */
+static int segment_is_free(const struct gp_segment *s)
+{
+	for (const struct gp_block *b = s->first; b; b = b->next)
+		if (b->state != B_FREE)
+			return 0;
+	return 1;
+}
+
+/* Gives a free segment back to the backend. -EBUSY (a capture is active) leaves the
+ * segment as it was; any other failure drops it from the pool (its memory is lost). */
+static int segment_release(gp_pool *p, struct gp_segment *s)
+{
+	int rc = p->be->segment_free(p->be->ctx, p->device, s->addr, s->size);
+	if (rc == -EBUSY)
+		return rc;
+	if (rc)
+		gp_log(GP_LOG_WARN, "device %d: releasing a segment of %zu bytes failed (%d); its memory is lost to the pool",
+		       p->device, s->size, rc);
+	for (struct gp_block *b = s->first, *nx; b; b = nx) {
+		nx = b->next;
+		gp_freelist_take(b->list, b);
+		GP_GAUGE_SUB(p->st, free_blocks, 1);
+		gp_block_put(p, b);
+	}
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		p->segs = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	p->st->segment_frees++;
+	p->st->released_bytes += s->size;
+	GP_GAUGE_SUB(p->st, segments, 1);
+	GP_GAUGE_SUB(p->st, reserved_bytes, s->size);
+	gp_pool_update_cached(p);
+	free(s);
+	return 0;
+}
+
+size_t gp_segment_release_locked(gp_pool *p, size_t keep)
+{
+	size_t released = 0;
+	for (;;) {
+		if (p->st->cached_bytes <= keep)
+			break;
+		struct gp_segment *best = NULL;
+		for (struct gp_segment *s = p->segs; s; s = s->next)
+			if (segment_is_free(s) && (!best || s->size > best->size))
+				best = s;
+		if (!best)
+			break;
+		size_t sz = best->size;
+		if (segment_release(p, best) == -EBUSY)
+			break;
+		released += sz;
+	}
+	if (released) {
+		p->st->releases++;
+		gp_freelist_largest_recount(p);
+	}
+	return released;
+}
+
+struct gp_segment *gp_segment_of(gp_pool *p, uintptr_t addr)
+{
+	for (struct gp_segment *s = p->segs; s; s = s->next)
+		if (addr >= s->addr && addr - s->addr < s->size)
+			return s;
+	return NULL;
+}
+
+size_t gp_pool_release(gp_pool *p, size_t keep)
+{
+	gp_lock_take(&p->lock);
+	gp_stats_begin(p->st);
+	size_t r = gp_segment_release_locked(p, keep);
+	GP_CHECK_AFTER(p);
+	gp_stats_end(p->st);
+	gp_lock_give(&p->lock);
+	return r;
+}

@@ -1,0 +1,30 @@
+/* Segments: the size classes that decide a new segment's size, growing the pool by one
+ * segment, the block structs' slab, and giving whole free segments back (release).
+ * Depends on pool_internal.h, freelist.h and the backend; no allocation policy (pool.c)
+ * and no fences (fence.c). All functions: pool lock held. */
+#ifndef GP_SEGMENT_H
+#define GP_SEGMENT_H
+
+#include "pool_internal.h"
+
+/* Bytes of the segment made for a request of `rounded` bytes: small_segment up to
+ * small_max, medium_segment below medium_max, else the request rounded up to large_round. */
+size_t gp_segment_size_for(const struct gp_pool_params *prm, size_t rounded);
+
+/* Takes a new segment for a request of `rounded` bytes from the backend (within the
+ * limit) and answers its one block, free and in no list; NULL when the limit, the backend
+ * or host memory refuses. */
+struct gp_block *gp_segment_grow(gp_pool *p, size_t rounded);
+
+/* Releases whole free segments, largest first, until cached bytes <= keep. Returns the
+ * bytes released. */
+size_t gp_segment_release_locked(gp_pool *p, size_t keep);
+
+/* The segment holding addr, or NULL. A linear walk: error paths only. */
+struct gp_segment *gp_segment_of(gp_pool *p, uintptr_t addr);
+
+/* A block struct from the spares (a new chunk of them when none is left), its links
+ * cleared and a fresh treap priority drawn; NULL when host memory runs out. */
+struct gp_block *gp_block_new(gp_pool *p);
+
+#endif
