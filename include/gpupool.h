@@ -16,11 +16,18 @@ extern "C" {
 #endif
 
 /* Releases the cached memory of `device` (-1: every device) to the CUDA runtime, after a
- * fence retires pending frees. Returns the bytes released, or a negative errno. */
+ * fence retires pending frees. Returns the bytes released, or a negative errno: -ENODEV for
+ * a device out of range, -ENOSYS when the pool is off (GPUPOOL_DISABLE, no CUDA runtime in
+ * the process, or one without an entry point the pool needs: README, "When gpupool steps
+ * aside"). */
 long long gpupool_release(int device);
 
-/* Copies a consistent snapshot of `device`'s counters. 0, or -ENODEV when gpupool holds no
- * pool for that device, -ENOSYS when the pool is disabled. */
+/* Copies a consistent snapshot of `device`'s counters. While another thread is changing
+ * them (the pool keeps them mid-update during its own runtime calls: a segment's cudaMalloc,
+ * or a cudaFree that waits for the device's work), it waits for them, at most 5 s. Returns 0;
+ * -ENODEV when gpupool holds no pool for that device; -ENOSYS when the pool is off (as for
+ * gpupool_release); -EAGAIN when the counters stayed mid-update for the whole wait (a
+ * runtime call that took longer: call again). */
 int gpupool_stats(int device, struct gpupool_device_stats *out);
 
 /* The library's version, "MAJOR.MINOR.PATCH". */

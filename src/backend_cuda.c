@@ -112,17 +112,19 @@ static int cu_stream_wait(void *ctx, int device, gp_stream from, gp_stream to)
 	(void)device;
 	bool ok1, ok2;
 	cudaStream_t f = key_handle(from, &ok1), t = key_handle(to, &ok2);
-	/* while a stream captures, the event would be captured and the waiting stream joined
-	 * to the capture: the block waits for a fence instead */
-	if (!ok1 || !ok2 || gp_capture_count() > 0)
-		return -EAGAIN;
 	const struct gp_runtime *rt = ctx;
+	const struct gp_runtime_streamed *v = &rt->variant[GP_RT_PLAIN];
+	/* while a stream captures, the event would be captured and the waiting stream joined
+	 * to the capture; a runtime without events has no other way: the block waits for a
+	 * fence instead */
+	if (!ok1 || !ok2 || gp_capture_count() > 0 || !rt->EventCreateWithFlags || !rt->EventDestroy ||
+	    !v->EventRecord || !v->StreamWaitEvent)
+		return -EAGAIN;
 	cudaError_t before = rt->PeekAtLastError();
 	cudaEvent_t ev;
 	if (rt->EventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
 		goto fail;
-	if (rt->variant[GP_RT_PLAIN].EventRecord(ev, f) != cudaSuccess ||
-	    rt->variant[GP_RT_PLAIN].StreamWaitEvent(t, ev, 0) != cudaSuccess) {
+	if (v->EventRecord(ev, f) != cudaSuccess || v->StreamWaitEvent(t, ev, 0) != cudaSuccess) {
 		(void)rt->EventDestroy(ev);
 		goto fail;
 	}

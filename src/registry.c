@@ -4,6 +4,7 @@
  * the PyTorch entry points. No CUDA call in a constructor or at exit. */
 #include "registry.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,18 +16,23 @@
 #include "fence_thread.h"
 #include "format.h"
 #include "log.h"
+#include "outfile.h"
+#include "proc.h"
 #include "statpage.h"
 #include "stats.h"
 #include "trace.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static struct gp_registry R;
+static struct gp_registry R;        /* complete once have_runtime */
+static struct gp_registry R_absent; /* what the hooks get while the process has no runtime */
+static atomic_bool have_runtime;    /* R.rt and what depends on it are set: R is final */
+static pthread_mutex_t runtime_lock = PTHREAD_MUTEX_INITIALIZER; /* finding the runtime */
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER; /* creating and removing pools */
 static gp_pool *parent_pools[GPUPOOL_MAX_DEVICES]; /* after fork: the parent's, left alone */
 static struct gpupool_page *page;  /* the shared page, or `local`; NULL until the first pool */
 static struct gpupool_page local;
 static bool page_shared;
-static uint64_t release_seen;
+static _Atomic uint64_t release_seen; /* the latest release request claimed by a thread */
 static bool atexit_set;
 static struct gp_backend backend; /* over R.rt, set with it */
 static struct gpupool_device_stats parked; /* where pools abandoned by cudaDeviceReset write */
@@ -41,41 +47,82 @@ static const char *env_get(const char *name) { return getenv(name); }
 
 static void init_once(void)
 {
+	/* bad knobs are logged against a budget of their own (log.h) */
+	enum gp_log_kind kind = gp_log_kind_set(GP_LOG_CONFIG);
 	int rc = gp_config_parse(&R.cfg, env_get);
+	gp_log_kind_set(kind);
 	gp_log_set_level(R.cfg.log_level);
 	R.refuse = rc != 0;
-	R.rt = gp_runtime_get();
 	R.captures = gp_capture_counter();
-	R.off = R.cfg.disable || !R.rt;
-	if (R.rt)
-		gp_cuda_backend_init(&backend, R.rt);
+	R.off = true; /* until a runtime is found (use_runtime) */
 	if (R.refuse)
 		gp_log(GP_LOG_ERROR, "GPUPOOL_CONF has a bad value and strict mode is on: every cudaMalloc and "
 				     "cudaMallocAsync fails with cudaErrorInvalidValue until it is fixed");
-	if (!R.off) {
-		int n = 0;
-		if (R.rt->GetDeviceCount(&n) != cudaSuccess || n <= 0)
-			n = 1;
-		/* cudaGetDeviceCount may fail before a driver is found; clear what it left */
-		(void)R.rt->GetLastError();
-		R.ndev = n > GPUPOOL_MAX_DEVICES ? GPUPOOL_MAX_DEVICES : n;
-		if (n > GPUPOOL_MAX_DEVICES)
-			gp_log(GP_LOG_WARN, "%d devices: gpupool pools the first %d and passes the rest through", n,
-			       GPUPOOL_MAX_DEVICES);
-	}
+	/* what the hooks see while the process has no runtime: no table, off */
+	R_absent = R;
 	pthread_atfork(NULL, NULL, at_fork_child);
+}
+
+/* The runtime is found: R gets it and what depends on it. Once, under runtime_lock. */
+static void use_runtime(const struct gp_runtime *rt)
+{
+	R.rt = rt;
+	gp_cuda_backend_init(&backend, rt);
+	const char *lacks = gp_runtime_lacks(rt);
+	R.off = R.cfg.disable || lacks;
+	if (lacks && !R.cfg.disable)
+		gp_log(GP_LOG_WARN, "the CUDA runtime lacks %s, which the pool needs; gpupool is off: every call "
+				    "goes to the runtime unchanged", lacks);
+	if (R.off)
+		return;
+	if (!rt->variant[GP_RT_PLAIN].MallocAsync)
+		gp_log(GP_LOG_INFO, "the CUDA runtime has no cudaMallocAsync: gpupool pools cudaMalloc only");
+	int n = 0;
+	if (rt->GetDeviceCount(&n) != cudaSuccess || n <= 0)
+		n = 1;
+	/* cudaGetDeviceCount may fail before a driver is found; clear what it left */
+	(void)rt->GetLastError();
+	R.ndev = n > GPUPOOL_MAX_DEVICES ? GPUPOOL_MAX_DEVICES : n;
+	if (n > GPUPOOL_MAX_DEVICES)
+		gp_log(GP_LOG_WARN, "%d devices: gpupool pools the first %d and passes the rest through", n,
+		       GPUPOOL_MAX_DEVICES);
+}
+
+/* Looks for the runtime again (a call while the process had none): true once found. */
+static bool runtime_settle(void)
+{
+	pthread_mutex_lock(&runtime_lock);
+	bool ok = atomic_load_explicit(&have_runtime, memory_order_relaxed);
+	if (!ok) {
+		const struct gp_runtime *rt = gp_runtime_get();
+		if (rt) {
+			use_runtime(rt);
+			atomic_store_explicit(&have_runtime, true, memory_order_release);
+			ok = true;
+		}
+	}
+	pthread_mutex_unlock(&runtime_lock);
+	return ok;
 }
 
 const struct gp_registry *gp_registry_get(void)
 {
 	pthread_once(&once, init_once);
-	return &R;
+	if (__builtin_expect(atomic_load_explicit(&have_runtime, memory_order_acquire), 1))
+		return &R;
+	return runtime_settle() ? &R : &R_absent;
 }
 
 /* ---- pools ----------------------------------------------------------------------------- */
 
-/* At exit: the report reads the page as it is then (a forked child's own, or none). */
-static void at_exit(void) { gp_exit_report(&R.cfg, page, page_shared, R.tracing); }
+/* At exit: from now on the runtime may be torn down at any moment (its own exit handlers
+ * and destructors run after this one), so the hooks pass allocations through; then the
+ * report reads the page as it is (a forked child's own, or none). */
+static void at_exit(void)
+{
+	atomic_store(&R.exiting, true);
+	gp_exit_report(&R.cfg, page, page_shared, R.tracing);
+}
 
 gp_pool *gp_registry_pool_create(int dev)
 {
@@ -91,9 +138,13 @@ gp_pool *gp_registry_pool_create(int dev)
 			page = &local;
 			gp_statpage_init(page);
 		}
-		release_seen = page->release_request;
-		if (R.cfg.trace[0] && gp_trace_open(R.cfg.trace) == 0)
-			R.tracing = true;
+		atomic_store(&release_seen, __atomic_load_n(&page->release_request, __ATOMIC_ACQUIRE));
+		int trc = R.cfg.trace[0] ? gp_trace_open(R.cfg.trace) : -ENOENT;
+		R.tracing = trc == 0;
+		if (R.cfg.trace[0] && trc != 0)
+			gp_log(GP_LOG_WARN, "trace: cannot record to %s: %s; not tracing", R.cfg.trace,
+			       trc == -ENOSYS ? "zlib (libz.so.1) cannot be loaded for a .gz trace"
+					      : gp_outfile_strerror(trc));
 		if (!atexit_set)
 			atexit_set = atexit(at_exit) == 0;
 	}
@@ -130,20 +181,24 @@ long long gp_registry_release(int only)
 	return total;
 }
 
-/* A release request from gpupool-stat: two plain reads of the page per call, the rest only
- * when a request is pending. */
+/* A release request from gpupool-stat: two loads per call, the rest only when a request is
+ * pending. Every allocating thread checks, so the request is claimed by a compare-exchange
+ * of release_seen: one thread releases for it, and a thread still releasing for an older
+ * request cannot undo the answer to a newer one (acks only move forward, statpage.h). */
 static inline void check_release_request(void)
 {
-	if (__builtin_expect(!page_shared, 0) ||
-	    __atomic_load_n(&page->release_request, __ATOMIC_RELAXED) == release_seen)
+	if (__builtin_expect(!page_shared, 0))
+		return;
+	uint64_t seen = atomic_load_explicit(&release_seen, memory_order_relaxed);
+	if (__atomic_load_n(&page->release_request, __ATOMIC_RELAXED) == seen)
 		return;
 	uint64_t req;
-	if (gp_statpage_release_pending(page, &req) && req != release_seen) {
-		release_seen = req;
-		long long n = gp_registry_release(-1);
-		gp_log(GP_LOG_INFO, "released %lld bytes of cached memory on request", n);
-		gp_statpage_release_ack(page, req);
-	}
+	if (!gp_statpage_release_pending(page, &req) || req == seen ||
+	    !atomic_compare_exchange_strong(&release_seen, &seen, req))
+		return; /* answered already, or another thread claimed it (or a newer one) */
+	long long n = gp_registry_release(-1);
+	gp_log(GP_LOG_INFO, "released %lld bytes of cached memory on request", n);
+	gp_statpage_release_ack(page, req);
 }
 
 void gp_registry_count_passthrough(int dev, bool alloc)
@@ -167,19 +222,23 @@ void gp_registry_trace(int op, int dev, cudaStream_t s, size_t size, void *ptr, 
 }
 
 /* "device 0: out of memory allocating 2.0 GiB (reserved 1.0 GiB, in use 512.0 MiB, limit
- * 1.0 GiB)": the one wording of an allocation gpupool could not serve. Returns buf. */
+ * 1.0 GiB)": the one wording of an allocation gpupool could not serve. The figures are
+ * "unknown" when the device's counters stayed mid-update for GP_STATPAGE_PATIENCE_NS
+ * (another thread in a slow runtime call). Returns buf. */
 static const char *oom_message(char *buf, size_t cap, int dev, size_t size)
 {
 	struct gpupool_device_stats st;
-	memset(&st, 0, sizeof st);
-	gp_stats_snapshot(R.slots[dev], &st, 100);
+	bool known = gp_statpage_snapshot_until(R.slots[dev], &st,
+						gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS);
 	char b[4][32];
 	int n = snprintf(buf, cap, "device %d: out of memory allocating %s (reserved %s, in use %s", dev,
-			 gp_format_bytes(b[0], sizeof b[0], size), gp_format_bytes(b[1], sizeof b[1], st.reserved_bytes),
-			 gp_format_bytes(b[2], sizeof b[2], st.allocated_bytes));
+			 gp_format_bytes(b[0], sizeof b[0], size),
+			 known ? gp_format_bytes(b[1], sizeof b[1], st.reserved_bytes) : "unknown",
+			 known ? gp_format_bytes(b[2], sizeof b[2], st.allocated_bytes) : "unknown");
+	bool limit = known && st.limit_bytes;
 	if (n > 0 && (size_t)n < cap)
-		snprintf(buf + n, cap - (size_t)n, "%s%s)", st.limit_bytes ? ", limit " : "",
-			 st.limit_bytes ? gp_format_bytes(b[3], sizeof b[3], st.limit_bytes) : "");
+		snprintf(buf + n, cap - (size_t)n, "%s%s)", limit ? ", limit " : "",
+			 limit ? gp_format_bytes(b[3], sizeof b[3], st.limit_bytes) : "");
 	return buf;
 }
 
@@ -232,6 +291,7 @@ static void registry_after_fork(void)
 		R.slots[d] = NULL; /* the parent's page: the child gets its own */
 	}
 	pthread_mutex_init(&pools_lock, NULL);
+	pthread_mutex_init(&runtime_lock, NULL);
 	if (page_shared)
 		gp_statpage_forget(page);
 	page = NULL;
@@ -242,14 +302,16 @@ static void registry_after_fork(void)
 }
 
 /* The child of a fork starts clean. Each module resets its own state, lowest layer first:
+ *   0. the runtime table's lock (runtime.c), maybe held by a thread looking for it;
  *   1. the capture gate and count (capture.c): no capture of the parent's is the child's;
  *   2. the fence thread (fence_thread.c): gone with the fork, its lock maybe held;
- *   3. the registry: pools, page slots, page and trace.
+ *   3. the registry: pools, page slots, page and trace, the lock of finding the runtime.
  * No reset reads another module's state, so the order is a convention, not a constraint;
  * every module is reset before the child's first call can start the fence thread again or
  * take the gate. */
 static void at_fork_child(void)
 {
+	gp_runtime_after_fork();
 	gp_capture_after_fork();
 	gp_fence_thread_after_fork();
 	registry_after_fork();

@@ -17,23 +17,29 @@
 #include "runtime.h"
 
 /* What the hooks read on every call. Set by the initialisation, except pools and slots
- * (as each device is first used, and cleared by a fork or a device reset) and tracing
- * (with the first pool). Written by registry.c only. */
+ * (as each device is first used, and cleared by a fork or a device reset), tracing (with
+ * the first pool) and exiting (set by the exit handler, before the report: from then on
+ * the hooks pass allocations through; a relaxed load per call). Written by registry.c only. */
 struct gp_registry {
-	const struct gp_runtime *rt; /* NULL: no runtime, everything passes through */
+	const struct gp_runtime *rt; /* NULL: no runtime in the process (yet) */
 	struct gp_config cfg;
-	bool off;                    /* disabled, or no runtime */
+	bool off;                    /* no pool: disabled, no runtime, or the runtime lacks an entry
+				      * point the pool needs (gp_runtime_lacks); every call goes to
+				      * the runtime's own entry point */
 	bool refuse;                 /* strict mode with a bad knob: allocations fail */
 	int ndev;
 	const atomic_int *captures;  /* stream captures in progress (capture.h) */
+	atomic_bool exiting;         /* exit has begun: the runtime is being torn down */
 	bool tracing;
 	_Atomic(gp_pool *) pools[GPUPOOL_MAX_DEVICES];
 	struct gpupool_device_stats *slots[GPUPOOL_MAX_DEVICES]; /* each pool's page slot, set with it */
 };
 
-/* The registry, initialised by the first call in the process (pthread_once: one load
- * after that). Never NULL; r->off says whether gpupool serves anything. A child forked
- * while another thread was initialising initialises again (glibc's pthread_once). */
+/* The registry, initialised by the first call in the process (pthread_once), never NULL;
+ * r->off says whether gpupool serves anything. While the process has no CUDA runtime, each
+ * call looks for one again (gp_runtime_get) and gets a registry with rt NULL and off; once
+ * one is found, the registry is final and a call costs two loads. A child forked while
+ * another thread was initialising initialises again (glibc's pthread_once). */
 const struct gp_registry *gp_registry_get(void);
 
 /* The pool of `dev` (0 <= dev < ndev), created on first use; NULL (logged) when it cannot

@@ -1,19 +1,23 @@
-/* The CUDA runtime's entry points, resolved once (runtime.h): from the libcudart the
- * process already loaded, through dlsym(RTLD_NEXT), else the loaded copy found by
- * dl_iterate_phdr (never a second copy). Owns the table only; depends on the log alone. */
+/* The CUDA runtime's entry points (runtime.h): from the libcudart the process loaded,
+ * through dlsym(RTLD_NEXT), else the loaded copy found by dl_iterate_phdr (never a second
+ * copy), looked for again on each call until one is found. Owns the table only; depends on
+ * the log alone. */
 #include "runtime.h"
 
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "log.h"
 
-static struct gp_runtime rt;
-static const struct gp_runtime *rt_ok;
-static pthread_once_t rt_once = PTHREAD_ONCE_INIT;
+static struct gp_runtime rt;           /* written under `lock` until `found` */
+static atomic_bool found;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static bool absent_logged;             /* under `lock` */
 
 struct find_ctx {
 	char path[512];
@@ -34,67 +38,112 @@ static int find_cudart(struct dl_phdr_info *info, size_t size, void *data)
 	return 1;
 }
 
-static void resolve(void)
+/* Fills `rt` from the loaded libcudart: true, or false when none is loaded. */
+static bool resolve(void)
 {
 	void *handle = NULL;
 	struct find_ctx f = {{0}};
 	if (!dlsym(RTLD_NEXT, "cudaMalloc")) {
+		/* not in the global scope: loaded RTLD_LOCAL, or not at all */
 		dl_iterate_phdr(find_cudart, &f);
 		if (f.path[0])
 			handle = dlopen(f.path, RTLD_LAZY | RTLD_NOLOAD);
 		if (!handle) {
-			gp_log(GP_LOG_WARN, "no CUDA runtime (libcudart) is loaded in this process; passing calls through");
-			return;
+			if (!absent_logged)
+				gp_log(GP_LOG_INFO, "no CUDA runtime (libcudart) is loaded in this process (yet): "
+						    "CUDA calls answer cudaErrorInsufficientDriver until one is");
+			absent_logged = true;
+			return false;
 		}
 		gp_log(GP_LOG_INFO, "CUDA runtime found at %s", f.path);
 	}
-#define SYM(field, name, required)                                                     \
-	do {                                                                           \
-		void *s_ = handle ? dlsym(handle, name) : dlsym(RTLD_NEXT, name);      \
-		if (!s_ && required) {                                                 \
-			gp_log(GP_LOG_WARN, "the CUDA runtime lacks %s; gpupool is off", name); \
-			return;                                                        \
-		}                                                                      \
-		memcpy(&rt.field, &s_, sizeof s_);                                     \
+#define SYM(field, name)                                                            \
+	do {                                                                        \
+		void *s_ = handle ? dlsym(handle, name) : dlsym(RTLD_NEXT, name);   \
+		memcpy(&rt.field, &s_, sizeof s_);                                  \
 	} while (0)
-	/* both variants of an entry point that takes a stream: `name` and name_ptsz, which is
-	 * optional; where the runtime lacks it, the plain one serves in its slot */
-#define STREAMED(field, name, required)                                               \
+	/* both variants of an entry point that takes a stream: `name` and name_ptsz; where
+	 * the runtime lacks the latter, the plain one serves in its slot */
+#define STREAMED(field, name)                                                         \
 	do {                                                                          \
-		SYM(variant[GP_RT_PLAIN].field, name, required);                      \
-		SYM(variant[GP_RT_PTSZ].field, name "_ptsz", 0);                      \
+		SYM(variant[GP_RT_PLAIN].field, name);                                \
+		SYM(variant[GP_RT_PTSZ].field, name "_ptsz");                         \
 		if (!rt.variant[GP_RT_PTSZ].field)                                    \
 			rt.variant[GP_RT_PTSZ].field = rt.variant[GP_RT_PLAIN].field; \
 	} while (0)
-	SYM(Malloc, "cudaMalloc", 1);
-	SYM(Free, "cudaFree", 1);
-	STREAMED(MallocAsync, "cudaMallocAsync", 1);
-	STREAMED(FreeAsync, "cudaFreeAsync", 1);
-	SYM(GetDevice, "cudaGetDevice", 1);
-	SYM(SetDevice, "cudaSetDevice", 1);
-	SYM(GetDeviceCount, "cudaGetDeviceCount", 1);
-	SYM(DeviceSynchronize, "cudaDeviceSynchronize", 1);
-	SYM(GetLastError, "cudaGetLastError", 1);
-	SYM(PeekAtLastError, "cudaPeekAtLastError", 1);
-	SYM(MemGetInfo, "cudaMemGetInfo", 1);
-	SYM(EventCreateWithFlags, "cudaEventCreateWithFlags", 1);
-	STREAMED(EventRecord, "cudaEventRecord", 1);
-	SYM(EventDestroy, "cudaEventDestroy", 1);
-	STREAMED(StreamWaitEvent, "cudaStreamWaitEvent", 1);
-	STREAMED(StreamIsCapturing, "cudaStreamIsCapturing", 1);
-	STREAMED(StreamBeginCapture, "cudaStreamBeginCapture", 1);
-	STREAMED(StreamEndCapture, "cudaStreamEndCapture", 1);
-	SYM(StreamDestroy, "cudaStreamDestroy", 1);
-	SYM(ThreadExchangeStreamCaptureMode, "cudaThreadExchangeStreamCaptureMode", 0);
-	SYM(IpcGetMemHandle, "cudaIpcGetMemHandle", 0);
-	SYM(DeviceReset, "cudaDeviceReset", 0);
+	SYM(Malloc, "cudaMalloc");
+	SYM(Free, "cudaFree");
+	STREAMED(MallocAsync, "cudaMallocAsync");
+	STREAMED(FreeAsync, "cudaFreeAsync");
+	SYM(GetDevice, "cudaGetDevice");
+	SYM(SetDevice, "cudaSetDevice");
+	SYM(GetDeviceCount, "cudaGetDeviceCount");
+	SYM(DeviceSynchronize, "cudaDeviceSynchronize");
+	SYM(GetLastError, "cudaGetLastError");
+	SYM(PeekAtLastError, "cudaPeekAtLastError");
+	SYM(MemGetInfo, "cudaMemGetInfo");
+	SYM(EventCreateWithFlags, "cudaEventCreateWithFlags");
+	STREAMED(EventRecord, "cudaEventRecord");
+	SYM(EventDestroy, "cudaEventDestroy");
+	STREAMED(StreamWaitEvent, "cudaStreamWaitEvent");
+	STREAMED(StreamIsCapturing, "cudaStreamIsCapturing");
+	STREAMED(StreamBeginCapture, "cudaStreamBeginCapture");
+	STREAMED(StreamEndCapture, "cudaStreamEndCapture");
+	SYM(StreamDestroy, "cudaStreamDestroy");
+	SYM(ThreadExchangeStreamCaptureMode, "cudaThreadExchangeStreamCaptureMode");
+	SYM(IpcGetMemHandle, "cudaIpcGetMemHandle");
+	SYM(DeviceReset, "cudaDeviceReset");
 #undef STREAMED
 #undef SYM
-	rt_ok = &rt;
+	return true;
 }
 
 const struct gp_runtime *gp_runtime_get(void)
 {
-	pthread_once(&rt_once, resolve);
-	return rt_ok;
+	if (__builtin_expect(atomic_load_explicit(&found, memory_order_acquire), 1))
+		return &rt;
+	pthread_mutex_lock(&lock);
+	if (!atomic_load_explicit(&found, memory_order_relaxed) && resolve())
+		atomic_store_explicit(&found, true, memory_order_release);
+	bool ok = atomic_load_explicit(&found, memory_order_relaxed);
+	pthread_mutex_unlock(&lock);
+	return ok ? &rt : NULL;
+}
+
+void gp_runtime_after_fork(void) { pthread_mutex_init(&lock, NULL); }
+
+const char *gp_runtime_lacks(const struct gp_runtime *r)
+{
+	static const struct {
+		size_t off;
+		const char *name;
+	} needed[] = {
+#define NEED(field, name) {offsetof(struct gp_runtime, field), name}
+		NEED(Malloc, "cudaMalloc"),
+		NEED(Free, "cudaFree"),
+		NEED(GetDevice, "cudaGetDevice"),
+		NEED(SetDevice, "cudaSetDevice"),
+		NEED(GetDeviceCount, "cudaGetDeviceCount"),
+		NEED(DeviceSynchronize, "cudaDeviceSynchronize"),
+		NEED(GetLastError, "cudaGetLastError"),
+		NEED(PeekAtLastError, "cudaPeekAtLastError"),
+		NEED(MemGetInfo, "cudaMemGetInfo"),
+#undef NEED
+	};
+	for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++) {
+		void *fn;
+		memcpy(&fn, (const char *)r + needed[i].off, sizeof fn);
+		if (!fn)
+			return needed[i].name;
+	}
+	for (int v = GP_RT_PLAIN; v <= GP_RT_PTSZ; v++) {
+		const struct gp_runtime_streamed *s = &r->variant[v];
+		if (!s->StreamBeginCapture)
+			continue;
+		if (!s->StreamEndCapture)
+			return v == GP_RT_PLAIN ? "cudaStreamEndCapture" : "cudaStreamEndCapture_ptsz";
+		if (!s->StreamIsCapturing)
+			return v == GP_RT_PLAIN ? "cudaStreamIsCapturing" : "cudaStreamIsCapturing_ptsz";
+	}
+	return NULL;
 }

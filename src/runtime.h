@@ -1,6 +1,6 @@
-/* The CUDA runtime's entry points, resolved once from the libcudart the process already
- * loaded (never a second copy). Owns the table and its resolution, nothing else: must not
- * depend on the pool, the registry or any other gpupool module but the log. */
+/* The CUDA runtime's entry points, resolved from the libcudart the process has loaded
+ * (never a second copy), as soon as one is. Owns the table and its resolution, nothing
+ * else: must not depend on the pool, the registry or any other gpupool module but the log. */
 #ifndef GP_RUNTIME_H
 #define GP_RUNTIME_H
 
@@ -12,6 +12,8 @@
  * the plain one: callers pick the slot for their call's variant and call it. */
 enum gp_runtime_variant { GP_RT_PLAIN = 0, GP_RT_PTSZ = 1 };
 
+/* Every entry point is NULL where the runtime lacks it (an older or stripped libcudart):
+ * callers check before calling. gp_runtime_lacks says whether the pool can run at all. */
 struct gp_runtime_streamed {
 	cudaError_t (*MallocAsync)(void **, size_t, cudaStream_t);
 	cudaError_t (*FreeAsync)(void *, cudaStream_t);
@@ -23,6 +25,7 @@ struct gp_runtime_streamed {
 };
 
 struct gp_runtime {
+	/* what the pool needs (gp_runtime_lacks) */
 	cudaError_t (*Malloc)(void **, size_t);
 	cudaError_t (*Free)(void *);
 	cudaError_t (*GetDevice)(int *);
@@ -32,20 +35,32 @@ struct gp_runtime {
 	cudaError_t (*GetLastError)(void);
 	cudaError_t (*PeekAtLastError)(void);
 	cudaError_t (*MemGetInfo)(size_t *, size_t *);
+	/* what it does without: cross-stream reuse waits for a fence instead of an event */
 	cudaError_t (*EventCreateWithFlags)(cudaEvent_t *, unsigned);
 	cudaError_t (*EventDestroy)(cudaEvent_t);
+	/* passed through, and used where present */
 	cudaError_t (*StreamDestroy)(cudaStream_t);
-	/* optional: NULL where the runtime lacks them */
 	cudaError_t (*ThreadExchangeStreamCaptureMode)(enum cudaStreamCaptureMode *);
 	cudaError_t (*IpcGetMemHandle)(cudaIpcMemHandle_t *, void *);
 	cudaError_t (*DeviceReset)(void);
-	/* indexed by enum gp_runtime_variant; every slot is set */
+	/* indexed by enum gp_runtime_variant */
 	struct gp_runtime_streamed variant[2];
 };
 
-/* Resolves the table on first use (pthread_once; thread-safe). Returns NULL when no
- * libcudart is loaded in the process or one of the required entry points is missing
- * (logged once). */
+/* The table of the libcudart loaded in the process, or NULL while none is. The first call
+ * that finds one resolves it; until then each call looks again (one lock, a dlsym and a walk
+ * of the loaded objects), so a runtime dlopen'ed after the first call is found by the next.
+ * Once found: one acquire load, and the table never changes. Thread-safe. */
 const struct gp_runtime *gp_runtime_get(void);
+
+/* In a forked child: the lock of the lookup, maybe held by a parent thread that does not
+ * exist here, is made free. */
+void gp_runtime_after_fork(void);
+
+/* NULL when the pool can run over `rt`, else the name of the first entry point it lacks
+ * that the pool needs: the ones marked so above, and, for a variant that can begin stream
+ * captures, its cudaStreamEndCapture and cudaStreamIsCapturing (without them a capture's
+ * end could not be seen, and the pool would synchronize the device during it). */
+const char *gp_runtime_lacks(const struct gp_runtime *rt);
 
 #endif

@@ -13,10 +13,16 @@
 #include "last_error.h"
 #include "log.h"
 #include "pool.h"
+#include "proc.h"
 #include "registry.h"
 #include "runtime.h"
-#include "stats.h"
+#include "statpage.h"
 #include "trace.h"
+
+/* How long gpupool_stats waits for a device's counters to settle (ns). The pool keeps them
+ * mid-update across its own runtime calls (a segment's cudaMalloc, or a cudaFree that waits
+ * for the device's work to finish), so a snapshot may have to wait as long as those. */
+#define GP_SHIM_STATS_PATIENCE_NS (5 * GP_NS_PER_S)
 
 /* The current device, or -1 when it is beyond the pooled ones. One device: no call. */
 static inline int current_device(const struct gp_registry *r)
@@ -36,19 +42,38 @@ static inline const struct gp_runtime_streamed *variant(const struct gp_runtime 
 	return &rt->variant[call == GP_CALL_ASYNC_PTSZ ? GP_RT_PTSZ : GP_RT_PLAIN];
 }
 
-static cudaError_t real_malloc(const struct gp_runtime *rt, void **ptr, size_t size, cudaStream_t s,
-			       enum gp_call call)
+/* The answer to a call whose entry point the process's runtime does not have: with no
+ * runtime at all, cudaErrorInsufficientDriver, what libcudart itself answers where no driver
+ * is installed (programs take it for "no CUDA here"); with a runtime that lacks the entry
+ * point (an older or stripped libcudart), cudaErrorNotSupported. gpupool never serves a call
+ * the runtime under it could not. */
+static inline cudaError_t absent(const struct gp_registry *r)
 {
-	if (call == GP_CALL_SYNC)
-		return rt->Malloc(ptr, size);
-	return variant(rt, call)->MallocAsync(ptr, size, s);
+	return r->rt ? cudaErrorNotSupported : cudaErrorInsufficientDriver;
 }
 
-static cudaError_t real_free(const struct gp_runtime *rt, void *ptr, cudaStream_t s, enum gp_call call)
+/* The runtime's entry point `field` (r->rt->field), or NULL without a runtime. */
+#define RT_FN(r, field) ((r)->rt ? (r)->rt->field : NULL)
+
+static cudaError_t real_malloc(const struct gp_registry *r, void **ptr, size_t size, cudaStream_t s,
+			       enum gp_call call)
 {
-	if (call == GP_CALL_SYNC)
-		return rt->Free(ptr);
-	return variant(rt, call)->FreeAsync(ptr, s);
+	if (call == GP_CALL_SYNC) {
+		cudaError_t (*fn)(void **, size_t) = RT_FN(r, Malloc);
+		return fn ? fn(ptr, size) : absent(r);
+	}
+	cudaError_t (*fn)(void **, size_t, cudaStream_t) = r->rt ? variant(r->rt, call)->MallocAsync : NULL;
+	return fn ? fn(ptr, size, s) : absent(r);
+}
+
+static cudaError_t real_free(const struct gp_registry *r, void *ptr, cudaStream_t s, enum gp_call call)
+{
+	if (call == GP_CALL_SYNC) {
+		cudaError_t (*fn)(void *) = RT_FN(r, Free);
+		return fn ? fn(ptr) : absent(r);
+	}
+	cudaError_t (*fn)(void *, cudaStream_t) = r->rt ? variant(r->rt, call)->FreeAsync : NULL;
+	return fn ? fn(ptr, s) : absent(r);
 }
 
 /* Is `s` capturing? cudaSuccess and *yes, or the runtime's error for the stream (an invalid
@@ -59,29 +84,39 @@ static cudaError_t capturing(const struct gp_registry *r, cudaStream_t s, enum g
 	*yes = false;
 	if (call == GP_CALL_SYNC || atomic_load_explicit(r->captures, memory_order_relaxed) == 0)
 		return cudaSuccess;
+	cudaError_t (*is_capturing)(cudaStream_t, enum cudaStreamCaptureStatus *) =
+		variant(r->rt, call)->StreamIsCapturing;
 	enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-	cudaError_t e = variant(r->rt, call)->StreamIsCapturing(s, &cs);
-	*yes = e == cudaSuccess && cs != cudaStreamCaptureStatusNone;
+	/* the pool runs only where a variant that begins captures has it (gp_runtime_lacks);
+	 * without it, the stream counts as capturing and the call passes through */
+	cudaError_t e = is_capturing ? is_capturing(s, &cs) : cudaSuccess;
+	*yes = !is_capturing || (e == cudaSuccess && cs != cudaStreamCaptureStatusNone);
 	return e;
+}
+
+/* Exit has begun: the runtime is going away, and a block the pool hands out now would be
+ * unusable where the runtime already answers cudaErrorCudartUnloading. */
+static inline bool exiting(const struct gp_registry *r)
+{
+	return atomic_load_explicit(&r->exiting, memory_order_relaxed);
 }
 
 cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call call)
 {
 	const struct gp_registry *r = gp_registry_get();
-	if (r->off) {
-		if (!r->rt)
-			return cudaErrorInitializationError;
-		return real_malloc(r->rt, ptr, size, s, call);
-	}
+	if (r->off || exiting(r))
+		return real_malloc(r, ptr, size, s, call);
+	if (call != GP_CALL_SYNC && !variant(r->rt, call)->MallocAsync)
+		return absent(r); /* a runtime without the stream-ordered allocator */
 	if (r->refuse)
 		return cudaErrorInvalidValue;
 	bool cap;
 	if (!ptr || size == 0 || capturing(r, s, call, &cap) != cudaSuccess || cap)
-		return real_malloc(r->rt, ptr, size, s, call); /* the runtime's own answer and semantics */
+		return real_malloc(r, ptr, size, s, call); /* the runtime's own answer and semantics */
 	int dev = current_device(r);
 	gp_pool *p = dev >= 0 ? gp_registry_pool(r, dev) : NULL;
 	if (!p) {
-		cudaError_t e = real_malloc(r->rt, ptr, size, s, call);
+		cudaError_t e = real_malloc(r, ptr, size, s, call);
 		gp_registry_count_passthrough(dev, true);
 		return e;
 	}
@@ -102,11 +137,10 @@ cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call
 cudaError_t gp_shim_free(void *ptr, cudaStream_t s, enum gp_call call)
 {
 	const struct gp_registry *r = gp_registry_get();
-	if (r->off || !ptr) {
-		if (!r->rt)
-			return ptr ? cudaErrorInitializationError : cudaSuccess;
-		return real_free(r->rt, ptr, s, call); /* cudaFree(0) initialises the context */
-	}
+	if (r->off || !ptr)
+		return real_free(r, ptr, s, call); /* cudaFree(0) initialises the context */
+	if (call != GP_CALL_SYNC && !variant(r->rt, call)->FreeAsync)
+		return absent(r); /* a runtime without the stream-ordered allocator */
 	uint64_t t0 = r->tracing ? gp_trace_now_ns() : 0;
 	int dev = current_device(r);
 	gp_stream key = call == GP_CALL_SYNC ? GP_NO_STREAM : gp_cuda_stream_key(s, call == GP_CALL_ASYNC_PTSZ);
@@ -139,7 +173,7 @@ cudaError_t gp_shim_free(void *ptr, cudaStream_t s, enum gp_call call)
 	}
 	cudaError_t e = cudaSuccess;
 	if (rc == -ENOENT) {
-		e = real_free(r->rt, ptr, s, call);
+		e = real_free(r, ptr, s, call);
 		gp_registry_count_passthrough(dev, false);
 	} else if (rc == -EALREADY) {
 		gp_log(GP_LOG_WARN, "%s(%p): not a live allocation (double free, or a pointer inside a block); "
@@ -159,8 +193,10 @@ cudaError_t gp_shim_free(void *ptr, cudaStream_t s, enum gp_call call)
 cudaError_t gp_shim_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 {
 	const struct gp_registry *r = gp_registry_get();
-	if (r->off)
-		return r->rt ? r->rt->MemGetInfo(free_bytes, total_bytes) : cudaErrorInitializationError;
+	if (r->off || exiting(r)) {
+		cudaError_t (*fn)(size_t *, size_t *) = RT_FN(r, MemGetInfo);
+		return fn ? fn(free_bytes, total_bytes) : absent(r);
+	}
 	if (!free_bytes || !total_bytes)
 		return r->rt->MemGetInfo(free_bytes, total_bytes);
 	int dev = current_device(r);
@@ -189,8 +225,11 @@ cudaError_t gp_shim_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 cudaError_t gp_shim_ipc_get_mem_handle(cudaIpcMemHandle_t *handle, void *ptr)
 {
 	const struct gp_registry *r = gp_registry_get();
-	if (r->off || !ptr || !r->rt->IpcGetMemHandle)
-		return r->rt && r->rt->IpcGetMemHandle ? r->rt->IpcGetMemHandle(handle, ptr) : cudaErrorNotSupported;
+	cudaError_t (*fn)(cudaIpcMemHandle_t *, void *) = RT_FN(r, IpcGetMemHandle);
+	if (!fn)
+		return absent(r);
+	if (r->off || !ptr)
+		return fn(handle, ptr);
 	for (int d = 0; d < r->ndev; d++) {
 		gp_pool *p = atomic_load(&r->pools[d]);
 		struct gp_block_info bi;
@@ -216,10 +255,14 @@ cudaError_t gp_shim_ipc_get_mem_handle(cudaIpcMemHandle_t *handle, void *ptr)
 cudaError_t gp_shim_begin_capture(cudaStream_t s, enum cudaStreamCaptureMode mode, bool ptsz)
 {
 	const struct gp_registry *r = gp_registry_get();
-	if (r->off && !r->rt)
-		return cudaErrorInitializationError;
+	cudaError_t (*begin)(cudaStream_t, enum cudaStreamCaptureMode) =
+		r->rt ? r->rt->variant[ptsz ? GP_RT_PTSZ : GP_RT_PLAIN].StreamBeginCapture : NULL;
+	if (!begin)
+		return absent(r);
+	if (r->off)
+		return begin(s, mode);
 	gp_capture_begin();
-	cudaError_t e = r->rt->variant[ptsz ? GP_RT_PTSZ : GP_RT_PLAIN].StreamBeginCapture(s, mode);
+	cudaError_t e = begin(s, mode);
 	if (e != cudaSuccess)
 		gp_capture_end();
 	return e;
@@ -228,11 +271,14 @@ cudaError_t gp_shim_begin_capture(cudaStream_t s, enum cudaStreamCaptureMode mod
 cudaError_t gp_shim_end_capture(cudaStream_t s, cudaGraph_t *graph, bool ptsz)
 {
 	const struct gp_registry *r = gp_registry_get();
-	if (r->off && !r->rt)
-		return cudaErrorInitializationError;
-	const struct gp_runtime_streamed *v = &r->rt->variant[ptsz ? GP_RT_PTSZ : GP_RT_PLAIN];
+	const struct gp_runtime_streamed *v = r->rt ? &r->rt->variant[ptsz ? GP_RT_PTSZ : GP_RT_PLAIN] : NULL;
+	if (!v || !v->StreamEndCapture)
+		return absent(r);
+	if (r->off)
+		return v->StreamEndCapture(s, graph);
+	/* (the pool runs only where a variant that ends captures can say whether one runs) */
 	enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-	cudaError_t q = v->StreamIsCapturing(s, &cs);
+	cudaError_t q = v->StreamIsCapturing ? v->StreamIsCapturing(s, &cs) : cudaErrorNotSupported;
 	cudaError_t e = v->StreamEndCapture(s, graph);
 	/* the capture is over whatever EndCapture says, if it was one */
 	if (q != cudaSuccess || cs != cudaStreamCaptureStatusNone)
@@ -243,6 +289,9 @@ cudaError_t gp_shim_end_capture(cudaStream_t s, cudaGraph_t *graph, bool ptsz)
 cudaError_t gp_shim_stream_destroy(cudaStream_t s)
 {
 	const struct gp_registry *r = gp_registry_get();
+	cudaError_t (*fn)(cudaStream_t) = RT_FN(r, StreamDestroy);
+	if (!fn)
+		return absent(r);
 	if (!r->off && s && s != cudaStreamLegacy && s != cudaStreamPerThread) {
 		gp_stream key = gp_cuda_stream_key(s, false);
 		for (int d = 0; d < r->ndev; d++) {
@@ -252,18 +301,21 @@ cudaError_t gp_shim_stream_destroy(cudaStream_t s)
 		}
 		gp_fence_thread_wake();
 	}
-	return r->rt ? r->rt->StreamDestroy(s) : cudaErrorInitializationError;
+	return fn(s);
 }
 
 cudaError_t gp_shim_device_reset(void)
 {
 	const struct gp_registry *r = gp_registry_get();
-	if (!r->off && r->rt->DeviceReset) {
+	cudaError_t (*fn)(void) = RT_FN(r, DeviceReset);
+	if (!fn)
+		return absent(r);
+	if (!r->off) {
 		int dev = current_device(r);
 		if (dev >= 0)
 			gp_registry_reset_device(dev);
 	}
-	return r->rt && r->rt->DeviceReset ? r->rt->DeviceReset() : cudaErrorInitializationError;
+	return fn();
 }
 
 /* ---- public API ------------------------------------------------------------------------ */
@@ -285,5 +337,6 @@ int gp_shim_stats(int device, struct gpupool_device_stats *out)
 		return -ENOSYS;
 	if (device < 0 || device >= r->ndev || !atomic_load(&r->pools[device]))
 		return -ENODEV;
-	return gp_stats_snapshot(r->slots[device], out, 1000) ? 0 : -EAGAIN;
+	uint64_t deadline = gp_clock_ns(CLOCK_MONOTONIC) + GP_SHIM_STATS_PATIENCE_NS;
+	return gp_statpage_snapshot_until(r->slots[device], out, deadline) ? 0 : -EAGAIN;
 }

@@ -44,6 +44,13 @@ static void why_set(char *why, size_t len, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* What a file of mode `m` is, for a message ("a fifo"). */
+static const char *kind_of(mode_t m)
+{
+	return S_ISLNK(m) ? "a symbolic link" : S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a fifo"
+	       : S_ISSOCK(m) ? "a socket" : S_ISCHR(m) || S_ISBLK(m) ? "a device" : "not a regular file";
+}
+
 const char *gp_statpage_dir(void)
 {
 	const char *d = secure_getenv(GP_STATPAGE_DIR_ENV);
@@ -104,11 +111,26 @@ static bool gp_statpage_pid_stale(int pid, uint64_t start_time_ns)
 
 /* ---- writer ---------------------------------------------------------------------- */
 
-static void log_open_failure(const char *what, const char *path, int err)
+static void log_open_failure(const char *path, const char *what, const char *why)
 {
 	if (!atomic_exchange(&open_logged, true))
-		gp_log(GP_LOG_INFO, "statistics page %s: %s: %s; counters stay private", path, what,
-		       strerror(err));
+		gp_log(GP_LOG_INFO, "statistics page %s: %s: %s; counters stay private", path, what, why);
+}
+
+/* Why a page could not be created at `path` with O_EXCL|O_NOFOLLOW (EEXIST) and was not
+ * replaced (is_leftover said no): what is at the name, for the log. */
+static const char *in_the_way(const char *path, char *buf, size_t len)
+{
+	struct stat st;
+	if (lstat(path, &st) != 0)
+		snprintf(buf, len, "the name was taken, and is gone again");
+	else if (!S_ISREG(st.st_mode))
+		snprintf(buf, len, "%s is in the way", kind_of(st.st_mode));
+	else if (st.st_uid != geteuid())
+		snprintf(buf, len, "a file of uid %u is in the way", (unsigned)st.st_uid);
+	else
+		snprintf(buf, len, "the page of a process with the same pid (another pid namespace?) is in the way");
+	return buf;
 }
 
 void gp_statpage_init(struct gpupool_page *pg)
@@ -161,27 +183,30 @@ struct gpupool_page *gp_statpage_open(void)
 	pid_t pid = getpid();
 	char path[PATH_MAX];
 	if (open_page && open_pid == pid) {
-		log_open_failure("open", "(this process)", EBUSY);
+		log_open_failure("(this process)", "cannot open a second one", strerror(EBUSY));
 		return NULL;
 	}
 	int len = snprintf(path, sizeof path, "%s/%s%d", gp_statpage_dir(), GP_STATPAGE_NAME, (int)pid);
 	if (len < 0 || (size_t)len >= sizeof path) {
-		log_open_failure("path", gp_statpage_dir(), ENAMETOOLONG);
+		log_open_failure(gp_statpage_dir(), "cannot name it", strerror(ENAMETOOLONG));
 		return NULL;
 	}
 	int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
 	int fd = open(path, flags, 0600);
-	if (fd < 0 && errno == EEXIST && is_leftover(path)) {
+	int err = fd < 0 ? errno : 0; /* before is_leftover's own calls change errno */
+	if (fd < 0 && err == EEXIST && is_leftover(path)) {
 		gp_log(GP_LOG_INFO, "replacing %s, left by a dead process", path);
 		unlink(path);
 		fd = open(path, flags, 0600);
+		err = fd < 0 ? errno : 0;
 	}
 	if (fd < 0) {
-		log_open_failure("create", path, errno);
+		char buf[96];
+		log_open_failure(path, "cannot create it",
+				 err == EEXIST ? in_the_way(path, buf, sizeof buf) : strerror(err));
 		return NULL;
 	}
 	struct gpupool_page *pg = MAP_FAILED;
-	int err = 0;
 	if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)sizeof *pg) != 0)
 		err = errno;
 	else {
@@ -192,7 +217,7 @@ struct gpupool_page *gp_statpage_open(void)
 	close(fd);
 	if (err) {
 		unlink(path);
-		log_open_failure("map", path, err);
+		log_open_failure(path, "cannot map it", strerror(err));
 		return NULL;
 	}
 	gp_statpage_init(pg);
@@ -264,14 +289,18 @@ bool gp_statpage_release_pending(const struct gpupool_page *pg, uint64_t *req)
 
 void gp_statpage_release_ack(struct gpupool_page *pg, uint64_t req)
 {
-	if (pg)
-		__atomic_store_n(&pg->release_done, req, __ATOMIC_RELEASE);
+	if (!pg)
+		return;
+	uint64_t done = __atomic_load_n(&pg->release_done, __ATOMIC_RELAXED);
+	while (done < req && !__atomic_compare_exchange_n(&pg->release_done, &done, req, false, __ATOMIC_RELEASE,
+							  __ATOMIC_RELAXED))
+		;
 }
 
 /* A busy writer keeps its slot odd for most of each pool call: spin a little, then let it
  * run, until deadline_ns (CLOCK_MONOTONIC). A writer that died mid-update never settles. */
-static bool snapshot_until(const struct gpupool_device_stats *s, struct gpupool_device_stats *d,
-			   uint64_t deadline_ns)
+bool gp_statpage_snapshot_until(const struct gpupool_device_stats *s, struct gpupool_device_stats *d,
+				uint64_t deadline_ns)
 {
 	for (int round = 0;; round++) {
 		if (gp_stats_snapshot(s, d, GP_STATPAGE_TRIES))
@@ -309,7 +338,7 @@ uint32_t gp_statpage_copy_until(const struct gpupool_page *src, struct gpupool_p
 		struct gpupool_device_stats *d = &dst->dev[i];
 		if (!__atomic_load_n(&s->active, __ATOMIC_ACQUIRE))
 			continue;
-		if (!snapshot_until(s, d, deadline_ns)) {
+		if (!gp_statpage_snapshot_until(s, d, deadline_ns)) {
 			memset(d, 0, sizeof *d);
 			d->device = __atomic_load_n(&s->device, __ATOMIC_RELAXED);
 			bad |= 1u << i;
@@ -319,12 +348,6 @@ uint32_t gp_statpage_copy_until(const struct gpupool_page *src, struct gpupool_p
 }
 
 /* ---- reader ---------------------------------------------------------------------- */
-
-static const char *kind_of(mode_t m)
-{
-	return S_ISLNK(m) ? "a symbolic link" : S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a fifo"
-	       : S_ISSOCK(m) ? "a socket" : S_ISCHR(m) || S_ISBLK(m) ? "a device" : "not a regular file";
-}
 
 static const struct {
 	const char *label, *text;

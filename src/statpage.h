@@ -42,12 +42,19 @@ void gp_statpage_forget(struct gpupool_page *pg);
 /* True when a reader asked for a cache release not yet acknowledged; *req is the
  * request to acknowledge once the cache is released. Two loads: cheap per call. */
 bool gp_statpage_release_pending(const struct gpupool_page *pg, uint64_t *req);
+/* Acknowledges request `req`: release_done becomes req unless it is already at or past it
+ * (a thread that answered an older request late never moves it back). Thread-safe. */
 void gp_statpage_release_ack(struct gpupool_page *pg, uint64_t req);
 
 /* How long one page's slots are waited for, at most, when they are mid-update (a busy
  * writer keeps a slot odd for a few microseconds per pool call; a dead one forever). */
 #define GP_STATPAGE_PATIENCE_NS (20 * 1000 * 1000ull)
 
+/* A consistent copy of one slot (gp_stats_snapshot), retried while it is mid-update
+ * (spinning, yielding, then 20 us naps) until deadline_ns (CLOCK_MONOTONIC; 0 or past: one
+ * round of GP_STATPAGE_TRIES tries). False when it never settled. No locks, no allocation. */
+bool gp_statpage_snapshot_until(const struct gpupool_device_stats *s, struct gpupool_device_stats *d,
+				uint64_t deadline_ns);
 /* A consistent copy of `src` into `dst` (header by value, each active slot through
  * gp_stats_snapshot). A slot found mid-update is retried (spinning, yielding, then 20 us
  * naps) until deadline_ns (CLOCK_MONOTONIC; 0 or past: one round of tries, no waiting).

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "outfile.h"
 #include "proc.h"
 #include "zlib_dl.h"
 
@@ -323,9 +324,10 @@ int gp_trace_open(const char *path)
 	const struct gp_zlib *z = gz ? gp_zlib_get() : NULL;
 	if (gz && !z)
 		return -ENOSYS;
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* the trace shows what the program did and where its memory was: this user's only */
+	int fd = gp_outfile_open(path, 0600);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	gzFile f = NULL;
 	if (gz) {
 		f = z->gzdopen(fd, "wb1");

@@ -18,11 +18,12 @@
 #define GP_TRACE_NBUF 64
 #define GP_TRACE_BUF_ROWS 512
 
-/* Starts recording to `path` (truncated): gzip when it ends in .gz (zlib is loaded then;
- * -ENOSYS when it cannot be). Reads the process start time once. The owner calls
- * gp_trace_close at exit (exit_report.c does). Returns 0, -EALREADY when a trace is open,
- * -EINVAL, or the negative errno of open/gzdopen. Not thread-safe against itself: call it
- * once, from the registry's creation of the first pool (registry.c). */
+/* Starts recording to `path` (opened with gp_outfile_open: a regular file, created mode
+ * 0600 or truncated, never through a symbolic link): gzip when it ends in .gz (zlib is
+ * loaded then; -ENOSYS when it cannot be). Reads the process start time once. The owner
+ * calls gp_trace_close at exit (exit_report.c does). Returns 0, -EALREADY when a trace is
+ * open, -EINVAL, or gp_outfile_open's or gzdopen's negative errno. Not thread-safe against
+ * itself: call it once, from the registry's creation of the first pool (registry.c). */
 int gp_trace_open(const char *path);
 
 /* Records one call. Thread-safe and lock-free in the common case (a per-thread buffer

@@ -2,13 +2,7 @@
 # Knobs reach the pool: GPUPOOL_DISABLE, GPUPOOL_REPORT=<file.json>, fence:sync, fence:inline.
 # usage: e2e_knobs.sh PRELOAD PROGRAM SHM_DIR
 set -u
-preload=$1 prog=$2 dir=$3
-rm -rf "$dir"; mkdir -p "$dir"
-err=$(mktemp) out=$(mktemp)
-trap 'rm -f "$out" "$err"' EXIT
-fail=0
-run() { LD_PRELOAD=$preload GPUPOOL_SHM_DIR=$dir "$@" >"$out" 2>"$err"; }
-bad() { echo "FAIL: $*"; echo "--- stdout"; cat "$out"; echo "--- stderr"; cat "$err"; fail=1; }
+. "$(dirname "$0")/e2e_lib.sh"
 
 GPUPOOL_DISABLE=1 run "$prog" disable || bad "disable: exit status $?"
 [ -s "$err" ] && bad "disable: output on stderr"

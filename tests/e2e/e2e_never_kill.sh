@@ -4,13 +4,7 @@
 # mode fails allocations with an error instead of aborting.
 # usage: e2e_never_kill.sh PRELOAD PROGRAM SHM_DIR
 set -u
-preload=$1 prog=$2 dir=$3
-rm -rf "$dir"; mkdir -p "$dir"
-err=$(mktemp) out=$(mktemp)
-trap 'rm -f "$out" "$err"' EXIT
-fail=0
-run() { LD_PRELOAD=$preload GPUPOOL_SHM_DIR=$dir "$@" >"$out" 2>"$err"; }
-bad() { echo "FAIL: $*"; echo "--- stdout"; cat "$out"; echo "--- stderr"; cat "$err"; fail=1; }
+. "$(dirname "$0")/e2e_lib.sh"
 
 run "$prog" report; rc=$?
 [ $rc -eq 0 ] || bad "report: exit status $rc"

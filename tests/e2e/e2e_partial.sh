@@ -1,0 +1,21 @@
+#!/bin/sh
+# A runtime that lacks entry points gpupool uses (an older or stripped libcudart): the
+# program runs against the fakes of tests/fake/noasync and tests/fake/nosync (selected with
+# LD_LIBRARY_PATH here, not by the test runner, which would put the full fake first).
+# usage: e2e_partial.sh PRELOAD PROGRAM SHM_DIR FAKE_BUILD_DIR
+set -u
+. "$(dirname "$0")/e2e_lib.sh"
+fake=$4
+variant() { LD_LIBRARY_PATH=$fake/$1 GPUPOOL_REPORT=none FAKECUDA_DEVICES=1 run "$prog" "$1"; }
+
+# no stream-ordered allocator, no capture: cudaMalloc pooled, nothing said at the default level
+variant noasync || bad "noasync: exit status $?"
+[ -s "$err" ] && bad "noasync: output on stderr"
+
+# no cudaDeviceSynchronize: off, one line that says why, every call passed through
+variant nosync || bad "nosync: exit status $?"
+[ "$(wc -l <"$err")" -eq 1 ] || bad "nosync: expected one line on stderr"
+grep -q "the CUDA runtime lacks cudaDeviceSynchronize.*gpupool is off" "$err" || bad "nosync: the line does not say why"
+
+[ -z "$(ls -A "$dir")" ] || bad "pages left behind: $(ls -A "$dir")"
+exit $fail
