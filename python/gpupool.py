@@ -65,16 +65,17 @@ class GpupoolError(RuntimeError):
 # ---- the library ----------------------------------------------------------------------
 
 def find_library():
-    """Path of libgpupool.so: $GPUPOOL_LIB, the build tree, ../lib, this file's folder,
-    ldconfig, common prefixes (scripts/gpupool-run's order, plus this folder). Raises
-    GpupoolError when none is found."""
+    """Path of libgpupool.so: $GPUPOOL_LIB, the one installed with this file by pip
+    (gpupool.libs/ next to it), the build tree, ../lib, this file's folder, ldconfig, common
+    prefixes (scripts/gpupool-run's order, plus this folder). Raises GpupoolError when none
+    is found."""
     env = os.environ.get("GPUPOOL_LIB")
     if env:
         if os.path.isfile(env):
             return os.path.abspath(env)
         raise GpupoolError("GPUPOOL_LIB=%s: no such file" % env)
     here = os.path.dirname(os.path.abspath(__file__))
-    cands = [os.path.join(here, "..", "build", "src", LIB_NAME), os.path.join(here, "..", "lib", LIB_NAME),
+    cands = [os.path.join(here, "gpupool.libs", LIB_NAME), os.path.join(here, "..", "build", "src", LIB_NAME), os.path.join(here, "..", "lib", LIB_NAME),
              os.path.join(here, LIB_NAME)]
     ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
     try:

@@ -397,6 +397,12 @@ int main(int argc, char **argv)
 	long count = 0;
 	int pid = 0, release_pid = 0, c;
 	bool do_clean = false;
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		if (strcmp(argv[i], "--version") == 0) { /* GP_VERSION: project() in meson.build */
+			printf("gpupool-stat %s\n", GP_VERSION);
+			return 0;
+		}
+	}
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_JSON: mode = MODE_JSON; break;
