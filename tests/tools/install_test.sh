@@ -56,6 +56,8 @@ if [ "$run" = yes ]; then
 	[ $rc -eq 0 ] || { grep -v '^ *[0-9]*:' "$tmp/run.out" | tail -20; bad "$prog under the installed gpupool-run: exit $rc"; }
 	grep -q "file=$want .*needed by" "$tmp/run.out" || bad "$prog did not load $want"
 	grep -q '"processes"' "$tmp/report.json" 2>/dev/null || bad "no exit report from $prog under the installed library"
+	v=$("$bin/gpupool-stat" --version | cut -d' ' -f2)
+	grep -q "\"gpupool_version\":\"$v\"" "$tmp/report.json" || bad "the exit report does not say gpupool $v"
 fi
 [ $fail -eq 0 ] && echo "installed into a DESTDIR: $(find . \( -type f -o -type l \) | wc -l) files; tools answer --version; the installed gpupool-run preloads $want"
 exit $fail
