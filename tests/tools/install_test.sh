@@ -30,7 +30,10 @@ done
 if [ "$man" = yes ]; then
 	for f in man7/gpupool.7 man1/gpupool-stat.1 man1/gpupool-replay.1 man1/gpupool-run.1 \
 		man1/gpupool-maxbatch.1; do
-		one "*/share/man/$f" >/dev/null
+		p=$(one "*/share/man/$f") || continue
+		if command -v man >/dev/null; then # renders, with its NAME section
+			MANWIDTH=80 man -l "$p" 2>"$tmp/man.err" | grep -q '^NAME' || { cat "$tmp/man.err"; bad "man -l $f"; }
+		fi
 	done
 fi
 lib=$(one '*/lib*/libgpupool.so.0') || exit 1
