@@ -48,10 +48,11 @@ DEV_FIELDS = (("seq", "device", "active", "limit_bytes")
               + tuple(x for g in GAUGES for x in (g, g + "_peak")) + COUNTERS)
 DEV_STRUCT = struct.Struct("=QiIQ" + "Q" * (2 * len(GAUGES) + len(COUNTERS)))
 # struct gpupool_page header: magic, version, size, pid, ndevices, start_time_ns, comm[16],
-# release_request, release_done, reserved_[6]
+# release_request, release_done, lib_version[16], reserved_[4]
+VERSION_LEN = 16
 HDR_FIELDS = ("magic", "version", "size", "pid", "ndevices", "start_time_ns", "comm",
-              "release_request", "release_done")
-HDR_STRUCT = struct.Struct("=QIIiIQ%dsQQ6Q" % COMM_LEN)
+              "release_request", "release_done", "lib_version")
+HDR_STRUCT = struct.Struct("=QIIiIQ%dsQQ%ds4Q" % (COMM_LEN, VERSION_LEN))
 PAGE_SIZE = HDR_STRUCT.size + MAX_DEVICES * DEV_STRUCT.size
 OFF_RELEASE_REQUEST = 48  # offsetof(struct gpupool_page, release_request)
 
@@ -65,16 +66,17 @@ class GpupoolError(RuntimeError):
 # ---- the library ----------------------------------------------------------------------
 
 def find_library():
-    """Path of libgpupool.so: $GPUPOOL_LIB, the build tree, ../lib, this file's folder,
-    ldconfig, common prefixes (scripts/gpupool-run's order, plus this folder). Raises
-    GpupoolError when none is found."""
+    """Path of libgpupool.so: $GPUPOOL_LIB, the one installed with this file by pip
+    (gpupool.libs/ next to it), the build tree, ../lib, this file's folder, ldconfig, common
+    prefixes (scripts/gpupool-run's order, plus this folder). Raises GpupoolError when none
+    is found."""
     env = os.environ.get("GPUPOOL_LIB")
     if env:
         if os.path.isfile(env):
             return os.path.abspath(env)
         raise GpupoolError("GPUPOOL_LIB=%s: no such file" % env)
     here = os.path.dirname(os.path.abspath(__file__))
-    cands = [os.path.join(here, "..", "build", "src", LIB_NAME), os.path.join(here, "..", "lib", LIB_NAME),
+    cands = [os.path.join(here, "gpupool.libs", LIB_NAME), os.path.join(here, "..", "build", "src", LIB_NAME), os.path.join(here, "..", "lib", LIB_NAME),
              os.path.join(here, LIB_NAME)]
     ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
     try:
@@ -206,7 +208,8 @@ def read_page(pid=None, path=None, tries=SNAPSHOT_TRIES):
             raise GpupoolError("%s: header size %d, expected %d" % (path, hdr["size"], PAGE_SIZE))
         if hdr["ndevices"] > MAX_DEVICES:
             raise GpupoolError("%s: ndevices %d > %d" % (path, hdr["ndevices"], MAX_DEVICES))
-        hdr["comm"] = hdr["comm"].split(b"\0", 1)[0].decode("utf-8", "replace")
+        for k in ("comm", "lib_version"):
+            hdr[k] = hdr[k].split(b"\0", 1)[0].decode("utf-8", "replace")
         devs = {}
         for i in range(hdr["ndevices"]):
             off = HDR_STRUCT.size + i * DEV_STRUCT.size

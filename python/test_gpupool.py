@@ -109,7 +109,7 @@ def build_page(slots, pid=4242, magic=None, version=None, size=None, comm=b"trai
     hdr_vals = {"magic": gpupool.PAGE_MAGIC if magic is None else magic,
                 "version": H._num("GPUPOOL_PAGE_VERSION") if version is None else version,
                 "pid": pid, "ndevices": len(slots), "start_time_ns": 123456789, "comm": comm,
-                "release_request": 0, "release_done": 0}
+                "release_request": 0, "release_done": 0, "lib_version": b"9.8.7"}
     hfmt = H.page_header_format()
     dsize = struct.calcsize(H.dev_format())
     total = struct.calcsize(hfmt) + H._num("GPUPOOL_MAX_DEVICES") * dsize
@@ -118,8 +118,8 @@ def build_page(slots, pid=4242, magic=None, version=None, size=None, comm=b"trai
     for name, f in H.page:
         if isinstance(f, tuple):
             continue
-        if f == "6Q":
-            vals += [0] * 6
+        if name == "reserved_":
+            vals += [0] * int(f[:-1])
         else:
             vals.append(hdr_vals.get(name, 0))
     body = b"".join(slots)
@@ -132,6 +132,7 @@ class LayoutTest(unittest.TestCase):
         self.assertEqual(H._num("GPUPOOL_PAGE_VERSION"), gpupool.PAGE_VERSION)
         self.assertEqual(H._num("GPUPOOL_MAX_DEVICES"), gpupool.MAX_DEVICES)
         self.assertEqual(H._num("GPUPOOL_COMM_LEN"), gpupool.COMM_LEN)
+        self.assertEqual(H._num("GPUPOOL_VERSION_LEN"), gpupool.VERSION_LEN)
 
     def test_lists(self):
         self.assertEqual(tuple(H.gauges), gpupool.GAUGES, "GPUPOOL_GAUGES changed: update gpupool.py")
@@ -210,6 +211,7 @@ class PageTest(unittest.TestCase):
                 self.assertEqual(s[dev][k], x, k)
         hdr, _ = gpupool.read_page(4242)
         self.assertEqual(hdr["comm"], "trainer")
+        self.assertEqual(hdr["lib_version"], "9.8.7")
         self.assertEqual(hdr["pid"], 4242)
 
     def test_default_pid_is_self(self):

@@ -319,6 +319,8 @@ static void json_processes(struct gp_format_out *o, const struct gp_format_proc 
 		const struct gpupool_page *pg = procs[i].page;
 		gp_format_printf(o, "%s\n{\"pid\":%d,\"comm\":", i ? "," : "", (int)pg->pid);
 		json_string(o, pg->comm, GPUPOOL_COMM_LEN);
+		puts_(o, ",\"gpupool_version\":");
+		json_string(o, pg->lib_version, GPUPOOL_VERSION_LEN);
 		gp_format_printf(o, ",\"stale\":%s,\"start_time_ns\":%llu,\"release_request\":%llu,"
 				 "\"release_done\":%llu,\"ndevices\":%u,\"devices\":[",
 				 procs[i].stale ? "true" : "false", (unsigned long long)pg->start_time_ns,
@@ -516,8 +518,9 @@ void gp_format_report(struct gp_format_out *o, const struct gpupool_page *pg)
 {
 	char comm[GPUPOOL_COMM_LEN];
 	safe_comm(comm, pg);
-	gp_format_printf(o, "gpupool: report for pid %d (%s)%s\n", (int)pg->pid, comm,
-			 pg->ndevices ? "" : ": no device memory was allocated");
+	gp_format_printf(o, "gpupool: report for pid %d (%s)%s%.*s%s\n", (int)pg->pid, comm,
+			 pg->lib_version[0] ? ", gpupool " : "", (int)strnlen(pg->lib_version, GPUPOOL_VERSION_LEN),
+			 pg->lib_version, pg->ndevices ? "" : ": no device memory was allocated");
 	for (uint32_t d = 0; d < pg->ndevices && d < GPUPOOL_MAX_DEVICES; d++) {
 		const struct gpupool_device_stats *s = &pg->dev[d];
 		if (!s->active)

@@ -151,6 +151,7 @@ void gp_statpage_init(struct gpupool_page *pg)
 		if (nl)
 			*nl = '\0';
 	}
+	snprintf(pg->lib_version, sizeof pg->lib_version, "%s", GP_VERSION);
 	/* readers check the magic first: publish it after the rest of the header */
 	__atomic_store_n(&pg->magic, GPUPOOL_PAGE_MAGIC, __ATOMIC_RELEASE);
 }
@@ -329,6 +330,7 @@ uint32_t gp_statpage_copy_until(const struct gpupool_page *src, struct gpupool_p
 	uint32_t n = __atomic_load_n(&src->ndevices, __ATOMIC_ACQUIRE);
 	memcpy(dst, src, offsetof(struct gpupool_page, dev));
 	dst->comm[GPUPOOL_COMM_LEN - 1] = '\0';
+	dst->lib_version[GPUPOOL_VERSION_LEN - 1] = '\0';
 	if (n > GPUPOOL_MAX_DEVICES)
 		n = GPUPOOL_MAX_DEVICES;
 	dst->ndevices = n;

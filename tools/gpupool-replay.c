@@ -32,7 +32,8 @@ static void usage(FILE *f)
 		"  --check               run the pool's invariant checker after every op\n"
 		"  --sort-window ROWS    restore t_ns order within ROWS rows (default 0: file order)\n"
 		"  --fence-latency-us US modelled device sync time (default 0)\n"
-		"  --limit-rows N        replay the first N rows only\n");
+		"  --limit-rows N        replay the first N rows only\n"
+		"  --version             print the version and exit\n");
 }
 
 static unsigned long long num_arg(const char *opt, const char *v, unsigned long long max)
@@ -77,6 +78,9 @@ int main(int argc, char **argv)
 			i++;
 		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			usage(stdout);
+			return 0;
+		} else if (strcmp(a, "--version") == 0) {
+			printf("gpupool-replay %s\n", GP_VERSION);
 			return 0;
 		} else if (a[0] == '-' || path) {
 			usage(stderr);

@@ -75,6 +75,7 @@ static void usage(FILE *f)
 		"  --timeout SECONDS  how long --release waits (default 5)\n"
 		"  --clean            remove pages of processes that are gone\n"
 		"  --help             this text\n"
+		"  --version          the version of gpupool\n"
 		"\n"
 		"Exit status: 0 when it ran, 1 when PID has no page or a release was not\n"
 		"acknowledged, 2 on bad usage.\n");
@@ -418,7 +419,7 @@ static int clean(void)
 int main(int argc, char **argv)
 {
 	enum { OPT_JSON = 1, OPT_PROM, OPT_OM, OPT_LISTEN, OPT_WATCH, OPT_COUNT, OPT_RELEASE, OPT_TIMEOUT, OPT_CLEAN,
-	       OPT_HELP };
+	       OPT_HELP, OPT_VERSION };
 	static const struct option opts[] = {
 		{"json", no_argument, NULL, OPT_JSON},         {"prometheus", no_argument, NULL, OPT_PROM},
 		{"openmetrics", no_argument, NULL, OPT_OM},    {"listen", required_argument, NULL, OPT_LISTEN},
@@ -426,7 +427,7 @@ int main(int argc, char **argv)
 		{"release", required_argument, NULL, OPT_RELEASE},
 		{"timeout", required_argument, NULL, OPT_TIMEOUT},
 		{"clean", no_argument, NULL, OPT_CLEAN},       {"help", no_argument, NULL, OPT_HELP},
-		{NULL, 0, NULL, 0}};
+		{"version", no_argument, NULL, OPT_VERSION},   {NULL, 0, NULL, 0}};
 	enum mode mode = MODE_TABLE;
 	double watch = 0, timeout = 5;
 	long count = 0;
@@ -467,6 +468,7 @@ int main(int argc, char **argv)
 		case OPT_CLEAN: do_clean = true; break;
 		case 'h':
 		case OPT_HELP: usage(stdout); return 0;
+		case OPT_VERSION: printf("gpupool-stat %s\n", GP_VERSION); return 0; /* project() in meson.build */
 		default: usage(stderr); return 2;
 		}
 	}

@@ -15,6 +15,7 @@
 #define GPUPOOL_PAGE_VERSION 1u
 #define GPUPOOL_MAX_DEVICES 16
 #define GPUPOOL_COMM_LEN 16
+#define GPUPOOL_VERSION_LEN 16
 #define GPUPOOL_PAGE_PREFIX "/dev/shm/gpupool."
 
 /* Gauges: a current value and its peak. X(name, unit, help). Units: "bytes" or "count". */
@@ -80,7 +81,10 @@ struct gpupool_page {
 	 * in release_done. */
 	uint64_t release_request;
 	uint64_t release_done;
-	uint64_t reserved_[6];
+	/* The writer's gpupool version ("0.1.0"), NUL-terminated. It took two of the reserved
+	 * words, which writers before 0.1.0 left zero: "" there; the layout is unchanged. */
+	char lib_version[GPUPOOL_VERSION_LEN];
+	uint64_t reserved_[4];
 	struct gpupool_device_stats dev[GPUPOOL_MAX_DEVICES];
 };
 

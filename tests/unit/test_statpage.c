@@ -81,6 +81,9 @@ static void test_open_header(void **state)
 	fclose(f);
 	comm[strcspn(comm, "\n")] = '\0';
 	assert_string_equal(pg->comm, comm);
+	/* the writer's version, "MAJOR.MINOR.PATCH", NUL-terminated inside its slot */
+	assert_true(pg->lib_version[0] >= '0' && pg->lib_version[0] <= '9');
+	assert_non_null(memchr(pg->lib_version, '\0', sizeof pg->lib_version));
 
 	struct gpupool_device_stats *a = gp_statpage_slot(pg, 3), *b = gp_statpage_slot(pg, 0);
 	assert_non_null(a);
