@@ -177,16 +177,19 @@ static void gp_format_calls_saved(char *buf, size_t cap, const struct gpupool_de
 		 (unsigned long long)(pool < real ? real - pool : pool - real));
 }
 
-/* comm is 15 bytes the program chose: printable ASCII for the table, '?' otherwise */
-static void safe_comm(char *dst, const struct gpupool_page *pg)
+/* Text a page's writer chose (comm, lib_version: `cap` bytes, maybe unterminated): printable
+ * ASCII, '?' for anything else, into dst of at least `cap` bytes. */
+static void safe_text(char *dst, const char *src, size_t cap)
 {
 	size_t i = 0;
-	for (; i < GPUPOOL_COMM_LEN - 1 && pg->comm[i]; i++) {
-		unsigned char c = (unsigned char)pg->comm[i];
+	for (; i < cap - 1 && src[i]; i++) {
+		unsigned char c = (unsigned char)src[i];
 		dst[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
 	}
 	dst[i] = '\0';
 }
+
+static void safe_comm(char *dst, const struct gpupool_page *pg) { safe_text(dst, pg->comm, GPUPOOL_COMM_LEN); }
 
 /* ---- table ----------------------------------------------------------------------- */
 
@@ -516,11 +519,11 @@ void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *
 
 void gp_format_report(struct gp_format_out *o, const struct gpupool_page *pg)
 {
-	char comm[GPUPOOL_COMM_LEN];
+	char comm[GPUPOOL_COMM_LEN], version[GPUPOOL_VERSION_LEN + 1];
 	safe_comm(comm, pg);
-	gp_format_printf(o, "gpupool: report for pid %d (%s)%s%.*s%s\n", (int)pg->pid, comm,
-			 pg->lib_version[0] ? ", gpupool " : "", (int)strnlen(pg->lib_version, GPUPOOL_VERSION_LEN),
-			 pg->lib_version, pg->ndevices ? "" : ": no device memory was allocated");
+	safe_text(version, pg->lib_version, GPUPOOL_VERSION_LEN + 1);
+	gp_format_printf(o, "gpupool: report for pid %d (%s)%s%s%s\n", (int)pg->pid, comm,
+			 version[0] ? ", gpupool " : "", version, pg->ndevices ? "" : ": no device memory was allocated");
 	for (uint32_t d = 0; d < pg->ndevices && d < GPUPOOL_MAX_DEVICES; d++) {
 		const struct gpupool_device_stats *s = &pg->dev[d];
 		if (!s->active)
