@@ -90,6 +90,10 @@ int gp_fence_locked(gp_pool *p, enum gp_fence_scope scope)
 int gp_pool_fence(gp_pool *p)
 {
 	gp_lock_take(&p->lock);
+	if (p->broken) {
+		gp_lock_give(&p->lock);
+		return 0; /* nothing it holds will be reused */
+	}
 	gp_stats_begin(p->st);
 	int rc = gp_fence_locked(p, GP_FENCE_PENDING_ONLY);
 	gp_stats_end(p->st);
@@ -99,5 +103,6 @@ int gp_pool_fence(gp_pool *p)
 
 bool gp_pool_has_pending(gp_pool *p)
 {
-	return __atomic_load_n(&p->st->pending_frees, __ATOMIC_RELAXED) != 0;
+	return __atomic_load_n(&p->st->pending_frees, __ATOMIC_RELAXED) != 0 &&
+	       !__atomic_load_n(&p->broken, __ATOMIC_RELAXED);
 }

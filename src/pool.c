@@ -1,13 +1,15 @@
 /* The pool's public operations and its allocation policy (best fit, split rules, the
  * ladder of what to try when no block fits), over free lists (freelist.c), segments
- * (segment.c), pending frees and fences (fence.c) and the checker (pool_check.c). Depends
- * on those, the backend and stats.h only: no CUDA types, no config, no getenv, no I/O. */
+ * (segment.c), pending frees and fences (fence.c), the checker (pool_check.c) and what a
+ * broken pool does instead (bypass.c). Depends on those, the backend and stats.h only: no
+ * CUDA types, no config, no getenv, no I/O. */
 #include "pool.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bypass.h"
 #include "fence.h"
 #include "freelist.h"
 #include "pool_check.h"
@@ -341,6 +343,11 @@ int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
 		return -EINVAL;
 	struct request rq = {.size = size, .rounded = gp_round_up(size, p->prm.round), .stream = stream};
 	gp_lock_take(&p->lock);
+	if (__builtin_expect(p->broken, 0)) {
+		int rc = gp_bypass_alloc(p, size, addr);
+		gp_lock_give(&p->lock);
+		return rc;
+	}
 	gp_stats_begin(p->st);
 	struct gp_block *b = try_ready(p, &rq);
 	if (b)
@@ -373,6 +380,11 @@ int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
 int gp_pool_free(gp_pool *p, uintptr_t addr, gp_stream stream)
 {
 	gp_lock_take(&p->lock);
+	if (__builtin_expect(p->broken, 0)) {
+		int rc = gp_bypass_free(p, addr);
+		gp_lock_give(&p->lock);
+		return rc;
+	}
 	struct gp_block *b = gp_addrmap_find(&p->map, addr, GP_MAP_UNLINK);
 	if (!b) {
 		int rc = gp_segment_of(p, addr) ? -EALREADY : -ENOENT;
@@ -419,7 +431,9 @@ int gp_pool_free(gp_pool *p, uintptr_t addr, gp_stream stream)
 void gp_pool_stream_retire(gp_pool *p, gp_stream stream)
 {
 	gp_lock_take(&p->lock);
-	struct gp_slist *sl = stream == GP_NO_STREAM ? NULL : gp_freelist_get(p, stream, GP_FREELIST_EXISTING);
+	struct gp_slist *sl = NULL;
+	if (stream != GP_NO_STREAM && !p->broken)
+		sl = gp_freelist_get(p, stream, GP_FREELIST_EXISTING);
 	if (sl) {
 		gp_stats_begin(p->st);
 		gp_pending_from_list(p, sl);
@@ -537,6 +551,7 @@ void gp_pool_destroy(gp_pool *p)
 	}
 	p->st->active = 0;
 	gp_stats_end(p->st);
+	gp_bypass_fini(p);
 	gp_addrmap_fini(&p->map);
 	struct gp_slist *sl, *tmp;
 	HASH_ITER(hh, p->streams, sl, tmp)

@@ -119,7 +119,12 @@ int gp_pool_mem_info(gp_pool *p, size_t *free_bytes, size_t *total_bytes);
 
 /* The invariant checker: segments do not overlap, blocks tile their segment exactly,
  * free lists hold exactly the free ready blocks, the address map exactly the live ones,
- * counters equal a recount. Returns 0, or -EFAULT and logs what is wrong. */
+ * counters equal a recount. Returns 0, or -EFAULT and logs what is wrong. A broken
+ * invariant aborts where assertions are compiled in (-Dinvariants: debug and test builds);
+ * elsewhere the pool stops pooling for good: gp_pool_alloc takes each allocation straight
+ * from the backend and gp_pool_free gives it straight back, a free of a block handed out
+ * before answers 0 and keeps it, fences, releases and stream retirements do nothing, and
+ * gp_pool_has_pending answers false. */
 int gp_pool_check(gp_pool *p);
 
 int gp_pool_device(const gp_pool *p);

@@ -1,20 +1,25 @@
 /* The pool's invariant checker (pool_check.h, and gp_pool_check of pool.h): segments do
  * not overlap, blocks tile their segment, the free trees, the pending list and the address
  * map hold exactly the blocks they should, counters equal a recount. Reads the pool, changes
- * nothing. Depends on pool_internal.h, freelist.h, treap.h and log.h. */
+ * nothing, until it finds something wrong: then the pool stops pooling (bypass.h). Depends
+ * on pool_internal.h, freelist.h, treap.h, bypass.h and log.h. */
 #include "pool_check.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
+#include "bypass.h"
 #include "freelist.h"
 #include "log.h"
 #include "treap.h"
 
+/* Debug and test builds (-Dinvariants) stop here; the builds users run log once and stop
+ * pooling (bypass.h) instead: contract 10, gpupool never kills the program it is in. */
 static int fail(gp_pool *p, const char *what)
 {
 	gp_log(GP_LOG_ERROR, "device %d: pool invariant broken: %s", p->device, what);
 	GP_ASSERT(!"pool invariant broken");
+	gp_bypass_start(p);
 	return -EFAULT;
 }
 
@@ -28,7 +33,7 @@ static void walk_tree(const gp_pool *p, const struct gp_block *t, const struct g
 		      uint32_t prio_cap, struct tree_walk *w)
 {
 	/* iterative in-order walk would need a stack; depth is O(log n) expected, and the
-	 * checker runs in test builds only */
+	 * checker runs in tests, or when asked for (the check knob) */
 	if (!t || w->bad)
 		return;
 	if (t->prio > prio_cap)
@@ -53,6 +58,8 @@ static int cmp_seg(const void *a, const void *b)
 
 int gp_pool_check_locked(gp_pool *p)
 {
+	if (p->broken)
+		return -EFAULT; /* found and logged before */
 	size_t nseg = 0, reserved = 0, allocated = 0, requested = 0, nlive = 0, nfree = 0;
 	size_t npend = 0, pend_bytes = 0, nfree_tree = 0, largest = 0;
 	for (struct gp_segment *s = p->segs; s; s = s->next) {

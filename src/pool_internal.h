@@ -1,5 +1,5 @@
 /* The pool's internals, shared by its files only (pool.c, freelist.c, segment.c, fence.c,
- * pool_check.c): the segment, free list and pool structs and the small inline helpers
+ * pool_check.c, bypass.c): the segment, free list and pool structs and the small inline helpers
  * they all use. The public contract is pool.h; nothing outside the pool includes this.
  * Depends on pool.h, block.h, addrmap.h, lock.h and stats.h: no config, CUDA or I/O. */
 #ifndef GP_POOL_INTERNAL_H
@@ -53,8 +53,11 @@ struct gp_chunk {
 	struct gp_block blocks[126];
 };
 
+struct gp_bypass;
+
 struct gp_pool {
 	gp_lock lock;
+	int broken;                /* the checker found an invariant broken: bypass.h (set once) */
 	int device;
 	struct gp_pool_params prm;
 	const struct gp_backend *be;
@@ -73,6 +76,7 @@ struct gp_pool {
 	size_t grown_pending;      /* bytes grown since the last fence while frees were pending */
 	uint32_t rng;
 	int hash_oom;
+	struct gp_bypass *bypass;  /* broken pools: the allocations made since, uthash by address */
 };
 
 /* x rounded up to a multiple of a (a power of two). */

@@ -175,6 +175,10 @@ struct gp_segment *gp_segment_of(gp_pool *p, uintptr_t addr)
 size_t gp_pool_release(gp_pool *p, size_t keep)
 {
 	gp_lock_take(&p->lock);
+	if (p->broken) {
+		gp_lock_give(&p->lock);
+		return 0; /* its segments are no longer trusted to be free */
+	}
 	gp_stats_begin(p->st);
 	size_t r = gp_segment_release_locked(p, keep);
 	GP_CHECK_AFTER(p);
