@@ -79,7 +79,7 @@ int gp_fence_locked(gp_pool *p, enum gp_fence_scope scope)
 	gp_stats_begin(p->st);
 	p->last_fence_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)(t1.tv_nsec - t0.tv_nsec);
 	if (rc == 0) {
-		p->st->fences++;
+		GP_COUNT(p->st, fences, 1);
 		gp_pending_retire(p, k);
 		if (scope == GP_FENCE_PROMOTE_STREAMS)
 			promote(p, k);

@@ -10,7 +10,9 @@
 #include "log.h"
 
 static pthread_t thread;
-static bool started;
+/* Set under `lock`; read without it by gp_fence_thread_wake, which a thread may call as soon as
+ * it sees the first pool, before the registry has started this thread. */
+static atomic_bool started;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static atomic_int want;
@@ -60,7 +62,7 @@ static void *fence_main(void *arg)
 void gp_fence_thread_start(_Atomic(gp_pool *) *pools, int ndev, unsigned interval_us)
 {
 	pthread_mutex_lock(&lock);
-	if (!started) {
+	if (!atomic_load_explicit(&started, memory_order_relaxed)) {
 		fence_pools = pools;
 		fence_ndev = ndev;
 		fence_interval_us = interval_us;
@@ -69,7 +71,7 @@ void gp_fence_thread_start(_Atomic(gp_pool *) *pools, int ndev, unsigned interva
 		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 		pthread_attr_setstacksize(&a, 256 * 1024); /* the runtime and driver run on it */
 		if (pthread_create(&thread, &a, fence_main, NULL) == 0)
-			started = true;
+			atomic_store(&started, true);
 		else
 			gp_log(GP_LOG_WARN, "cannot start the fence thread; allocations fence inline instead");
 		pthread_attr_destroy(&a);
@@ -79,7 +81,7 @@ void gp_fence_thread_start(_Atomic(gp_pool *) *pools, int ndev, unsigned interva
 
 void gp_fence_thread_wake(void)
 {
-	if (!started)
+	if (!atomic_load_explicit(&started, memory_order_acquire))
 		return;
 	/* a plain read first: while a fence is already wanted, no write to a shared line */
 	if (atomic_load_explicit(&want, memory_order_relaxed) == 0 && atomic_exchange(&want, 1) == 0) {
@@ -92,7 +94,7 @@ void gp_fence_thread_wake(void)
 void gp_fence_thread_stop(void)
 {
 	atomic_store(&exiting, 1);
-	if (!started)
+	if (!atomic_load(&started))
 		return;
 	pthread_mutex_lock(&lock);
 	pthread_cond_signal(&cond);
@@ -109,5 +111,5 @@ void gp_fence_thread_after_fork(void)
 	pthread_mutex_init(&lock, NULL);
 	pthread_cond_init(&cond, NULL);
 	atomic_store(&want, 0);
-	started = false;
+	atomic_store(&started, false);
 }

@@ -57,7 +57,7 @@ static inline void absorb_next(gp_pool *p, struct gp_block *a)
 	if (n->gen > a->gen)
 		a->gen = n->gen;
 	gp_block_put(p, n);
-	p->st->merges++;
+	GP_COUNT(p->st, merges, 1);
 	GP_GAUGE_SUB(p->st, free_blocks, 1);
 }
 

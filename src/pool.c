@@ -113,7 +113,7 @@ static int take_block(gp_pool *p, struct gp_block *b, size_t rounded, size_t req
 			r->gen = b->gen;
 			r->list = home;
 			gp_treap_insert(&home->root[gp_tree_of(r)], r);
-			p->st->splits++;
+			GP_COUNT(p->st, splits, 1);
 			GP_GAUGE_ADD(p->st, free_blocks, 1);
 		}
 	}
@@ -126,7 +126,7 @@ static int take_block(gp_pool *p, struct gp_block *b, size_t rounded, size_t req
 	GP_GAUGE_ADD(p->st, requested_bytes, req);
 	GP_GAUGE_ADD(p->st, allocated_bytes, b->size);
 	gp_pool_update_cached(p);
-	p->st->requested_bytes_total += req;
+	GP_COUNT(p->st, requested_bytes_total, req);
 	if (before >= p->st->largest_free_block)
 		gp_freelist_largest_recount(p);
 	return 0;
@@ -189,7 +189,7 @@ static struct gp_block *find(gp_pool *p, struct request *rq) { return best_fit(p
 static struct gp_block *fence_and_find(gp_pool *p, enum gp_fence_scope scope, struct request *rq)
 {
 	if (gp_fence_locked(p, scope) == 0)
-		p->st->inline_fences++;
+		GP_COUNT(p->st, inline_fences, 1);
 	return find(p, rq);
 }
 
@@ -242,7 +242,7 @@ static struct gp_block *try_steal(gp_pool *p, struct request *rq)
 		if (!best)
 			return NULL;
 		if (p->be->stream_wait(p->be->ctx, p->device, from->stream, rq->stream) == 0) {
-			p->st->stream_steals++;
+			GP_COUNT(p->st, stream_steals, 1);
 			gp_freelist_take(from, best);
 			/* the remainder of a split stays with the stream it came from */
 			rq->home = from;
@@ -323,7 +323,7 @@ static struct gp_block *try_fence_all(gp_pool *p, struct request *rq)
 /* The OOM retry: every free segment goes back to the backend, then one more segment. */
 static struct gp_block *try_release_and_grow(gp_pool *p, struct request *rq)
 {
-	p->st->oom_retries++;
+	GP_COUNT(p->st, oom_retries, 1);
 	gp_segment_release_locked(p, 0);
 	struct gp_block *b = gp_segment_grow(p, rq->rounded);
 	rq->grew = b != NULL;
@@ -362,15 +362,15 @@ int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
 		rc = take_block(p, b, rq.rounded, rq.size, rq.home, rq.grew && rq.rounded >= p->prm.medium_max);
 		if (rc == 0) {
 			*addr = b->addr;
-			p->st->allocs++;
+			GP_COUNT(p->st, allocs, 1);
 			if (rq.grew)
-				p->st->misses++;
+				GP_COUNT(p->st, misses, 1);
 			else
-				p->st->hits++;
+				GP_COUNT(p->st, hits, 1);
 		}
 	}
 	if (rc)
-		p->st->ooms++;
+		GP_COUNT(p->st, ooms, 1);
 	GP_CHECK_AFTER(p);
 	gp_stats_end(p->st);
 	gp_lock_give(&p->lock);
@@ -390,7 +390,7 @@ int gp_pool_free(gp_pool *p, uintptr_t addr, gp_stream stream)
 		int rc = gp_segment_of(p, addr) ? -EALREADY : -ENOENT;
 		if (rc == -EALREADY) {
 			gp_stats_begin(p->st);
-			p->st->invalid_frees++;
+			GP_COUNT(p->st, invalid_frees, 1);
 			gp_stats_end(p->st);
 		}
 		gp_lock_give(&p->lock);
@@ -402,7 +402,7 @@ int gp_pool_free(gp_pool *p, uintptr_t addr, gp_stream stream)
 	GP_GAUGE_SUB(p->st, allocated_bytes, b->size);
 	gp_pool_update_cached(p);
 	GP_GAUGE_ADD(p->st, free_blocks, 1);
-	p->st->frees++;
+	GP_COUNT(p->st, frees, 1);
 	int sync = 0;
 	if (stream == GP_NO_STREAM) {
 		gp_pending_push(p, b);
@@ -519,9 +519,9 @@ int gp_pool_create(gp_pool **out, int device, const struct gp_pool_params *param
 	}
 	p->rng = 2463534242u ^ (uint32_t)device;
 	gp_stats_begin(stats);
-	stats->device = device;
-	stats->active = 1;
-	stats->limit_bytes = params->limit;
+	GP_STAT_SET(stats, device, device);
+	GP_STAT_SET(stats, active, 1);
+	GP_STAT_SET(stats, limit_bytes, params->limit);
 	gp_stats_end(stats);
 	*out = p;
 	return 0;
@@ -544,12 +544,12 @@ void gp_pool_destroy(gp_pool *p)
 		struct gp_segment *s = p->segs;
 		p->segs = s->next;
 		(void)p->be->segment_free(p->be->ctx, p->device, s->addr, s->size);
-		p->st->segment_frees++;
+		GP_COUNT(p->st, segment_frees, 1);
 		GP_GAUGE_SUB(p->st, reserved_bytes, s->size);
 		GP_GAUGE_SUB(p->st, segments, 1);
 		free(s);
 	}
-	p->st->active = 0;
+	GP_STAT_SET(p->st, active, 0);
 	gp_stats_end(p->st);
 	gp_bypass_fini(p);
 	gp_addrmap_fini(&p->map);

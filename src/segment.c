@@ -56,7 +56,7 @@ struct gp_block *gp_segment_grow(gp_pool *p, size_t rounded)
 		if (ss > exact && p->st->reserved_bytes + exact <= p->prm.limit && rounded > p->prm.small_max)
 			ss = exact;
 		else {
-			p->st->limit_refusals++;
+			GP_COUNT(p->st, limit_refusals, 1);
 			return NULL;
 		}
 	}
@@ -71,7 +71,7 @@ struct gp_block *gp_segment_grow(gp_pool *p, size_t rounded)
 	uintptr_t addr = 0;
 	int rc = p->be->segment_alloc(p->be->ctx, p->device, ss, &addr);
 	if (rc) {
-		p->st->segment_alloc_failures++;
+		GP_COUNT(p->st, segment_alloc_failures, 1);
 		free(s);
 		gp_block_put(p, b);
 		return NULL;
@@ -90,7 +90,7 @@ struct gp_block *gp_segment_grow(gp_pool *p, size_t rounded)
 	b->seg = s;
 	b->state = B_FREE;
 	b->gen = p->issued;
-	p->st->segment_allocs++;
+	GP_COUNT(p->st, segment_allocs, 1);
 	GP_GAUGE_ADD(p->st, segments, 1);
 	GP_GAUGE_ADD(p->st, reserved_bytes, ss);
 	GP_GAUGE_ADD(p->st, free_blocks, 1);
@@ -131,8 +131,8 @@ static int segment_release(gp_pool *p, struct gp_segment *s)
 		p->segs = s->next;
 	if (s->next)
 		s->next->prev = s->prev;
-	p->st->segment_frees++;
-	p->st->released_bytes += s->size;
+	GP_COUNT(p->st, segment_frees, 1);
+	GP_COUNT(p->st, released_bytes, s->size);
 	GP_GAUGE_SUB(p->st, segments, 1);
 	GP_GAUGE_SUB(p->st, reserved_bytes, s->size);
 	gp_pool_update_cached(p);
@@ -158,7 +158,7 @@ size_t gp_segment_release_locked(gp_pool *p, size_t keep)
 		released += sz;
 	}
 	if (released) {
-		p->st->releases++;
+		GP_COUNT(p->st, releases, 1);
 		gp_freelist_largest_recount(p);
 	}
 	return released;
