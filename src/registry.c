@@ -258,23 +258,24 @@ int gp_registry_alloc(gp_pool *p, int dev, size_t size, gp_stream key, int op, c
 
 void gp_registry_reset_device(int dev)
 {
+	/* All under pools_lock, so that a cudaMalloc on this device during the reset creates its
+	 * new pool (on the same slot) only after the old pool has stopped writing there and the
+	 * gauges are zero. Lock order: pools_lock, then the pool's own lock (in abandon). */
 	pthread_mutex_lock(&pools_lock);
 	gp_pool *p = atomic_exchange(&R.pools[dev], NULL);
-	pthread_mutex_unlock(&pools_lock);
-	if (!p)
-		return;
-	/* The pool is parked, not freed: the fence thread or another thread may still be inside
-	 * one of its calls (its host memory, a few KiB, is the price of a reset). */
-	struct gpupool_device_stats *st = R.slots[dev];
-	gp_pool_abandon(p, &parked);
-	pthread_mutex_lock(&pools_lock);
-	parked_pools[nparked++ % 64] = p;
-	pthread_mutex_unlock(&pools_lock);
-	gp_stats_begin(st);
-#define ZERO_(name, unit, help) st->name = 0;
-	GPUPOOL_GAUGES(ZERO_)
+	if (p) {
+		/* The pool is parked, not freed: the fence thread or another thread may still be
+		 * inside one of its calls (its host memory, a few KiB, is the price of a reset). */
+		struct gpupool_device_stats *st = R.slots[dev];
+		gp_pool_abandon(p, &parked);
+		parked_pools[nparked++ % 64] = p;
+		gp_stats_begin(st);
+#define ZERO_(name, unit, help) GP_STAT_SET(st, name, 0);
+		GPUPOOL_GAUGES(ZERO_)
 #undef ZERO_
-	gp_stats_end(st);
+		gp_stats_end(st);
+	}
+	pthread_mutex_unlock(&pools_lock);
 }
 
 /* ---- fork ------------------------------------------------------------------------------ */

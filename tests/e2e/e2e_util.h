@@ -16,16 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "fakecuda.h"
 #include "gpupool.h"
-
-#define CHECK(cond)                                                                              \
-	do {                                                                                     \
-		if (!(cond)) {                                                                   \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-			exit(1);                                                                 \
-		}                                                                                \
-	} while (0)
 
 #define CK(call)                                                                                        \
 	do {                                                                                            \

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "backend_fake.h"
+#include "check.h"
 #include "pool.h"
 #include "stats.h"
 #include "xorshift.h"
@@ -30,14 +31,6 @@
 #define MAXTHREADS 64
 #define MAXLIVE 48     /* live blocks per worker */
 #define HANDOFF 256    /* blocks waiting for another worker to free them */
-
-#define CHECK(cond)                                                                                 \
-	do {                                                                                        \
-		if (!(cond)) {                                                                      \
-			fprintf(stderr, "soak: %s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-			exit(1);                                                                    \
-		}                                                                                   \
-	} while (0)
 
 static const gp_stream shared_streams[] = {0x1000, 0x2000, 0x3000};
 
