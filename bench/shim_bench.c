@@ -3,7 +3,12 @@
  * Run under LD_PRELOAD=libgpupool.so for the pool's figures and without it for the fake
  * runtime's native cost. The fake backs device memory with host memory and zero-fills every
  * real allocation, so native pairs of large sizes measure memset bandwidth.
- * Needs FAKECUDA_CAPACITY of at least 2G for the 1 GiB size (e.g. FAKECUDA_CAPACITY=8G). */
+ * Needs FAKECUDA_CAPACITY of at least 2G for the 1 GiB size (e.g. FAKECUDA_CAPACITY=8G).
+ *   gpupool-shim-bench                      every size, both kinds of pair
+ *   gpupool-shim-bench sync|async SIZE N    N pairs of one kind and size after one warm-up
+ *                                            pair, untimed: for instruction counts (callgrind
+ *                                            runs with two N; the difference over the
+ *                                            difference of N is the cost of one pair) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,9 +52,42 @@ static uint64_t bench(size_t size, int async, cudaStream_t s, int pairs)
 	return per[BATCHES / 2];
 }
 
-int main(void)
+/* `sync|async SIZE N`: N pairs after a warm-up one. 0, or 1 with a message. */
+static int count_only(char **argv)
+{
+	int async = argv[1][0] == 'a';
+	char *e1, *e2;
+	unsigned long long size = strtoull(argv[2], &e1, 10), n = strtoull(argv[3], &e2, 10);
+	if ((!async && argv[1][0] != 's') || *e1 || *e2 || size == 0 || n == 0) {
+		fprintf(stderr, "usage: gpupool-shim-bench [sync|async SIZE PAIRS]\n");
+		return 2;
+	}
+	cudaStream_t s;
+	if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+		return 1;
+	void *p = NULL;
+	for (unsigned long long i = 0; i <= n; i++) {
+		if ((async ? cudaMallocAsync(&p, size, s) : cudaMalloc(&p, size)) != cudaSuccess) {
+			fprintf(stderr, "gpupool-shim-bench: allocation of %llu bytes failed\n", size);
+			return 1;
+		}
+		(void)(async ? cudaFreeAsync(p, s) : cudaFree(p));
+	}
+	(void)cudaStreamSynchronize(s);
+	(void)cudaStreamDestroy(s);
+	printf("pairs=%llu size=%llu kind=%s\n", n, size, async ? "async" : "sync");
+	return 0;
+}
+
+int main(int argc, char **argv)
 {
 	static const size_t sizes[] = {512, 65536, 2u << 20, 32u << 20, 256u << 20, 1u << 30};
+	if (argc == 4)
+		return count_only(argv);
+	if (argc != 1) {
+		fprintf(stderr, "usage: gpupool-shim-bench [sync|async SIZE PAIRS]\n");
+		return 2;
+	}
 	cudaStream_t s;
 	if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
 		return 1;

@@ -107,9 +107,12 @@ static bool runtime_settle(void)
 
 const struct gp_registry *gp_registry_get(void)
 {
-	pthread_once(&once, init_once);
+	/* have_runtime is set (release) only by runtime_settle, which runs after init_once has
+	 * returned: reading it true (acquire) shows R final, so the once-check is skipped (a
+	 * call into the C library on every hooked call). A forked child keeps it and R. */
 	if (__builtin_expect(atomic_load_explicit(&have_runtime, memory_order_acquire), 1))
 		return &R;
+	pthread_once(&once, init_once);
 	return runtime_settle() ? &R : &R_absent;
 }
 
@@ -181,17 +184,12 @@ long long gp_registry_release(int only)
 	return total;
 }
 
-/* A release request from gpupool-stat: two loads per call, the rest only when a request is
- * pending. Every allocating thread checks, so the request is claimed by a compare-exchange
- * of release_seen: one thread releases for it, and a thread still releasing for an older
- * request cannot undo the answer to a newer one (acks only move forward, statpage.h). */
-static inline void check_release_request(void)
+/* A release request is pending (or was answered already): claimed by a compare-exchange of
+ * release_seen, so that one thread releases for it, and a thread still releasing for an
+ * older request cannot undo the answer to a newer one (acks only move forward, statpage.h).
+ * Out of line: the allocation path keeps only check_release_request's two loads. */
+static __attribute__((noinline)) void release_on_request(uint64_t seen)
 {
-	if (__builtin_expect(!page_shared, 0))
-		return;
-	uint64_t seen = atomic_load_explicit(&release_seen, memory_order_relaxed);
-	if (__atomic_load_n(&page->release_request, __ATOMIC_RELAXED) == seen)
-		return;
 	uint64_t req;
 	if (!gp_statpage_release_pending(page, &req) || req == seen ||
 	    !atomic_compare_exchange_strong(&release_seen, &seen, req))
@@ -199,6 +197,17 @@ static inline void check_release_request(void)
 	long long n = gp_registry_release(-1);
 	gp_log(GP_LOG_INFO, "released %lld bytes of cached memory on request", n);
 	gp_statpage_release_ack(page, req);
+}
+
+/* A release request from gpupool-stat: two loads per call (three with the shared-page
+ * check), the rest only when a request is pending. Every allocating thread checks. */
+static inline void check_release_request(void)
+{
+	if (__builtin_expect(!page_shared, 0))
+		return;
+	uint64_t seen = atomic_load_explicit(&release_seen, memory_order_relaxed);
+	if (__builtin_expect(__atomic_load_n(&page->release_request, __ATOMIC_RELAXED) != seen, 0))
+		release_on_request(seen);
 }
 
 void gp_registry_count_passthrough(int dev, bool alloc)
@@ -224,8 +233,8 @@ void gp_registry_trace(int op, int dev, cudaStream_t s, size_t size, void *ptr, 
 /* "device 0: out of memory allocating 2.0 GiB (reserved 1.0 GiB, in use 512.0 MiB, limit
  * 1.0 GiB)": the one wording of an allocation gpupool could not serve. The figures are
  * "unknown" when the device's counters stayed mid-update for GP_STATPAGE_PATIENCE_NS
- * (another thread in a slow runtime call). Returns buf. */
-static const char *oom_message(char *buf, size_t cap, int dev, size_t size)
+ * (another thread in a slow runtime call). */
+void gp_registry_oom_message(char *buf, size_t cap, int dev, size_t size)
 {
 	struct gpupool_device_stats st;
 	bool known = gp_statpage_snapshot_until(R.slots[dev], &st,
@@ -239,21 +248,27 @@ static const char *oom_message(char *buf, size_t cap, int dev, size_t size)
 	if (n > 0 && (size_t)n < cap)
 		snprintf(buf + n, cap - (size_t)n, "%s%s)", limit ? ", limit " : "",
 			 limit ? gp_format_bytes(b[3], sizeof b[3], st.limit_bytes) : "");
-	return buf;
 }
 
-int gp_registry_alloc(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a,
-		      char *msg, size_t cap)
+/* gp_registry_alloc while tracing: the call timed from before the release check. Out of
+ * line, so that the untraced path keeps no frame of its own. */
+static __attribute__((noinline)) int alloc_traced(gp_pool *p, int dev, size_t size, gp_stream key, int op,
+						  cudaStream_t s, uintptr_t *a)
 {
-	uint64_t t0 = R.tracing ? gp_trace_now_ns() : 0;
+	uint64_t t0 = gp_trace_now_ns();
 	check_release_request();
 	int rc = gp_pool_alloc(p, size, key, a);
-	if (rc != 0)
-		oom_message(msg, cap, dev, size);
-	if (R.tracing)
-		gp_registry_trace(op, dev, s, size, rc == 0 ? (void *)*a : NULL, t0,
-				  rc == 0 ? cudaSuccess : cudaErrorMemoryAllocation);
+	gp_registry_trace(op, dev, s, size, rc == 0 ? (void *)*a : NULL, t0,
+			  rc == 0 ? cudaSuccess : cudaErrorMemoryAllocation);
 	return rc;
+}
+
+int gp_registry_alloc(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a)
+{
+	if (__builtin_expect(R.tracing, 0))
+		return alloc_traced(p, dev, size, key, op, s, a);
+	check_release_request();
+	return gp_pool_alloc(p, size, key, a);
 }
 
 void gp_registry_reset_device(int dev)

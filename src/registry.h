@@ -53,11 +53,14 @@ static inline gp_pool *gp_registry_pool(const struct gp_registry *r, int dev)
 }
 
 /* One allocation of `size` bytes from `p`, the pool of `dev`, on stream key `key`
- * (answering a pending release request first), traced as `op` on `s`. 0, or -ENOMEM with
- * the out-of-memory message in msg (cap bytes); the runtime's last error is left to the
- * caller. */
-int gp_registry_alloc(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a,
-		      char *msg, size_t cap);
+ * (answering a pending release request first), traced as `op` on `s`. 0, or -ENOMEM; the
+ * message (gp_registry_oom_message) and the runtime's last error are left to the caller. */
+int gp_registry_alloc(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a);
+
+/* The out-of-memory message of a failed `size`-byte allocation on `dev` (whose pool exists),
+ * with the device's figures, into buf (cap bytes, NUL-terminated). Waits at most
+ * GP_STATPAGE_PATIENCE_NS for the counters to settle. */
+void gp_registry_oom_message(char *buf, size_t cap, int dev, size_t size);
 
 /* One trace row for a call that began at t0 (gp_trace_now_ns). Only while r->tracing. */
 void gp_registry_trace(int op, int dev, cudaStream_t s, size_t size, void *ptr, uint64_t t0, cudaError_t e);

@@ -24,7 +24,12 @@
  * for the device's work to finish), so a snapshot may have to wait as long as those. */
 #define GP_SHIM_STATS_PATIENCE_NS (5 * GP_NS_PER_S)
 
-/* The current device, or -1 when it is beyond the pooled ones. One device: no call. */
+/* The current device, or -1 when it is beyond the pooled ones. One device: no call.
+ * Several: the runtime is asked on every allocation, never cached per thread. A cache kept
+ * right by an interposed cudaSetDevice would go stale behind the driver's back: the driver
+ * API (cuCtxSetCurrent, cuCtxPushCurrent/PopCurrent, cuDevicePrimaryCtxRetain + SetCurrent)
+ * and a statically linked runtime change the thread's context, hence its device, without
+ * any call gpupool sees. */
 static inline int current_device(const struct gp_registry *r)
 {
 	if (r->ndev == 1)
@@ -34,6 +39,13 @@ static inline int current_device(const struct gp_registry *r)
 		return -1;
 	return d < r->ndev ? d : -1;
 }
+
+/* With several devices: the device this thread last allocated from, where its frees look
+ * first. A hint only, so staleness cannot make a free wrong: a free finds its block by
+ * address in whichever pool holds it (a device address belongs to one device), trying the
+ * others when the hint's pool does not; a wrong hint costs one lookup more. Frees need no
+ * current device but to count a pass-through. Always in [0, ndev). */
+static _Thread_local int free_hint;
 
 /* The runtime's entry points of the variant of `call` (stream 0 names the per-thread
  * default stream in the _ptsz one). */
@@ -77,13 +89,11 @@ static cudaError_t real_free(const struct gp_registry *r, void *ptr, cudaStream_
 }
 
 /* Is `s` capturing? cudaSuccess and *yes, or the runtime's error for the stream (an invalid
- * handle), which is left as the last error, as the native call would. Asks the runtime only
- * while some capture is in progress. */
-static cudaError_t capturing(const struct gp_registry *r, cudaStream_t s, enum gp_call call, bool *yes)
+ * handle), which is left as the last error, as the native call would. Asks the runtime:
+ * call it only where capture_possible. */
+static __attribute__((noinline)) cudaError_t capturing(const struct gp_registry *r, cudaStream_t s,
+						       enum gp_call call, bool *yes)
 {
-	*yes = false;
-	if (call == GP_CALL_SYNC || atomic_load_explicit(r->captures, memory_order_relaxed) == 0)
-		return cudaSuccess;
 	cudaError_t (*is_capturing)(cudaStream_t, enum cudaStreamCaptureStatus *) =
 		variant(r->rt, call)->StreamIsCapturing;
 	enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
@@ -94,11 +104,31 @@ static cudaError_t capturing(const struct gp_registry *r, cudaStream_t s, enum g
 	return e;
 }
 
+/* May a call on a stream be inside a capture? Only a stream-ordered call while some capture
+ * is in progress (one relaxed load): else no stream is capturing and none is asked about. */
+static inline bool capture_possible(const struct gp_registry *r, enum gp_call call)
+{
+	return call != GP_CALL_SYNC &&
+	       __builtin_expect(atomic_load_explicit(r->captures, memory_order_relaxed) != 0, 0);
+}
+
 /* Exit has begun: the runtime is going away, and a block the pool hands out now would be
  * unusable where the runtime already answers cudaErrorCudartUnloading. */
 static inline bool exiting(const struct gp_registry *r)
 {
 	return atomic_load_explicit(&r->exiting, memory_order_relaxed);
+}
+
+/* An allocation the pool could not serve: the runtime's last error set as a failed
+ * cudaMalloc leaves it, and the message logged. Out of line: the hot path keeps no message
+ * buffer in its frame. */
+static __attribute__((noinline, cold)) cudaError_t alloc_failed(const struct gp_registry *r, int dev, size_t size)
+{
+	char msg[256];
+	gp_registry_oom_message(msg, sizeof msg, dev, size);
+	gp_last_error_set(r->rt, cudaErrorMemoryAllocation);
+	gp_log(GP_LOG_WARN, "%s", msg);
+	return cudaErrorMemoryAllocation;
 }
 
 cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call call)
@@ -110,9 +140,13 @@ cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call
 		return absent(r); /* a runtime without the stream-ordered allocator */
 	if (r->refuse)
 		return cudaErrorInvalidValue;
-	bool cap;
-	if (!ptr || size == 0 || capturing(r, s, call, &cap) != cudaSuccess || cap)
-		return real_malloc(r, ptr, size, s, call); /* the runtime's own answer and semantics */
+	if (!ptr || size == 0)
+		return real_malloc(r, ptr, size, s, call); /* the runtime's own answer */
+	if (capture_possible(r, call)) {
+		bool cap;
+		if (capturing(r, s, call, &cap) != cudaSuccess || cap)
+			return real_malloc(r, ptr, size, s, call); /* the runtime's own semantics */
+	}
 	int dev = current_device(r);
 	gp_pool *p = dev >= 0 ? gp_registry_pool(r, dev) : NULL;
 	if (!p) {
@@ -120,18 +154,33 @@ cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call
 		gp_registry_count_passthrough(dev, true);
 		return e;
 	}
+	if (r->ndev > 1 && free_hint != dev)
+		free_hint = dev;
 	bool sync = call == GP_CALL_SYNC;
 	gp_stream key = sync ? GP_NO_STREAM : gp_cuda_stream_key(s, call == GP_CALL_ASYNC_PTSZ);
 	uintptr_t a = 0;
-	char msg[256];
-	if (gp_registry_alloc(p, dev, size, key, sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC, sync ? 0 : s, &a, msg,
-			      sizeof msg) != 0) {
-		gp_last_error_set(r->rt, cudaErrorMemoryAllocation);
-		gp_log(GP_LOG_WARN, "%s", msg);
-		return cudaErrorMemoryAllocation;
-	}
+	if (__builtin_expect(gp_registry_alloc(p, dev, size, key, sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC,
+					       sync ? 0 : s, &a) != 0, 0))
+		return alloc_failed(r, dev, size);
 	*ptr = (void *)a;
 	return cudaSuccess;
+}
+
+/* A cudaFreeAsync inside a stream capture: a free captured into a graph happens when the
+ * graph runs, maybe never, so a pooled block cannot be reused by anyone until then and stays
+ * allocated. True when `ptr` is a pooled block (kept, logged); false: not gpupool's. */
+static __attribute__((noinline, cold)) bool captured_free_kept(const struct gp_registry *r, void *ptr)
+{
+	for (int d = 0; d < r->ndev; d++) {
+		gp_pool *q = atomic_load(&r->pools[d]);
+		struct gp_block_info bi;
+		if (q && gp_pool_lookup(q, (uintptr_t)ptr, &bi) == 0) {
+			gp_log(GP_LOG_WARN, "cudaFreeAsync(%p) inside a stream capture: gpupool keeps the block "
+					    "allocated (free it with cudaFree after the capture to reuse it)", ptr);
+			return true;
+		}
+	}
+	return false;
 }
 
 cudaError_t gp_shim_free(void *ptr, cudaStream_t s, enum gp_call call)
@@ -142,30 +191,24 @@ cudaError_t gp_shim_free(void *ptr, cudaStream_t s, enum gp_call call)
 	if (call != GP_CALL_SYNC && !variant(r->rt, call)->FreeAsync)
 		return absent(r); /* a runtime without the stream-ordered allocator */
 	uint64_t t0 = r->tracing ? gp_trace_now_ns() : 0;
-	int dev = current_device(r);
+	int first = r->ndev == 1 ? 0 : free_hint;
 	gp_stream key = call == GP_CALL_SYNC ? GP_NO_STREAM : gp_cuda_stream_key(s, call == GP_CALL_ASYNC_PTSZ);
 	int rc = -ENOENT, owner = -1;
-	gp_pool *p = dev >= 0 ? atomic_load(&r->pools[dev]) : NULL;
-	bool cap = false;
-	cudaError_t ce = p && call != GP_CALL_SYNC ? capturing(r, s, call, &cap) : cudaSuccess;
-	if (ce != cudaSuccess)
-		return ce; /* an invalid stream: the native call fails the same way */
-	if (cap) {
-		/* a free captured into a graph happens when the graph runs, maybe never: the
-		 * block cannot be reused by anyone until then, so it stays allocated */
-		struct gp_block_info bi;
-		if (gp_pool_lookup(p, (uintptr_t)ptr, &bi) == 0) {
-			gp_log(GP_LOG_WARN, "cudaFreeAsync(%p) inside a stream capture: gpupool keeps the block "
-					    "allocated (free it with cudaFree after the capture to reuse it)", ptr);
+	gp_pool *p = atomic_load_explicit(&r->pools[first], memory_order_acquire);
+	if (p && capture_possible(r, call)) {
+		bool cap;
+		cudaError_t ce = capturing(r, s, call, &cap);
+		if (ce != cudaSuccess)
+			return ce; /* an invalid stream: the native call fails the same way */
+		if (cap && captured_free_kept(r, ptr))
 			return cudaSuccess;
-		}
 	}
 	if (p) {
 		rc = gp_pool_free(p, (uintptr_t)ptr, key);
-		owner = dev;
+		owner = first;
 	}
 	for (int d = 0; rc == -ENOENT && d < r->ndev; d++) {
-		gp_pool *q = d == dev ? NULL : atomic_load(&r->pools[d]);
+		gp_pool *q = d == first ? NULL : atomic_load_explicit(&r->pools[d], memory_order_acquire);
 		if (q) {
 			rc = gp_pool_free(q, (uintptr_t)ptr, key);
 			owner = d;
@@ -173,6 +216,7 @@ cudaError_t gp_shim_free(void *ptr, cudaStream_t s, enum gp_call call)
 	}
 	cudaError_t e = cudaSuccess;
 	if (rc == -ENOENT) {
+		int dev = current_device(r);
 		e = real_free(r, ptr, s, call);
 		gp_registry_count_passthrough(dev, false);
 	} else if (rc == -EALREADY) {

@@ -25,13 +25,14 @@ void *gp_torch_malloc(size_t size, int device, cudaStream_t stream)
 	if (r->ndev > 1 && (r->rt->GetDevice(&cur) != cudaSuccess || cur != device))
 		(void)r->rt->SetDevice(device);
 	uintptr_t a = 0;
-	char msg[256] = "gpupool: ", *why = msg + 9;
 	int rc = gp_registry_alloc(p, device, size, gp_cuda_stream_key(stream, false), GP_TRACE_MALLOC_ASYNC, stream,
-				   &a, why, sizeof msg - 9);
+				   &a);
 	if (cur != device)
 		(void)r->rt->SetDevice(cur);
 	if (rc == 0)
 		return (void *)a;
+	char msg[256] = "gpupool: ", *why = msg + 9;
+	gp_registry_oom_message(why, sizeof msg - 9, device, size);
 	/* PyTorch does not check for NULL: a tensor at address 0 would fault in the first kernel
 	 * that touches it. Throw, as PyTorch's own allocator does; it becomes a RuntimeError. */
 	gp_cxx_throw(msg); /* returns only without a C++ runtime */
