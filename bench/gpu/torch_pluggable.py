@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch training under PyTorch's allocator vs gpupool's pluggable allocator (GPU machine).
 
-    python3 bench/gpu/torch_pluggable.py default [--model resnet50|gpt2|all] [--warmup 5] [--steps 20] [--attn eager]
+    python3 bench/gpu/torch_pluggable.py default [--model resnet50|gpt2|bert|llama|all] [--warmup 5] [--steps 20] [--attn eager]
     python3 bench/gpu/torch_pluggable.py gpupool  [...]       # gpupool via CUDAPluggableAllocator
     scripts/gpupool-run python3 bench/gpu/torch_pluggable.py default   # LD_PRELOAD under PyTorch's cache
 
@@ -12,6 +12,9 @@ fixed seeds, deterministic algorithms where PyTorch has them. Prints key=value l
 <model>.peak_reserved (torch.cuda.max_memory_reserved in default mode; gpupool's
 reserved_bytes_peak in gpupool mode, which cannot be reset: with --model all the GPT-2 figure
 is the process's peak so far, so compare models one process each).
+bert and llama (workloads.py: dynamic-shape inference, generation; not in `all`) print
+<model>.checksums (hex floats of each step's output checksum: the pooled outputs' sum for
+bert, the generated ids' sum for llama) instead of losses, and the same step_ms and peak lines.
 """
 import argparse
 import os
@@ -25,13 +28,15 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 ap.add_argument("mode", choices=["default", "gpupool"])
-ap.add_argument("--model", choices=["resnet50", "gpt2", "all"], default="all")
+ap.add_argument("--model", choices=["resnet50", "gpt2", "bert", "llama", "all"], default="all")
 ap.add_argument("--attn", default="", help="GPT-2 attention implementation (e.g. eager: deterministic, "
                 "where PyTorch's fused attention backward is not); default: transformers' choice")
 ap.add_argument("--warmup", type=int, default=5)
 ap.add_argument("--steps", type=int, default=20)
 ap.add_argument("--lib", help="libgpupool.so (default: gpupool.find_library())")
 args = ap.parse_args()
+if args.warmup < 0 or args.steps < 1:
+    ap.error("--warmup must be >= 0 and --steps >= 1")
 
 import torch  # noqa: E402
 
@@ -80,6 +85,30 @@ def train(name, model, opt, step_fn):
     sys.stdout.flush()
 
 
+def infer(name):
+    """An inference workload of workloads.py: step times and a checksum per step."""
+    sys.path.insert(0, HERE)
+    import workloads
+    torch.manual_seed(0)
+    step, _ = workloads.build(name, dev, args.warmup + args.steps)
+    sums, times = [], []
+    for i in range(args.warmup + args.steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        out = step()
+        torch.cuda.synchronize()
+        if i >= args.warmup:
+            times.append((time.perf_counter() - t0) * 1e3)
+        sums.append(float(out.double().sum().item()).hex())
+    print("%s.checksums=%s" % (name, ",".join(sums)))
+    print("%s.step_ms=%.3f" % (name, statistics.median(times)))
+    q = statistics.quantiles(times, n=10) if len(times) > 1 else times * 9
+    print("%s.step_ms_min=%.3f\n%s.step_ms_p10=%.3f\n%s.step_ms_p90=%.3f" % (
+        name, min(times), name, q[0], name, q[-1]))
+    print("%s.peak_reserved=%d" % (name, peak_reserved()))
+    sys.stdout.flush()
+
+
 def resnet50():
     import torchvision
     g = torch.Generator().manual_seed(1)
@@ -117,6 +146,8 @@ if args.model in ("gpt2", "all"):
     else:
         gpupool.release()
     gpt2()
+if args.model in ("bert", "llama"):
+    infer(args.model)
 if args.mode == "gpupool":
     s = gpupool.memory_stats(0)
     print("gpupool.allocs=%d gpupool.hits=%d gpupool.segment_allocs=%d gpupool.ooms=%d" % (
