@@ -38,7 +38,7 @@ struct gp_registry {
 /* The registry, initialised by the first call in the process (pthread_once), never NULL;
  * r->off says whether gpupool serves anything. While the process has no CUDA runtime, each
  * call looks for one again (gp_runtime_get) and gets a registry with rt NULL and off; once
- * one is found, the registry is final and a call costs two loads. A child forked while
+ * one is found, the registry is final and a call costs one load (no once-check). A child forked while
  * another thread was initialising initialises again (glibc's pthread_once). */
 const struct gp_registry *gp_registry_get(void);
 

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The GPU benchmark scripts (bench/gpu/) checked where there is no GPU and no torch: they
+# compile, refuse bad arguments with a message and exit 2 before importing torch or building
+# anything, the workloads draw the same shapes in every run within their ranges, and
+# steps_table.py makes the table from logs and exit reports.
+#   gpu_bench_scripts.sh SOURCE_ROOT
+set -u
+src=${1:?usage: gpu_bench_scripts.sh SOURCE_ROOT}
+g=$src/bench/gpu
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fail=1; }
+
+PYTHONPYCACHEPREFIX=$tmp/pyc python3 -m py_compile "$g"/*.py && ok "py_compile" || bad "py_compile"
+bash -n "$g/steps.sh" && ok "bash -n steps.sh" || bad "bash -n steps.sh"
+
+# exit 2 and one message, before any build or GPU work
+expect2() { # DESC CMD...
+	local desc=$1 out rc
+	shift
+	out=$("$@" 2>&1)
+	rc=$?
+	if [ $rc = 2 ] && [ -n "$out" ] && ! grep -q Traceback <<<"$out"; then ok "$desc"; else bad "$desc: rc=$rc: $out"; fi
+}
+expect2 "steps.sh without OUTDIR" "$g/steps.sh"
+expect2 "steps.sh unknown model" "$g/steps.sh" "$tmp/o" 1 bogus
+expect2 "steps.sh unknown configuration" env CONFIGS=default,bogus "$g/steps.sh" "$tmp/o" 1 bert
+expect2 "steps.sh bad ROUND0" env ROUND0=x "$g/steps.sh" "$tmp/o" 1 bert
+expect2 "train.py unknown model" python3 "$g/train.py" --model bogus --mode default
+expect2 "train.py --steps 0" python3 "$g/train.py" --model bert --mode default --steps 0
+expect2 "lag.py unknown mode" python3 "$g/lag.py" --model llama --mode async
+expect2 "torch_pluggable.py --steps 0" python3 "$g/torch_pluggable.py" default --model bert --steps 0
+
+# the shape plans: fixed by the seed, inside the ranges workloads.py states
+PYTHONPYCACHEPREFIX=$tmp/pyc python3 - "$g" <<'PY' && ok "workload shapes" || bad "workload shapes"
+import sys, types
+sys.modules["torch"] = types.ModuleType("torch")  # the plans need no torch
+sys.path.insert(0, sys.argv[1])
+import workloads as w
+a = w.shapes(w.BERT_SEED, 20, w.BERT_PASSES, (1, 32), (16, 512))
+assert a == w.shapes(w.BERT_SEED, 20, w.BERT_PASSES, (1, 32), (16, 512)), "bert plan not repeatable"
+assert len(a) == 20 and all(len(s) == 8 for s in a), "bert: 8 passes per step"
+assert all(1 <= b <= 32 and 16 <= n <= 512 for s in a for b, n in s), "bert shape out of range"
+assert len({p for s in a for p in s}) > 100, "bert shapes do not vary"
+assert a[:5] == w.shapes(w.BERT_SEED, 5, w.BERT_PASSES, (1, 32), (16, 512)), "a shorter run is not a prefix"
+l = w.shapes(w.LLAMA_SEED, 10, 1, (1, 4), (32, 256))
+assert all(1 <= b <= 4 and 32 <= n <= 256 for s in l for b, n in s), "llama shape out of range"
+assert set(w.MODELS) == {"resnet50", "gpt2", "bert", "llama"}
+PY
+
+# steps_table.py: medians over rounds, the report's peak for gpupool runs, a failed run
+o=$tmp/steps
+mkdir -p "$o"
+line() { echo "model=$1 mode=x shim=0 step_ms=$2 step_ms_min=1 step_ms_max=1 steps=3 peak_reserved=$3"; }
+line bert 500.00 2147483648 >"$o/r1-bert-default.log"
+line bert 540.00 2147483648 >"$o/r2-bert-default.log"
+line bert 700.00 2147483648 >"$o/r3-bert-default.log"
+line bert 400.00 0 >"$o/r1-bert-nocache-gp.log"
+line bert 300.00 0 >"$o/r2-bert-nocache-gp.log"
+echo '{"version":1,"processes":[{"pid":1,"devices":[{"device":0,"reserved_bytes_peak":1073741824}]}]}' >"$o/r1-bert-nocache-gp.json"
+echo '{"version":1,"processes":[{"pid":1,"devices":[{"device":0,"reserved_bytes_peak":3221225472}]}]}' >"$o/r2-bert-nocache-gp.json"
+echo "Traceback (most recent call last):" >"$o/r1-llama-pluggable.log"
+t=$(python3 "$g/steps_table.py" "$o" 2>&1)
+grep -qF '| bert | default | 3 | 540.0 (500.0-700.0) | 2.00 | 1.00 |' <<<"$t" &&
+	grep -qF '| bert | nocache-gp | 2 | 350.0 (300.0-400.0) | 2.00 | 0.65 |' <<<"$t" &&
+	grep -qF '| llama | pluggable | 0 (1 failed) | failed | | |' <<<"$t" && ok "steps_table" || bad "steps_table: $t"
+expect2 "steps_table.py without OUTDIR" python3 "$g/steps_table.py"
+python3 "$g/steps_table.py" "$tmp/none" >/dev/null 2>&1
+[ $? = 1 ] && ok "steps_table.py missing dir" || bad "steps_table.py missing dir"
+exit $fail
