@@ -1,11 +1,13 @@
-/* Pending frees and fences (fence.h), and the public gp_pool_fence/gp_pool_has_pending.
- * Depends on pool_internal.h, freelist.h and the backend's device_sync; no allocation
- * policy, no segments. */
+/* Pending frees and fences (fence.h): the pending list, the markers in flight, and the
+ * public gp_pool_fence/gp_pool_fence_poll/gp_pool_has_pending. Depends on pool_internal.h,
+ * freelist.h and the backend's fence calls; no allocation policy, no segments. */
 #include "fence.h"
 
+#include <errno.h>
 #include <time.h>
 
 #include "freelist.h"
+#include "pool_check.h"
 #include "treap.h"
 
 void gp_pending_push(gp_pool *p, struct gp_block *b)
@@ -66,25 +68,192 @@ static void promote(gp_pool *p, uint64_t k)
 		gp_freelist_drain(p, sl, put_promoted, k);
 }
 
+static uint64_t clock_ns(const gp_pool *p)
+{
+	if (p->be->now_ns)
+		return p->be->now_ns(p->be->ctx);
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* Drops the markers that fence p->completed covers, except those a thread waits on (that
+ * thread drops them). */
+static void marks_forget(gp_pool *p)
+{
+	unsigned j = 0;
+	for (unsigned i = 0; i < p->nmarks; i++) {
+		struct gp_mark *m = &p->marks[i];
+		if (m->k <= p->completed && m->waiters == 0) {
+			p->be->fence_drop(p->be->ctx, p->device, m->token);
+			continue;
+		}
+		p->marks[j++] = *m;
+	}
+	p->nmarks = j;
+}
+
+/* Fence k completed: retire (and promote) what it covers, forget the markers it covers. */
+static void complete_through(gp_pool *p, uint64_t k, enum gp_fence_scope scope)
+{
+	gp_pending_retire(p, k);
+	if (scope == GP_FENCE_PROMOTE_STREAMS)
+		promote(p, k);
+	if (p->nmarks)
+		marks_forget(p);
+}
+
 int gp_fence_locked(gp_pool *p, enum gp_fence_scope scope)
 {
 	uint64_t k = ++p->issued;
 	gp_stats_end(p->st);
 	gp_lock_give(&p->lock);
-	struct timespec t0, t1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	uint64_t t0 = clock_ns(p);
 	int rc = p->be->device_sync(p->be->ctx, p->device);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
+	uint64_t t1 = clock_ns(p);
 	gp_lock_take(&p->lock);
 	gp_stats_begin(p->st);
-	p->last_fence_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)(t1.tv_nsec - t0.tv_nsec);
+	p->last_fence_ns = t1 - t0;
 	if (rc == 0) {
 		GP_COUNT(p->st, fences, 1);
-		gp_pending_retire(p, k);
-		if (scope == GP_FENCE_PROMOTE_STREAMS)
-			promote(p, k);
+		complete_through(p, k, scope);
 	}
 	return rc;
+}
+
+bool gp_fence_markers(const gp_pool *p) { return p->prm.fence_marker && p->be->fence_mark; }
+
+/* Pending blocks that no marker (nor device_sync) begun so far covers. */
+static inline bool uncovered(const gp_pool *p) { return p->pend_tail && p->pend_tail->gen >= p->issued; }
+
+/* Records a marker covering everything freed so far. 0, -ENOSPC (GP_MARKS_MAX outstanding),
+ * or the backend's error. */
+static int marks_record(gp_pool *p)
+{
+	if (p->nmarks == GP_MARKS_MAX)
+		return -ENOSPC;
+	uint64_t token;
+	int rc = p->be->fence_mark(p->be->ctx, p->device, &token);
+	if (rc)
+		return rc;
+	p->marks[p->nmarks++] = (struct gp_mark){.k = ++p->issued, .token = token, .at_ns = clock_ns(p)};
+	return 0;
+}
+
+int gp_fence_poll_locked(gp_pool *p)
+{
+	uint64_t done = 0, now = 0;
+	int rc = 0;
+	for (unsigned i = 0; i < p->nmarks; i++) {
+		struct gp_mark *m = &p->marks[i];
+		if (m->k <= p->completed)
+			continue;
+		int q = p->be->fence_query(p->be->ctx, p->device, m->token);
+		if (q) {
+			if (q != -EAGAIN)
+				rc = q;
+			break; /* a later marker covers this one's work too: it is not done either */
+		}
+		if (!now)
+			now = clock_ns(p);
+		p->lag_ns = now - m->at_ns; /* at most: it may have completed before this poll */
+		done = m->k;
+		GP_COUNT(p->st, fences, 1);
+	}
+	if (done)
+		complete_through(p, done, GP_FENCE_PENDING_ONLY);
+	return rc;
+}
+
+/* The marker to wait for on behalf of a request of `rounded` bytes: the index of the oldest
+ * outstanding one covering a pending block that large, else of the newest when the pending
+ * bytes could serve it; p->nmarks when a marker must be recorded first (the fitting blocks
+ * are uncovered); -1 when nothing in flight could serve. */
+static int marks_target(gp_pool *p, size_t rounded)
+{
+	unsigned first = 0;
+	while (first < p->nmarks && p->marks[first].k <= p->completed)
+		first++;
+	unsigned i = first;
+	for (struct gp_block *b = p->pend_head; b; b = b->pend_next) {
+		while (i < p->nmarks && b->gen >= p->marks[i].k)
+			i++;
+		if (b->size >= rounded)
+			return (int)i;
+	}
+	if (!p->pend_head || p->st->pending_bytes < rounded)
+		return -1;
+	/* several smaller blocks may merge into a fitting one: wait for all of them */
+	return uncovered(p) || first == p->nmarks ? (int)p->nmarks : (int)p->nmarks - 1;
+}
+
+/* Waits for marker i with the lock dropped, then retires through it. 0 or the backend's error. */
+static int marks_wait(gp_pool *p, unsigned i, enum gp_fence_scope scope)
+{
+	struct gp_mark *m = &p->marks[i];
+	uint64_t k = m->k, token = m->token, at = m->at_ns;
+	m->waiters++;
+	gp_stats_end(p->st);
+	gp_lock_give(&p->lock);
+	uint64_t t0 = clock_ns(p);
+	int rc = p->be->fence_wait(p->be->ctx, p->device, token);
+	uint64_t t1 = clock_ns(p);
+	gp_lock_take(&p->lock);
+	gp_stats_begin(p->st);
+	for (unsigned j = 0; j < p->nmarks; j++) {
+		if (p->marks[j].k == k) {
+			p->marks[j].waiters--;
+			break;
+		}
+	}
+	p->last_fence_ns = t1 - t0;
+	if (rc == 0) {
+		p->lag_ns = t1 - at;
+		if (k > p->completed)
+			GP_COUNT(p->st, fences, 1);
+		complete_through(p, k, scope);
+	} else {
+		marks_forget(p); /* a completed fence may have left this one to us */
+	}
+	return rc;
+}
+
+int gp_fence_serve_locked(gp_pool *p, enum gp_fence_scope scope, size_t rounded, uint64_t budget_ns,
+			  bool *last)
+{
+	*last = true;
+	if (!gp_fence_markers(p))
+		return gp_fence_locked(p, scope);
+	(void)gp_fence_poll_locked(p);
+	int i;
+	if (scope == GP_FENCE_PROMOTE_STREAMS) {
+		i = (int)p->nmarks; /* every stream's blocks: a marker recorded now */
+	} else {
+		i = marks_target(p, rounded);
+		if (i < 0)
+			return -ENOENT;
+		uint64_t now = clock_ns(p);
+		uint64_t age = i < (int)p->nmarks ? now - p->marks[i].at_ns : 0;
+		if (p->lag_ns > age && p->lag_ns - age > budget_ns)
+			return -ENOENT; /* growing is cheaper than that wait */
+	}
+	if (i == (int)p->nmarks) {
+		int rc = marks_record(p);
+		if (rc == -ENOSPC) {
+			i = 0; /* make room: the oldest first, then look again */
+			while (p->marks[i].k <= p->completed && i + 1 < (int)p->nmarks)
+				i++;
+			*last = false;
+		} else if (rc == -EBUSY) {
+			return rc;
+		} else if (rc) {
+			return gp_fence_locked(p, scope); /* no marker now: the device_sync */
+		}
+	}
+	for (unsigned j = (unsigned)i + 1; *last && j < p->nmarks; j++)
+		if (p->marks[j].k > p->completed)
+			*last = false;
+	return marks_wait(p, (unsigned)i, scope);
 }
 
 int gp_pool_fence(gp_pool *p)
@@ -99,6 +268,30 @@ int gp_pool_fence(gp_pool *p)
 	gp_stats_end(p->st);
 	gp_lock_give(&p->lock);
 	return rc;
+}
+
+int gp_pool_fence_poll(gp_pool *p, bool mark)
+{
+	gp_lock_take(&p->lock);
+	if (p->broken || !gp_fence_markers(p)) {
+		bool off = !p->broken;
+		gp_lock_give(&p->lock);
+		return off ? -ENOTSUP : 0;
+	}
+	gp_stats_begin(p->st);
+	int rc = p->nmarks ? gp_fence_poll_locked(p) : 0;
+	if (rc == 0 && mark && uncovered(p)) {
+		rc = marks_record(p);
+		if (rc == -ENOSPC)
+			rc = 0; /* the oldest must complete first: the next poll */
+	}
+	int out = 0;
+	for (unsigned i = 0; i < p->nmarks; i++)
+		out += p->marks[i].k > p->completed;
+	GP_CHECK_AFTER(p);
+	gp_stats_end(p->st);
+	gp_lock_give(&p->lock);
+	return rc ? rc : out > 0;
 }
 
 bool gp_pool_has_pending(gp_pool *p)
