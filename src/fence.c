@@ -156,7 +156,10 @@ int gp_fence_poll_locked(gp_pool *p)
 		}
 		if (!now)
 			now = clock_ns(p);
-		p->lag_ns = now - m->at_ns; /* at most: it may have completed before this poll */
+		/* an upper bound (it may have completed well before this poll): it only lowers
+		 * the estimate; waits, which see the completion, raise it */
+		if (!p->lag_ns || now - m->at_ns < p->lag_ns)
+			p->lag_ns = now - m->at_ns;
 		done = m->k;
 		GP_COUNT(p->st, fences, 1);
 	}
@@ -165,8 +168,21 @@ int gp_fence_poll_locked(gp_pool *p)
 	return rc;
 }
 
+/* Bytes pending block b may give once retired: itself and its free or pending neighbours,
+ * with which it merges (the neighbours' neighbours are not looked at). */
+static size_t reach(const struct gp_block *b)
+{
+	size_t n = b->size;
+	if (b->prev && b->prev->state != B_LIVE)
+		n += b->prev->size;
+	if (b->next && b->next->state != B_LIVE)
+		n += b->next->size;
+	return n;
+}
+
 /* The marker to wait for on behalf of a request of `rounded` bytes: the index of the oldest
- * outstanding one covering a pending block that large, else of the newest when the pending
+ * outstanding one covering a pending block that large (with the neighbours it merges with),
+ * else of the newest when the pending
  * bytes could serve it; p->nmarks when a marker must be recorded first (the fitting blocks
  * are uncovered); -1 when nothing in flight could serve. */
 static int marks_target(gp_pool *p, size_t rounded)
@@ -178,13 +194,30 @@ static int marks_target(gp_pool *p, size_t rounded)
 	for (struct gp_block *b = p->pend_head; b; b = b->pend_next) {
 		while (i < p->nmarks && b->gen >= p->marks[i].k)
 			i++;
-		if (b->size >= rounded)
+		if (reach(b) >= rounded)
 			return (int)i;
 	}
 	if (!p->pend_head || p->st->pending_bytes < rounded)
 		return -1;
 	/* several smaller blocks may merge into a fitting one: wait for all of them */
 	return uncovered(p) || first == p->nmarks ? (int)p->nmarks : (int)p->nmarks - 1;
+}
+
+/* The waits that spare a segment may take 1/wait_share of the time: the credit grows with
+ * the clock, up to the longest wait the pool takes (wait_fence_ns) times 16. */
+static void accrue(gp_pool *p, uint64_t now)
+{
+	if (!p->credit_at_ns) {
+		p->credit_at_ns = now;
+		p->wait_credit_ns = p->prm.wait_fence_ns;
+	}
+	if (now > p->credit_at_ns && p->prm.wait_share) {
+		uint64_t cap = p->prm.wait_fence_ns * 64;
+		p->wait_credit_ns += (now - p->credit_at_ns) / p->prm.wait_share;
+		if (p->wait_credit_ns > cap)
+			p->wait_credit_ns = cap;
+	}
+	p->credit_at_ns = now;
 }
 
 /* Waits for marker i with the lock dropped, then retires through it. 0 or the backend's error. */
@@ -207,6 +240,7 @@ static int marks_wait(gp_pool *p, unsigned i, enum gp_fence_scope scope)
 		}
 	}
 	p->last_fence_ns = t1 - t0;
+	p->wait_credit_ns -= p->wait_credit_ns < t1 - t0 ? p->wait_credit_ns : t1 - t0;
 	if (rc == 0) {
 		p->lag_ns = t1 - at;
 		if (k > p->completed)
@@ -234,8 +268,12 @@ int gp_fence_serve_locked(gp_pool *p, enum gp_fence_scope scope, size_t rounded,
 			return -ENOENT;
 		uint64_t now = clock_ns(p);
 		uint64_t age = i < (int)p->nmarks ? now - p->marks[i].at_ns : 0;
-		if (p->lag_ns > age && p->lag_ns - age > budget_ns)
-			return -ENOENT; /* growing is cheaper than that wait */
+		uint64_t expect = p->lag_ns > age ? p->lag_ns - age : 0;
+		if (budget_ns != UINT64_MAX) {
+			accrue(p, now);
+			if (expect > budget_ns || expect > p->wait_credit_ns)
+				return -ENOENT; /* growing is cheaper than that wait */
+		}
 	}
 	if (i == (int)p->nmarks) {
 		int rc = marks_record(p);

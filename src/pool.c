@@ -32,6 +32,7 @@ void gp_pool_params_default(struct gp_pool_params *p)
 	p->fence_marker = true;
 	p->wait_fence_ns = 1000000;
 	p->fence_headroom = 32u << 20;
+	p->wait_share = 128;
 	p->release_on_grow = true;
 }
 
@@ -235,7 +236,7 @@ static inline struct gp_block *try_wait_for_better_fit(gp_pool *p, struct reques
 	    p->st->pending_bytes >= rq->rounded &&
 	    (gp_fence_markers(p) || p->last_fence_ns <= p->prm.wait_fence_ns)) {
 		gp_freelist_insert(p, b, rq->home);
-		return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq, p->prm.wait_fence_ns);
+		return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq, p->prm.wait_fence_ns / 16);
 	}
 	return b;
 }
@@ -280,8 +281,12 @@ static struct gp_block *try_steal(gp_pool *p, struct request *rq)
  * look again. */
 static struct gp_block *try_retired(gp_pool *p, struct request *rq)
 {
-	if (p->pend_head && p->nmarks)
+	if (p->pend_head && p->nmarks) {
+		uint64_t before = p->completed;
 		(void)gp_fence_poll_locked(p);
+		if (p->completed != before)
+			return find(p, rq); /* the poll retired what it covered */
+	}
 	if (!p->pend_head || p->completed <= p->pend_head->gen)
 		return NULL;
 	gp_pending_retire(p, p->completed);
@@ -297,7 +302,7 @@ static struct gp_block *try_fence_headroom(gp_pool *p, struct request *rq)
 	if (!p->pend_head || (!gp_fence_markers(p) && p->last_fence_ns > p->prm.wait_fence_ns) ||
 	    p->grown_pending + gp_segment_size_for(&p->prm, rq->rounded) <= p->prm.fence_headroom)
 		return NULL;
-	return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq, p->prm.wait_fence_ns);
+	return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq, p->prm.wait_fence_ns / 16);
 }
 
 /* Never raise the peak for memory that frees in flight will return: when the GPU runs far
@@ -305,10 +310,10 @@ static struct gp_block *try_fence_headroom(gp_pool *p, struct request *rq)
  * memory track everything freed but not yet fenced. */
 static struct gp_block *try_fence_before_peak(gp_pool *p, struct request *rq)
 {
-	if (!p->pend_head || p->st->pending_bytes < rq->rounded ||
+	if (!p->pend_head || (!gp_fence_markers(p) && p->st->pending_bytes < rq->rounded) ||
 	    p->st->reserved_bytes + gp_segment_size_for(&p->prm, rq->rounded) <= p->st->reserved_bytes_peak)
 		return NULL;
-	return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq, p->prm.wait_fence_ns);
+	return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq, p->prm.wait_fence_ns * 16);
 }
 
 /* A new segment. Growing past the peak reserved so far: first hand back cached segments

@@ -44,6 +44,8 @@ struct gp_pool_params {
 				  * fence_headroom. Markers: the longest expected wait (the device's
 				  * lag less the marker's age) an allocation takes instead of growing */
 	size_t fence_headroom;   /* bytes the pool may grow between two fences while frees are pending */
+	uint32_t wait_share;     /* markers: the allocating threads' waits that spare a segment take at
+				  * most 1/wait_share of the time (a credit that accrues with the clock) */
 	bool release_on_grow;    /* before growing past the peak reserved so far, release cached segments
 				  * (when more than 1/16 of what is reserved is cached) */
 	bool check;              /* run the invariant checker after every operation (slow) */

@@ -88,6 +88,8 @@ struct gp_pool {
 				    * are done and stay only while waited on */
 	unsigned nmarks;
 	uint64_t lag_ns;           /* the device's lag: record to completion of the last marker seen done */
+	uint64_t wait_credit_ns;   /* what conditional marker waits may still take (prm.wait_share) */
+	uint64_t credit_at_ns;     /* clock time the credit was last accrued to */
 	size_t grown_pending;      /* bytes grown since the last fence while frees were pending */
 	uint32_t rng;
 	int hash_oom;
