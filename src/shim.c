@@ -299,7 +299,8 @@ cudaError_t gp_shim_stream_destroy(cudaStream_t s)
 			if (p)
 				gp_pool_stream_retire(p, key);
 		}
-		gp_cuda_stream_destroying(r->rt, s);
+		if (r->cfg.fence_marker)
+			gp_cuda_stream_destroying(r->rt, s);
 		gp_fence_thread_wake();
 	}
 	return fn(s);
@@ -320,7 +321,7 @@ cudaError_t gp_shim_stream_create(cudaStream_t *s, unsigned flags, int priority,
 		e = fn ? fn(s, flags, priority) : absent(r);
 	}
 	/* a non-blocking stream is not covered by the legacy stream: markers record on it too */
-	if (e == cudaSuccess && !r->off && how != GP_STREAM_CREATE)
+	if (e == cudaSuccess && !r->off && r->cfg.fence_marker && how != GP_STREAM_CREATE)
 		gp_cuda_stream_created(r->rt, *s, flags);
 	return e;
 }
