@@ -123,8 +123,13 @@ int gp_fence_locked(gp_pool *p, enum gp_fence_scope scope)
 
 bool gp_fence_markers(const gp_pool *p) { return p->prm.fence_marker && p->be->fence_mark; }
 
-/* Pending blocks that no marker (nor device_sync) begun so far covers. */
-static inline bool uncovered(const gp_pool *p) { return p->pend_tail && p->pend_tail->gen >= p->issued; }
+/* Pending blocks that no marker recorded (nor device_sync completed) covers: fence k covers
+ * gen < k, and a device_sync that failed covers nothing though it took a number. */
+static inline bool uncovered(const gp_pool *p)
+{
+	uint64_t k = p->nmarks && p->marks[p->nmarks - 1].k > p->completed ? p->marks[p->nmarks - 1].k : p->completed;
+	return p->pend_tail && p->pend_tail->gen >= k;
+}
 
 /* Records a marker covering everything freed so far. 0, -ENOSPC (GP_MARKS_MAX outstanding),
  * or the backend's error. */
@@ -203,6 +208,12 @@ static int marks_target(gp_pool *p, size_t rounded)
 	return uncovered(p) || first == p->nmarks ? (int)p->nmarks : (int)p->nmarks - 1;
 }
 
+/* A wait for a marker that took longer than this (ns) had to block. */
+#define GP_FENCE_BLOCKED_NS 2000
+
+/* An expected wait this short (ns) is taken whatever the credit left. */
+#define GP_FENCE_NEAR_NS 20000
+
 /* The waits that spare a segment may take 1/wait_share of the time: the credit grows with
  * the clock, up to the longest wait the pool takes (wait_fence_ns) times 16. */
 static void accrue(gp_pool *p, uint64_t now)
@@ -218,6 +229,16 @@ static void accrue(gp_pool *p, uint64_t now)
 			p->wait_credit_ns = cap;
 	}
 	p->credit_at_ns = now;
+}
+
+/* The allocating thread waited `waited` ns for work issued `since` ns before the wait ended:
+ * the credit pays for it, and the lag is learned (exactly when the wait had to block; else
+ * `since` is only an upper bound). */
+static void note_wait(gp_pool *p, uint64_t waited, uint64_t since)
+{
+	p->wait_credit_ns -= p->wait_credit_ns < waited ? p->wait_credit_ns : waited;
+	if (waited > GP_FENCE_BLOCKED_NS || !p->lag_ns || since < p->lag_ns)
+		p->lag_ns = since;
 }
 
 /* Waits for marker i with the lock dropped, then retires through it. 0 or the backend's error. */
@@ -240,9 +261,8 @@ static int marks_wait(gp_pool *p, unsigned i, enum gp_fence_scope scope)
 		}
 	}
 	p->last_fence_ns = t1 - t0;
-	p->wait_credit_ns -= p->wait_credit_ns < t1 - t0 ? p->wait_credit_ns : t1 - t0;
 	if (rc == 0) {
-		p->lag_ns = t1 - at;
+		note_wait(p, t1 - t0, t1 - at);
 		if (k > p->completed)
 			GP_COUNT(p->st, fences, 1);
 		complete_through(p, k, scope);
@@ -261,7 +281,11 @@ int gp_fence_serve_locked(gp_pool *p, enum gp_fence_scope scope, size_t rounded,
 	(void)gp_fence_poll_locked(p);
 	int i;
 	if (scope == GP_FENCE_PROMOTE_STREAMS) {
-		i = (int)p->nmarks; /* every stream's blocks: a marker recorded now */
+		/* a marker covering a fitting pending block, else everything so far (the streams'
+		 * lists may hold what fits) */
+		i = marks_target(p, rounded);
+		if (i < 0)
+			i = (int)p->nmarks;
 	} else {
 		i = marks_target(p, rounded);
 		if (i < 0)
@@ -271,22 +295,19 @@ int gp_fence_serve_locked(gp_pool *p, enum gp_fence_scope scope, size_t rounded,
 		uint64_t expect = p->lag_ns > age ? p->lag_ns - age : 0;
 		if (budget_ns != UINT64_MAX) {
 			accrue(p, now);
-			if (expect > budget_ns || expect > p->wait_credit_ns)
+			/* a device that keeps up (an expected wait of a few us: no bubble worth the
+			 * name) is always waited for; growing would cost more */
+			if (expect > GP_FENCE_NEAR_NS && (expect > budget_ns || expect > p->wait_credit_ns))
 				return -ENOENT; /* growing is cheaper than that wait */
 		}
 	}
+	/* Waiting at once for a marker recorded now would wait for everything issued so far:
+	 * that is what a device_sync does, for less (no events) and on every stream. */
 	if (i == (int)p->nmarks) {
-		int rc = marks_record(p);
-		if (rc == -ENOSPC) {
-			i = 0; /* make room: the oldest first, then look again */
-			while (p->marks[i].k <= p->completed && i + 1 < (int)p->nmarks)
-				i++;
-			*last = false;
-		} else if (rc == -EBUSY) {
-			return rc;
-		} else if (rc) {
-			return gp_fence_locked(p, scope); /* no marker now: the device_sync */
-		}
+		int rc = gp_fence_locked(p, scope);
+		if (rc == 0)
+			note_wait(p, p->last_fence_ns, p->last_fence_ns);
+		return rc;
 	}
 	for (unsigned j = (unsigned)i + 1; *last && j < p->nmarks; j++)
 		if (p->marks[j].k > p->completed)

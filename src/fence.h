@@ -38,14 +38,17 @@ int gp_fence_poll_locked(gp_pool *p);
 
 /* The allocating thread's fence for a request of `rounded` bytes (pool.c's ladder). With
  * markers: waits (lock dropped) for the oldest outstanding marker that covers a pending
- * block of at least `rounded` bytes, else, when the pending bytes could serve it, for one
- * covering every pending block (recorded now if need be); only a marker whose expected
- * wait (the device's lag less its age) is at most `budget_ns`. With
- * GP_FENCE_PROMOTE_STREAMS it waits for a marker recorded now, whatever the budget. Without
- * markers (or when the backend cannot record one now): one gp_fence_locked, whatever the
- * budget. Called and returns with the lock held and the stats slot open. 0 after a fence
- * (*last: nothing newer in flight is worth waiting for), -ENOENT when no fence could serve
- * the request within the budget (nothing waited), or the backend's error. */
+ * block of at least `rounded` bytes (with the free neighbours it merges with), else, when
+ * the pending bytes could serve it, for the newest; when the fitting blocks are newer than
+ * every marker, a device_sync (waiting at once for a marker recorded now would be the same
+ * wait, for more calls and on fewer streams). It waits only when the expected wait (the
+ * device's lag less the marker's age) is near (20 us), or within both `budget_ns` and the
+ * allocating threads' wait credit (fence.c). GP_FENCE_PROMOTE_STREAMS: whatever the wait,
+ * and a device_sync when no pending block fits (the stream lists' blocks may). Without
+ * markers: one gp_fence_locked, whatever the budget. Called and returns with the lock held
+ * and the stats slot open. 0 after a fence (*last: nothing newer in flight is worth waiting
+ * for), -ENOENT when no fence could serve the request within the budget (nothing waited),
+ * or the backend's error. */
 int gp_fence_serve_locked(gp_pool *p, enum gp_fence_scope scope, size_t rounded, uint64_t budget_ns,
 			  bool *last);
 

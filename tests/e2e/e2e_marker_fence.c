@@ -7,8 +7,9 @@
  *   legacy       the legacy default stream,
  *   destroyed    a non-blocking stream destroyed right after the launch,
  *   faults       a non-blocking stream, with gpupool's event calls failing now and then.
- * With markers on, gpupool never synchronizes the device (except in "faults", where it
- * falls back to that), records events, and leaves the program's last error alone; with
+ * The program lets the fence thread record its marker before it allocates again. With
+ * markers on, gpupool never synchronizes the device (except in "faults", where it falls back
+ * to that), records events, and leaves the program's last error alone; with
  * GPUPOOL_CONF=fence_marker:0 it records no event and synchronizes the device instead. */
 #include <cuda_runtime_api.h>
 #include <stdbool.h>
@@ -46,7 +47,12 @@ int main(int argc, char **argv)
 		if (!strcmp(mode, "destroyed"))
 			CK(cudaStreamDestroy(k)); /* its kernel still runs */
 		unsigned long ds = gpfake_calls("cudaDeviceSynchronize");
+		unsigned long rec = gpfake_calls("cudaEventRecord");
 		CK(cudaFree(a));
+		/* let the fence thread record its marker (50 us after the free): the allocation
+		 * below then waits for that marker, not for a device synchronize */
+		for (int i = 0; markers && !faults && i < 2000 && gpfake_calls("cudaEventRecord") == rec; i++)
+			e2e_sleep_ms(1);
 		CK(cudaMalloc(&b, n)); /* the one block the limit allows: after the kernel's write */
 		CHECK(b == a);
 		CHECK(cudaGetLastError() == cudaSuccess); /* nothing of gpupool's own calls leaked */

@@ -222,6 +222,7 @@ static void dev_init(struct dev *d, int index)
 	d->be = (struct gp_backend){d, w_segment_alloc, w_segment_free, w_device_sync, w_stream_wait, w_mem_info,
 				    w_fence_mark, w_fence_query, w_fence_wait, w_fence_drop, NULL};
 	d->rng = XORSHIFT_SEED + (uint64_t)index;
+	d->fence_rng = XORSHIFT_SEED ^ (uint64_t)(index + 1);
 	pthread_mutex_init(&d->sh.mu, NULL);
 	d->sh.v = calloc(MAXTHREADS * MAXLIVE + HANDOFF, sizeof *d->sh.v);
 	CHECK(d->sh.v);

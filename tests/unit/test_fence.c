@@ -144,14 +144,24 @@ static void test_fence_all_waits_whatever_it_takes(void **state)
 	uintptr_t x = A(f, 12 * MiB);
 	F(f, x);
 	f->fb.now_ns = 5000 * US;
-	/* no room under the limit: a marker recorded now, and the full latency waited */
+	/* no room under the limit and no marker yet: waiting for one recorded now would wait for
+	 * all work issued so far, so it is a device_sync, and the full latency is waited */
 	uintptr_t b = A(f, 12 * MiB);
 	assert_int_equal(b, x);
-	assert_int_equal(f->fb.marks, 1);
+	assert_int_equal(f->fb.marks, 0);
+	assert_int_equal(f->fb.syncs, 1);
 	assert_int_equal(f->fb.waited_ns, 1000 * US);
 	assert_int_equal(f->fb.now_ns, 6000 * US);
 	assert_int_equal(f->st.segment_allocs, 1);
-	assert_int_equal(f->fb.syncs, 0);
+	F(f, b);
+	/* with a marker outstanding, it waits for that marker only */
+	assert_int_equal(poll_at(f, 6100 * US, true), 1);
+	f->fb.now_ns = 6500 * US;
+	b = A(f, 12 * MiB);
+	assert_int_equal(b, x);
+	assert_int_equal(f->fb.mark_waits, 1);
+	assert_int_equal(f->fb.syncs, 1);
+	assert_int_equal(f->fb.waited_ns, 1600 * US);
 	F(f, b);
 	fx_free(f);
 }
