@@ -156,8 +156,11 @@ static int take_block(gp_pool *p, struct gp_block *b, size_t rounded, size_t req
  * for the marker of the point where fitting blocks were freed, not for everything queued
  * until now: later work stays queued, the device does not run dry. The three conditional
  * fences then wait only when the expected wait (the device's lag less the marker's age) is
- * at most wait_fence_ns, and grow otherwise; try_fence_all waits whatever it takes. Without
- * markers each is one device_sync, under the conditions said at each rung.
+ * at most wait_fence_ns / 16 (try_wait_for_better_fit, try_fence_headroom: fragmentation and
+ * headroom are worth little) or wait_fence_ns * 16 (try_fence_before_peak: the peak is what
+ * the pool is judged by), within the wait credit (fence.c), and grow otherwise;
+ * try_fence_all waits whatever it takes. Without markers each is one device_sync, under the
+ * conditions said at each rung.
  *
  * A rung that does not apply answers NULL without side effects, except where said. */
 

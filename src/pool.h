@@ -41,8 +41,10 @@ struct gp_pool_params {
 				  * can; false: every fence is a device_sync */
 	uint64_t wait_fence_ns;  /* device_sync fences: while they take at most this long, a request
 				  * that pending frees could serve waits for one instead of growing past
-				  * fence_headroom. Markers: the longest expected wait (the device's
-				  * lag less the marker's age) an allocation takes instead of growing */
+				  * fence_headroom. Markers: the scale of the expected waits (the device's
+				  * lag less the marker's age) an allocation takes instead of growing: a
+				  * sixteenth of it against fragmentation and headroom, sixteen times it
+				  * before raising the reserved peak (pool.c) */
 	size_t fence_headroom;   /* bytes the pool may grow between two fences while frees are pending */
 	uint32_t wait_share;     /* markers: the allocating threads' waits that spare a segment take at
 				  * most 1/wait_share of the time (a credit that accrues with the clock) */
