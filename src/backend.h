@@ -1,7 +1,8 @@
 /* The backend: the small contract between the pool and whatever owns device memory, with
  * two implementations, backend_cuda.c (the runtime) and backend_fake.c (tests, replay).
- * Every function returns 0 or a negative errno; only segment_alloc/free and stream_wait are
- * called with a pool lock held (see pool.c). Depends on nothing: no CUDA types. */
+ * Every function returns 0 or a negative errno; segment_alloc/free, stream_wait and the
+ * non-blocking marker calls (fence_mark, fence_query, fence_drop) may be called with a pool
+ * lock held, device_sync and fence_wait never (see fence.c). Depends on nothing: no CUDA types. */
 #ifndef GP_BACKEND_H
 #define GP_BACKEND_H
 
@@ -29,6 +30,26 @@ struct gp_backend {
 	int (*stream_wait)(void *ctx, int device, gp_stream from, gp_stream to);
 	/* Free and total bytes of the device as the driver sees them. */
 	int (*mem_info)(void *ctx, int device, size_t *free_bytes, size_t *total_bytes);
+
+	/* Markers: a marker is a point in the device's work queue, after all work issued on
+	 * `device` (every stream the backend knows) before the call. Waiting for a marker
+	 * waits for that work only, not for work issued later, so the device never runs dry
+	 * behind a fence. NULL where the backend has none: fences are device_sync alone. */
+	/* Record a marker after all work issued on `device` so far, without waiting. 0 and
+	 * *token; -EBUSY: not allowed now (a capture is active); -ENOTSUP: this backend or
+	 * process cannot now (the pool then fences with device_sync). A marker recorded later
+	 * covers everything an earlier one covers. */
+	int (*fence_mark)(void *ctx, int device, uint64_t *token);
+	/* 0 when the marker's work is done, -EAGAIN when not yet, another -errno on error.
+	 * Never blocks. */
+	int (*fence_query)(void *ctx, int device, uint64_t token);
+	/* Blocks until the marker's work is done (0) or fails. Never called with a lock held. */
+	int (*fence_wait)(void *ctx, int device, uint64_t token);
+	/* The token is no longer needed (it is never passed again). */
+	void (*fence_drop)(void *ctx, int device, uint64_t token);
+	/* The clock fence waits are timed with (ns, monotonic); NULL: CLOCK_MONOTONIC. The
+	 * replay's fake backend answers its modelled time. */
+	uint64_t (*now_ns)(void *ctx);
 };
 
 #endif

@@ -1,11 +1,17 @@
 /* The pool backend over the real CUDA runtime (backend_cuda.h), through the resolved
- * table (runtime.h), and the stream keys it understands. Knows CUDA types; knows nothing
- * of the pool's internals or the registry. */
+ * table (runtime.h): segments, fences, markers (events, and the non-blocking streams they
+ * must cover), and the stream keys it understands. Knows CUDA types; knows nothing of the
+ * pool's internals or the registry. */
 #include "backend_cuda.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpupool/stats.h"
 
 #include "capture.h"
 #include "last_error.h"
@@ -81,6 +87,8 @@ static int cu_segment_free(void *ctx, int device, uintptr_t addr, size_t size)
 	return e == cudaSuccess ? 0 : -EIO;
 }
 
+static void tails_clear(const struct gp_runtime *rt, int device);
+
 static int cu_device_sync(void *ctx, int device)
 {
 	const struct gp_runtime *rt = ctx;
@@ -104,6 +112,7 @@ static int cu_device_sync(void *ctx, int device)
 		       device, (int)e);
 		return -EIO;
 	}
+	tails_clear(rt, device);
 	return 0;
 }
 
@@ -142,6 +151,338 @@ static int cu_mem_info(void *ctx, int device, size_t *free_bytes, size_t *total_
 	return rt->MemGetInfo(free_bytes, total_bytes) == cudaSuccess ? 0 : -EIO;
 }
 
+/* ---- markers ------------------------------------------------------------------------- */
+
+/* A marker is one event on the legacy default stream, which runs after all earlier work of
+ * every blocking stream (the per-thread default streams included), plus one on each
+ * non-blocking stream of the device that gpupool saw created: together, every stream the
+ * process's runtime gave out. A stream destroyed with work queued leaves a "tail" event
+ * recorded at its destruction, which the next marker's legacy stream waits on. Streams made
+ * where gpupool cannot see them (the driver API, a statically linked runtime) are not
+ * covered: GPUPOOL_CONF=fence_marker:0 fences with cudaDeviceSynchronize instead. */
+#define GP_CUDA_MARK_STREAMS 64 /* more non-blocking streams on a device: -ENOTSUP */
+#define GP_CUDA_TAILS 64        /* more destroyed streams between two markers: -ENOTSUP */
+#define GP_CUDA_SPARES 80       /* markers kept for reuse per device; more are destroyed */
+
+struct cu_marker {
+	cudaEvent_t *ev;        /* ev[0] on the legacy stream, then one per non-blocking stream */
+	unsigned n;             /* events recorded for this marker */
+	unsigned made;          /* events created (reused from marker to marker) */
+	unsigned done;          /* ev[0..done) seen complete (fence_query, under the pool lock) */
+	struct cu_marker *next; /* spares */
+};
+
+struct cu_device_streams {
+	cudaStream_t *nb;       /* the non-blocking streams made on this device, live */
+	unsigned n, cap;
+	bool lost;              /* one could not be tracked (host memory): -ENOTSUP for good */
+	cudaEvent_t tails[GP_CUDA_TAILS];
+	unsigned ntails;
+	bool tails_lost;        /* a destroyed stream's tail could not be kept: -ENOTSUP until a
+				 * device synchronize */
+	struct cu_marker *spare;
+	unsigned nspare;
+};
+
+/* Everything below is guarded by `streams_lock`, taken after the capture gate. */
+static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cu_device_streams devs[GPUPOOL_MAX_DEVICES];
+
+#define MARK_EVENT_FLAGS (cudaEventDisableTiming | cudaEventBlockingSync)
+
+/* Makes `device` current; returns the device to give back to restore_device (-1: none). */
+static int enter_device(const struct gp_runtime *rt, int device)
+{
+	int cur = -1;
+	if (rt->GetDevice(&cur) != cudaSuccess)
+		return -1;
+	if (cur != device && rt->SetDevice(device) != cudaSuccess)
+		return -1;
+	return cur;
+}
+
+static void restore_device(const struct gp_runtime *rt, int device, int cur)
+{
+	if (cur >= 0 && cur != device)
+		(void)rt->SetDevice(cur);
+}
+
+/* The program's last error as it was before gpupool's own calls (`before`): a call of
+ * ours that failed, or an event query that answered cudaErrorNotReady, must not reach the
+ * program's cudaGetLastError. */
+static void keep_last_error(const struct gp_runtime *rt, cudaError_t before)
+{
+	if (rt->PeekAtLastError() != before)
+		gp_last_error_restore(rt, before);
+}
+
+static bool has_marker_calls(const struct gp_runtime *rt)
+{
+	const struct gp_runtime_streamed *v = &rt->variant[GP_RT_PLAIN];
+	return rt->EventCreateWithFlags && rt->EventDestroy && rt->EventQuery && rt->EventSynchronize &&
+	       v->EventRecord && v->StreamWaitEvent;
+}
+
+void gp_cuda_stream_created(const struct gp_runtime *rt, cudaStream_t s, unsigned flags)
+{
+	if (!(flags & cudaStreamNonBlocking) || !s)
+		return;
+	int d = -1;
+	if (rt->GetDevice(&d) != cudaSuccess || d < 0 || d >= GPUPOOL_MAX_DEVICES)
+		return; /* a device no pool serves */
+	pthread_mutex_lock(&streams_lock);
+	struct cu_device_streams *ds = &devs[d];
+	if (ds->n == ds->cap) {
+		unsigned cap = ds->cap ? ds->cap * 2 : 16;
+		cudaStream_t *nb = realloc(ds->nb, cap * sizeof *nb);
+		if (!nb) {
+			ds->lost = true;
+			pthread_mutex_unlock(&streams_lock);
+			gp_log(GP_LOG_WARN, "device %d: out of host memory tracking streams: fences are "
+					    "cudaDeviceSynchronize from now on", d);
+			return;
+		}
+		ds->nb = nb;
+		ds->cap = cap;
+	}
+	ds->nb[ds->n++] = s;
+	pthread_mutex_unlock(&streams_lock);
+}
+
+void gp_cuda_stream_destroying(const struct gp_runtime *rt, cudaStream_t s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&streams_lock);
+	int d = -1;
+	for (int i = 0; i < GPUPOOL_MAX_DEVICES && d < 0; i++) {
+		struct cu_device_streams *ds = &devs[i];
+		for (unsigned j = 0; j < ds->n; j++) {
+			if (ds->nb[j] == s) {
+				ds->nb[j] = ds->nb[--ds->n];
+				d = i;
+				break;
+			}
+		}
+	}
+	if (d < 0) {
+		pthread_mutex_unlock(&streams_lock);
+		return; /* a blocking stream: the legacy stream covers its work */
+	}
+	/* the work s still has queued: the next marker waits for it through a tail event
+	 * (recording it during a capture could join s to the capture) */
+	struct cu_device_streams *ds = &devs[d];
+	bool kept = false;
+	if (has_marker_calls(rt) && gp_capture_count() == 0 && ds->ntails < GP_CUDA_TAILS) {
+		cudaError_t before = rt->PeekAtLastError();
+		int cur = enter_device(rt, d);
+		enum cudaStreamCaptureMode mode = gp_capture_relax_begin(rt);
+		cudaEvent_t ev;
+		if (rt->EventCreateWithFlags(&ev, MARK_EVENT_FLAGS) == cudaSuccess) {
+			if (rt->variant[GP_RT_PLAIN].EventRecord(ev, s) == cudaSuccess) {
+				ds->tails[ds->ntails++] = ev;
+				kept = true;
+			} else {
+				(void)rt->EventDestroy(ev);
+			}
+		}
+		gp_capture_relax_end(rt, mode);
+		restore_device(rt, d, cur);
+		keep_last_error(rt, before);
+	}
+	if (!kept)
+		ds->tails_lost = true;
+	pthread_mutex_unlock(&streams_lock);
+}
+
+/* After a device synchronize: every tail of `device` has completed. */
+static void tails_clear(const struct gp_runtime *rt, int device)
+{
+	if (device < 0 || device >= GPUPOOL_MAX_DEVICES)
+		return;
+	pthread_mutex_lock(&streams_lock);
+	struct cu_device_streams *ds = &devs[device];
+	for (unsigned i = 0; i < ds->ntails; i++)
+		(void)rt->EventDestroy(ds->tails[i]);
+	ds->ntails = 0;
+	ds->tails_lost = false;
+	pthread_mutex_unlock(&streams_lock);
+}
+
+/* A marker with room for n events, all created (device current, streams_lock held); NULL
+ * when host memory or an event cannot be had. */
+static struct cu_marker *marker_get(const struct gp_runtime *rt, struct cu_device_streams *ds, unsigned n)
+{
+	struct cu_marker *m = ds->spare;
+	if (m) {
+		ds->spare = m->next;
+		ds->nspare--;
+	} else if (!(m = calloc(1, sizeof *m))) {
+		return NULL;
+	}
+	if (m->made < n) {
+		cudaEvent_t *ev = realloc(m->ev, n * sizeof *ev);
+		if (!ev)
+			goto fail;
+		m->ev = ev;
+		while (m->made < n && rt->EventCreateWithFlags(&m->ev[m->made], MARK_EVENT_FLAGS) == cudaSuccess)
+			m->made++;
+		if (m->made < n)
+			goto fail;
+	}
+	m->n = n;
+	m->done = 0;
+	return m;
+fail:
+	m->next = ds->spare;
+	ds->spare = m;
+	ds->nspare++;
+	return NULL;
+}
+
+static void marker_put(const struct gp_runtime *rt, struct cu_device_streams *ds, struct cu_marker *m)
+{
+	if (ds->nspare < GP_CUDA_SPARES) {
+		m->next = ds->spare;
+		ds->spare = m;
+		ds->nspare++;
+		return;
+	}
+	for (unsigned i = 0; i < m->made; i++)
+		(void)rt->EventDestroy(m->ev[i]);
+	free(m->ev);
+	free(m);
+}
+
+static int cu_fence_mark(void *ctx, int device, uint64_t *token)
+{
+	const struct gp_runtime *rt = ctx;
+	const struct gp_runtime_streamed *v = &rt->variant[GP_RT_PLAIN];
+	if (device < 0 || device >= GPUPOOL_MAX_DEVICES || !has_marker_calls(rt))
+		return -ENOTSUP;
+	/* an event on the legacy stream while a blocking stream captures would invalidate
+	 * the capture; the gate keeps a capture from beginning meanwhile */
+	if (gp_capture_count() > 0 || !gp_capture_gate_enter())
+		return -EBUSY;
+	pthread_mutex_lock(&streams_lock);
+	struct cu_device_streams *ds = &devs[device];
+	int rc = 0;
+	if (ds->lost || ds->tails_lost || ds->n > GP_CUDA_MARK_STREAMS) {
+		rc = -ENOTSUP;
+		goto out;
+	}
+	cudaError_t before = rt->PeekAtLastError();
+	int cur = enter_device(rt, device);
+	enum cudaStreamCaptureMode mode = gp_capture_relax_begin(rt);
+	struct cu_marker *m = marker_get(rt, ds, 1 + ds->n);
+	bool ok = m != NULL;
+	/* destroyed streams' queued work: the legacy stream waits for it, so ev[0] covers it */
+	for (unsigned i = 0; ok && i < ds->ntails; i++)
+		ok = rt->EventQuery(ds->tails[i]) == cudaSuccess ||
+		     v->StreamWaitEvent(cudaStreamLegacy, ds->tails[i], 0) == cudaSuccess;
+	if (ok) {
+		for (unsigned i = 0; i < ds->ntails; i++)
+			(void)rt->EventDestroy(ds->tails[i]);
+		ds->ntails = 0;
+	}
+	if (ok)
+		ok = v->EventRecord(m->ev[0], cudaStreamLegacy) == cudaSuccess;
+	for (unsigned i = 0; ok && i < ds->n; i++)
+		ok = v->EventRecord(m->ev[1 + i], ds->nb[i]) == cudaSuccess;
+	gp_capture_relax_end(rt, mode);
+	restore_device(rt, device, cur);
+	keep_last_error(rt, before);
+	if (ok) {
+		*token = (uint64_t)(uintptr_t)m;
+	} else {
+		if (m)
+			marker_put(rt, ds, m);
+		rc = -ENOTSUP; /* the pool fences with a device synchronize instead */
+	}
+out:
+	pthread_mutex_unlock(&streams_lock);
+	gp_capture_gate_leave();
+	return rc;
+}
+
+/* Event queries and synchronizes run in relaxed capture mode: in global mode another
+ * thread's capture would refuse them (and be invalidated). */
+static int cu_fence_query(void *ctx, int device, uint64_t token)
+{
+	(void)device;
+	const struct gp_runtime *rt = ctx;
+	struct cu_marker *m = (struct cu_marker *)(uintptr_t)token;
+	cudaError_t before = rt->PeekAtLastError();
+	enum cudaStreamCaptureMode mode = gp_capture_relax_begin(rt);
+	int rc = 0;
+	while (m->done < m->n) {
+		cudaError_t e = rt->EventQuery(m->ev[m->done]);
+		if (e != cudaSuccess) {
+			rc = e == cudaErrorNotReady ? -EAGAIN : -EIO;
+			break;
+		}
+		m->done++;
+	}
+	gp_capture_relax_end(rt, mode);
+	keep_last_error(rt, before);
+	return rc;
+}
+
+static int cu_fence_wait(void *ctx, int device, uint64_t token)
+{
+	const struct gp_runtime *rt = ctx;
+	const struct cu_marker *m = (const struct cu_marker *)(uintptr_t)token;
+	cudaError_t before = rt->PeekAtLastError();
+	enum cudaStreamCaptureMode mode = gp_capture_relax_begin(rt);
+	cudaError_t e = cudaSuccess;
+	for (unsigned i = 0; i < m->n && e == cudaSuccess; i++)
+		e = rt->EventSynchronize(m->ev[i]);
+	gp_capture_relax_end(rt, mode);
+	keep_last_error(rt, before);
+	if (e != cudaSuccess) {
+		gp_log(GP_LOG_WARN, "device %d: cudaEventSynchronize failed (%d) during a fence; pending frees stay pending",
+		       device, (int)e);
+		return -EIO;
+	}
+	return 0;
+}
+
+static void cu_fence_drop(void *ctx, int device, uint64_t token)
+{
+	const struct gp_runtime *rt = ctx;
+	struct cu_marker *m = (struct cu_marker *)(uintptr_t)token;
+	pthread_mutex_lock(&streams_lock);
+	marker_put(rt, &devs[device], m);
+	pthread_mutex_unlock(&streams_lock);
+}
+
+void gp_cuda_device_forget(int device)
+{
+	if (device < 0 || device >= GPUPOOL_MAX_DEVICES)
+		return;
+	pthread_mutex_lock(&streams_lock);
+	struct cu_device_streams *ds = &devs[device];
+	/* the reset destroyed every stream and event of the device: their handles are not
+	 * passed to the runtime again (the pools that held markers are abandoned with it) */
+	while (ds->spare) {
+		struct cu_marker *m = ds->spare;
+		ds->spare = m->next;
+		free(m->ev);
+		free(m);
+	}
+	free(ds->nb);
+	memset(ds, 0, sizeof *ds);
+	pthread_mutex_unlock(&streams_lock);
+}
+
+void gp_cuda_backend_after_fork(void)
+{
+	/* the parent's streams and events are not the child's: forgotten (not freed: the
+	 * lock may have been held mid-update by a thread that does not exist here) */
+	pthread_mutex_init(&streams_lock, NULL);
+	memset(devs, 0, sizeof devs);
+}
+
 void gp_cuda_backend_init(struct gp_backend *be, const struct gp_runtime *rt)
 {
 	*be = (struct gp_backend){
@@ -151,5 +492,9 @@ void gp_cuda_backend_init(struct gp_backend *be, const struct gp_runtime *rt)
 		.device_sync = cu_device_sync,
 		.stream_wait = cu_stream_wait,
 		.mem_info = cu_mem_info,
+		.fence_mark = cu_fence_mark,
+		.fence_query = cu_fence_query,
+		.fence_wait = cu_fence_wait,
+		.fence_drop = cu_fence_drop,
 	};
 }

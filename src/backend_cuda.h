@@ -10,10 +10,24 @@
 #include "backend.h"
 
 /* Fills `be` with the backend over the resolved runtime `rt` (runtime.h), which must
- * outlive it (be->ctx is rt). Fences (device_sync) and segment frees are refused with
- * -EBUSY while a stream capture is in progress (capture.h). */
+ * outlive it (be->ctx is rt). Fences (device_sync, fence_mark) and segment frees are refused
+ * with -EBUSY while a stream capture is in progress (capture.h). */
 struct gp_runtime;
 void gp_cuda_backend_init(struct gp_backend *be, const struct gp_runtime *rt);
+
+/* Markers (backend.h fence_mark): an event on the legacy default stream and one on each
+ * non-blocking stream made through the runtime gpupool sees. The stream hooks report them:
+ * gp_cuda_stream_created after the runtime made `s` with `flags` (the device current then
+ * is the stream's), gp_cuda_stream_destroying before the runtime destroys `s` (the work it
+ * still has queued is kept for the next marker). More than 64 such streams on a device, or
+ * a runtime without events: fence_mark answers -ENOTSUP (fences are device synchronizes).
+ * Thread-safe; the first takes no lock the pool holds. */
+void gp_cuda_stream_created(const struct gp_runtime *rt, cudaStream_t s, unsigned flags);
+void gp_cuda_stream_destroying(const struct gp_runtime *rt, cudaStream_t s);
+/* Before cudaDeviceReset of `device`: its streams, tails and spare markers are forgotten. */
+void gp_cuda_device_forget(int device);
+/* In a forked child: the parent's streams and markers are forgotten. */
+void gp_cuda_backend_after_fork(void);
 
 /* The stream key (gp_stream) of a runtime stream handle, as the calling thread names it.
  * `ptsz`: the call came through a _ptsz entry point, where stream 0 is the per-thread one.

@@ -1,6 +1,8 @@
 /* The fake backend (backend_fake.h): synthetic address ranges from a bump pointer, never
- * dereferenced. Not thread-safe on its own: the pool calls segment_alloc/free under its
- * lock, and tests with several pools give each its own. Depends on backend.h only. */
+ * dereferenced, and markers that complete latency_ns after they are recorded on a modelled
+ * clock. Not thread-safe on its own: the pool calls segment_alloc/free under its lock, and
+ * tests with several pools give each its own (counters and the clock are atomic). Depends on
+ * backend.h only. */
 #include <errno.h>
 #include <string.h>
 
@@ -41,6 +43,16 @@ static int fake_segment_free(void *ctx, int device, uintptr_t addr, size_t size)
 	return 0;
 }
 
+/* The program's clock moves to `t` when it is later: the caller waited for the device. */
+static void wait_until(struct gp_fake_backend *fb, uint64_t t)
+{
+	uint64_t now = __atomic_load_n(&fb->now_ns, __ATOMIC_RELAXED);
+	if (fb->background || t <= now)
+		return;
+	__atomic_add_fetch(&fb->waited_ns, t - now, __ATOMIC_RELAXED);
+	__atomic_store_n(&fb->now_ns, t, __ATOMIC_RELAXED);
+}
+
 static int fake_device_sync(void *ctx, int device)
 {
 	struct gp_fake_backend *fb = ctx;
@@ -48,7 +60,53 @@ static int fake_device_sync(void *ctx, int device)
 	if (fb->sync_busy)
 		return -EBUSY;
 	__atomic_add_fetch(&fb->syncs, 1, __ATOMIC_RELAXED);
+	if (fb->latency_ns)
+		wait_until(fb, __atomic_load_n(&fb->now_ns, __ATOMIC_RELAXED) + fb->latency_ns);
 	return 0;
+}
+
+/* A token is the clock time the marker's work is done. */
+static int fake_fence_mark(void *ctx, int device, uint64_t *token)
+{
+	struct gp_fake_backend *fb = ctx;
+	(void)device;
+	if (fb->marks_unsupported)
+		return -ENOTSUP;
+	if (fb->sync_busy)
+		return -EBUSY;
+	__atomic_add_fetch(&fb->marks, 1, __ATOMIC_RELAXED);
+	*token = __atomic_load_n(&fb->now_ns, __ATOMIC_RELAXED) + fb->latency_ns;
+	return 0;
+}
+
+static int fake_fence_query(void *ctx, int device, uint64_t token)
+{
+	struct gp_fake_backend *fb = ctx;
+	(void)device;
+	__atomic_add_fetch(&fb->mark_queries, 1, __ATOMIC_RELAXED);
+	return __atomic_load_n(&fb->now_ns, __ATOMIC_RELAXED) >= token ? 0 : -EAGAIN;
+}
+
+static int fake_fence_wait(void *ctx, int device, uint64_t token)
+{
+	struct gp_fake_backend *fb = ctx;
+	(void)device;
+	__atomic_add_fetch(&fb->mark_waits, 1, __ATOMIC_RELAXED);
+	wait_until(fb, token);
+	return 0;
+}
+
+static void fake_fence_drop(void *ctx, int device, uint64_t token)
+{
+	struct gp_fake_backend *fb = ctx;
+	(void)device, (void)token;
+	__atomic_add_fetch(&fb->mark_drops, 1, __ATOMIC_RELAXED);
+}
+
+static uint64_t fake_now_ns(void *ctx)
+{
+	struct gp_fake_backend *fb = ctx;
+	return __atomic_load_n(&fb->now_ns, __ATOMIC_RELAXED);
 }
 
 static int fake_stream_wait(void *ctx, int device, gp_stream from, gp_stream to)
@@ -81,6 +139,11 @@ void gp_fake_backend_init(struct gp_fake_backend *fb, size_t capacity)
 	fb->be.device_sync = fake_device_sync;
 	fb->be.stream_wait = fake_stream_wait;
 	fb->be.mem_info = fake_mem_info;
+	fb->be.fence_mark = fake_fence_mark;
+	fb->be.fence_query = fake_fence_query;
+	fb->be.fence_wait = fake_fence_wait;
+	fb->be.fence_drop = fake_fence_drop;
+	fb->be.now_ns = fake_now_ns;
 	fb->capacity = capacity;
 	fb->next_addr = (uintptr_t)0x7f0000000000ull;
 }

@@ -1,6 +1,7 @@
 /* The fake backend: segments are synthetic address ranges from a private bump pointer,
- * never dereferenced, with counters and injected failures; for the unit tests, the host
- * benchmark and trace replay. Implements backend.h; depends on nothing else. */
+ * never dereferenced, with counters and injected failures, and markers over a modelled
+ * clock (the replay's time); for the unit tests, the host benchmark and trace replay.
+ * Implements backend.h; depends on nothing else. */
 #ifndef GP_BACKEND_FAKE_H
 #define GP_BACKEND_FAKE_H
 
@@ -22,6 +23,17 @@ struct gp_fake_backend {
 	bool fail_all;         /* every segment_alloc fails with -ENOMEM */
 	bool sync_busy;        /* device_sync and segment_free answer -EBUSY (a capture is active) */
 	bool wait_refused;     /* stream_wait answers -EAGAIN */
+	/* Markers and the modelled clock: a device that runs latency_ns behind the program.
+	 * Tests set now_ns by hand; the replay sets it to the trace time plus waited_ns before
+	 * each row. With latency_ns 0 (the default) every marker is done when recorded. */
+	bool marks_unsupported; /* fence_mark answers -ENOTSUP (a backend without markers) */
+	bool background;       /* calls come from a modelled fence thread: its waits are not billed */
+	uint64_t now_ns;       /* the clock (ns): what be.now_ns answers */
+	uint64_t latency_ns;   /* a marker recorded at now_ns is done at now_ns + latency_ns; a
+				* device_sync at now_ns returns then */
+	uint64_t waited_ns;    /* billed waits: fence_wait and device_sync move now_ns forward by
+				* the time left, and add it here (not while background) */
+	uint64_t marks, mark_queries, mark_waits, mark_drops; /* calls; marks - mark_drops outstanding */
 };
 
 /* Every device may hold `capacity` bytes (0 = unlimited); devices 0..GPUPOOL_MAX_DEVICES-1,

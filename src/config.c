@@ -102,6 +102,8 @@ static const struct gp_config_knob knobs[] = {
 	{"fence_interval_us", GP_KNOB_UINT, F(fence_interval_us), 0, 1000000, "50",
 	 "an integer from 0 to 1000000",
 	 "Microseconds the fence thread waits for more frees before fencing them together."},
+	{"fence_marker", GP_KNOB_BOOL, F(fence_marker), 0, 0, "1", BOOL_RANGE,
+	 "Fence a cudaFree'd block at the point of the GPU's queue where it was freed (CUDA events on the legacy stream and on each non-blocking stream created through the runtime gpupool sees), so the GPU never idles behind a fence; 0: every fence is a cudaDeviceSynchronize."},
 	{"report", GP_KNOB_REPORT, F(report), 0, 0, "stderr", REPORT_RANGE,
 	 "Where the exit report goes (GPUPOOL_REPORT wins)."},
 	{"report_format", GP_KNOB_FORMAT, F(report_format), 0, 0, "text", "text or json",
@@ -717,6 +719,7 @@ void gp_config_pool_params(const struct gp_config *c, size_t device_total, struc
 	p->max_split_size = c->max_split_size;
 	p->release_threshold = c->release_threshold;
 	p->sync_free = c->fence == GP_FENCE_SYNC;
+	p->fence_marker = c->fence_marker;
 	p->check = c->check;
 	p->limit = gp_config_limit(c, device_total);
 }

@@ -32,6 +32,7 @@ struct gp_config {
 	size_t release_threshold;      /* SIZE_MAX = keep everything cached */
 	enum gp_fence_policy fence;
 	unsigned fence_interval_us;    /* fence thread: wait this long for more frees before fencing */
+	bool fence_marker;             /* fence at the point of the free (events); false: device syncs */
 	char report[GP_PATH_MAX];      /* "stderr" (default), "none", or a file path */
 	enum gp_report_format report_format;
 	bool stats_page;               /* create /dev/shm/gpupool.<pid> */

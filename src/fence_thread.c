@@ -1,8 +1,11 @@
-/* The fence thread (fence_thread.h): sleeps until a cudaFree wants a fence, fences the
- * pools that have pending frees, backs off while a capture or a sticky error refuses the
- * fence. Owns its thread and flags; depends on the pool and the log only. */
+/* The fence thread (fence_thread.h): sleeps until a cudaFree wants a fence, records a
+ * marker for the pools' new pending frees (or, without markers, fences them with a
+ * device_sync), polls the markers outstanding until the device has passed them, backs off
+ * while a capture or a sticky error refuses. Owns its thread and flags; depends on the pool
+ * and the log only. */
 #include "fence_thread.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <unistd.h>
@@ -23,27 +26,51 @@ static _Atomic(gp_pool *) *fence_pools;
 static int fence_ndev;
 static unsigned fence_interval_us;
 
+/* Polling outstanding markers: the first poll this long after a marker, each next one twice
+ * as late, up to POLL_MAX_US: quick to see a short queue drain, and a device that lags by
+ * milliseconds costs a few wake-ups per marker, not a core. */
+#define POLL_MIN_US 50
+#define POLL_MAX_US 1000
+
 static void *fence_main(void *arg)
 {
 	(void)arg;
-	useconds_t backoff_us = 1000;
+	useconds_t backoff_us = 1000, poll_us = POLL_MIN_US;
+	bool polling = false; /* markers are outstanding somewhere */
 	for (;;) {
 		pthread_mutex_lock(&lock);
-		while (!atomic_load(&want) && !atomic_load(&exiting))
+		while (!atomic_load(&want) && !atomic_load(&exiting) && !polling)
 			pthread_cond_wait(&cond, &lock);
 		pthread_mutex_unlock(&lock);
 		if (atomic_load(&exiting))
 			break;
-		/* let a burst of frees gather behind one fence */
-		if (fence_interval_us)
-			usleep(fence_interval_us);
-		atomic_store(&want, 0);
+		if (atomic_load(&want)) {
+			/* let a burst of frees gather behind one marker (or fence) */
+			if (fence_interval_us)
+				usleep(fence_interval_us);
+			poll_us = POLL_MIN_US;
+		} else {
+			usleep(poll_us);
+			if (poll_us < POLL_MAX_US)
+				poll_us = poll_us * 2 < POLL_MAX_US ? poll_us * 2 : POLL_MAX_US;
+		}
+		bool mark = atomic_exchange(&want, 0) != 0;
 		bool again = false;
+		polling = false;
 		for (int d = 0; d < fence_ndev && !atomic_load(&exiting); d++) {
 			gp_pool *p = atomic_load(&fence_pools[d]);
 			atomic_store(&fencing, 1);
-			if (!atomic_load(&exiting) && p && gp_pool_has_pending(p) && gp_pool_fence(p) != 0)
-				again = true; /* a capture is active, or the sync failed */
+			if (!atomic_load(&exiting) && p) {
+				/* markers: record one for the new frees, retire what the device has
+				 * passed; without: one device_sync for the new frees */
+				int rc = gp_pool_fence_poll(p, mark);
+				if (rc == -ENOTSUP)
+					rc = mark && gp_pool_has_pending(p) ? gp_pool_fence(p) : 0;
+				if (rc == 1)
+					polling = true;
+				else if (rc < 0)
+					again = true; /* a capture is active, or the device failed */
+			}
 			atomic_store(&fencing, 0);
 		}
 		if (again) {

@@ -1,5 +1,5 @@
-/* The fence thread: retires cudaFree'd blocks off the callers' threads, one fence per pool
- * behind a burst of frees. Owns the thread, its lock, condition and flags. Works on the
+/* The fence thread: retires cudaFree'd blocks off the callers' threads, one fence (a marker,
+ * or a device synchronize) per pool behind a burst of frees. Owns the thread, its lock, condition and flags. Works on the
  * pool array it is given: must not depend on the registry, the config or CUDA (the pools'
  * backend does the device synchronize). */
 #ifndef GP_FENCE_THREAD_H
@@ -10,8 +10,11 @@
 #include "pool.h"
 
 /* Starts the thread unless it runs already. Woken by gp_fence_thread_wake, it waits
- * interval_us (a burst of frees gathers behind one fence), then fences every pool of
- * pools[0..ndev) that has pending frees. `pools` must outlive the process; entries may be
+ * interval_us (a burst of frees gathers behind one fence), then records a marker in every
+ * pool of pools[0..ndev) with new pending frees (gp_pool_fence_poll; a pool without
+ * markers gets gp_pool_fence), and polls the outstanding markers, 50 us later and then
+ * ever more slowly up to every 1 ms, until none is left; it sleeps on its condition
+ * variable while nothing is pending. `pools` must outlive the process; entries may be
  * NULL and may change. Logs and leaves it stopped when the thread cannot be created (pools
  * then fence inline). Thread-safe. */
 void gp_fence_thread_start(_Atomic(gp_pool *) *pools, int ndev, unsigned interval_us);

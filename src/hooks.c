@@ -67,6 +67,21 @@ GP_EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t
 
 GP_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream) { return gp_shim_stream_destroy(stream); }
 
+GP_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *pStream)
+{
+	return gp_shim_stream_create(pStream, 0, 0, GP_STREAM_CREATE);
+}
+
+GP_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
+{
+	return gp_shim_stream_create(pStream, flags, 0, GP_STREAM_CREATE_FLAGS);
+}
+
+GP_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
+{
+	return gp_shim_stream_create(pStream, flags, priority, GP_STREAM_CREATE_PRIORITY);
+}
+
 GP_EXPORT cudaError_t cudaDeviceReset(void) { return gp_shim_device_reset(); }
 
 GP_EXPORT long long gpupool_release(int device) { return gp_shim_release(device); }

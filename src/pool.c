@@ -29,8 +29,10 @@ void gp_pool_params_default(struct gp_pool_params *p)
 	p->max_split_size = SIZE_MAX;
 	p->limit = 0;
 	p->release_threshold = SIZE_MAX;
+	p->fence_marker = true;
 	p->wait_fence_ns = 1000000;
 	p->fence_headroom = 32u << 20;
+	p->wait_share = 128;
 	p->release_on_grow = true;
 }
 
@@ -142,12 +144,23 @@ static int take_block(gp_pool *p, struct gp_block *b, size_t rounded, size_t req
  *   try_wait_for_better_fit  only when try_ready's block would be split for a large request
  *                            while frees in flight could fit better: put it back, fence
  *   try_steal                a block freed on another stream, ordered after it by an event
- *   try_retired              pending frees that a fence already covered (another thread's)
+ *   try_retired              pending frees that a fence already covered (another thread's,
+ *                            or a marker the device has passed: asked without waiting)
  *   try_fence_headroom       the pool grew fence_headroom since the last fence: fence
  *   try_fence_before_peak    growing would raise the peak while frees in flight could serve
  *   try_grow                 a new segment (past the peak, first release unused cache)
  *   try_fence_all            no room to grow: fence, promoting every stream's blocks too
  *   try_release_and_grow     release every free segment and grow once more (OOM retry)
+ *
+ * A "fence" on the allocating thread (fence_and_find) is, with markers (backend.h), a wait
+ * for the marker of the point where fitting blocks were freed, not for everything queued
+ * until now: later work stays queued, the device does not run dry. The three conditional
+ * fences then wait only when the expected wait (the device's lag less the marker's age) is
+ * at most wait_fence_ns / 16 (try_wait_for_better_fit, try_fence_headroom: fragmentation and
+ * headroom are worth little) or wait_fence_ns * 16 (try_fence_before_peak: the peak is what
+ * the pool is judged by), within the wait credit (fence.c), and grow otherwise;
+ * try_fence_all waits whatever it takes. Without markers each is one device_sync, under the
+ * conditions said at each rung.
  *
  * A rung that does not apply answers NULL without side effects, except where said. */
 
@@ -184,13 +197,23 @@ static inline __attribute__((always_inline)) struct gp_block *best_fit(gp_pool *
 
 static struct gp_block *find(gp_pool *p, struct request *rq) { return best_fit(p, rq); }
 
-/* Runs a fence on the allocating thread (counted as inline), then looks again. The lock
- * is dropped during the fence, so the answer reflects other threads' frees too. */
-static struct gp_block *fence_and_find(gp_pool *p, enum gp_fence_scope scope, struct request *rq)
+/* Runs a fence on the allocating thread (counted as inline; fence.h: a marker expected
+ * within budget_ns, or a device_sync), then looks again, and again after the next marker
+ * while a newer one may still free a fitting block. The lock is dropped during each wait,
+ * so the answer reflects other threads' frees too. */
+static struct gp_block *fence_and_find(gp_pool *p, enum gp_fence_scope scope, struct request *rq,
+				       uint64_t budget_ns)
 {
-	if (gp_fence_locked(p, scope) == 0)
-		GP_COUNT(p->st, inline_fences, 1);
-	return find(p, rq);
+	for (unsigned n = 0; n <= GP_MARKS_MAX; n++) {
+		bool last;
+		int rc = gp_fence_serve_locked(p, scope, rq->rounded, budget_ns, &last);
+		if (rc == 0)
+			GP_COUNT(p->st, inline_fences, 1);
+		struct gp_block *b = find(p, rq);
+		if (b || rc || last)
+			return b;
+	}
+	return NULL;
 }
 
 /* The list a new segment's remainder joins: the stream's own (made now if need be), else
@@ -213,9 +236,10 @@ static inline __attribute__((always_inline)) struct gp_block *try_ready(gp_pool 
 static inline struct gp_block *try_wait_for_better_fit(gp_pool *p, struct request *rq, struct gp_block *b)
 {
 	if (b->size - rq->rounded > p->prm.small_max && rq->rounded > p->prm.small_max &&
-	    p->st->pending_bytes >= rq->rounded && p->last_fence_ns <= p->prm.wait_fence_ns) {
+	    p->st->pending_bytes >= rq->rounded &&
+	    (gp_fence_markers(p) || p->last_fence_ns <= p->prm.wait_fence_ns)) {
 		gp_freelist_insert(p, b, rq->home);
-		return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq);
+		return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq, p->prm.wait_fence_ns / 16);
 	}
 	return b;
 }
@@ -255,10 +279,17 @@ static struct gp_block *try_steal(gp_pool *p, struct request *rq)
 	return NULL;
 }
 
-/* Pending blocks that a completed fence (the fence thread's, or another caller's) already
- * covered go to the ready list; then look again. */
+/* Pending blocks that a completed fence (the fence thread's, another caller's, or a marker
+ * the device has passed since the last poll) already covered go to the ready list; then
+ * look again. */
 static struct gp_block *try_retired(gp_pool *p, struct request *rq)
 {
+	if (p->pend_head && p->nmarks) {
+		uint64_t before = p->completed;
+		(void)gp_fence_poll_locked(p);
+		if (p->completed != before)
+			return find(p, rq); /* the poll retired what it covered */
+	}
 	if (!p->pend_head || p->completed <= p->pend_head->gen)
 		return NULL;
 	gp_pending_retire(p, p->completed);
@@ -271,10 +302,10 @@ static struct gp_block *try_retired(gp_pool *p, struct request *rq)
  * the fence thread retires) from ballooning. */
 static struct gp_block *try_fence_headroom(gp_pool *p, struct request *rq)
 {
-	if (!p->pend_head || p->last_fence_ns > p->prm.wait_fence_ns ||
+	if (!p->pend_head || (!gp_fence_markers(p) && p->last_fence_ns > p->prm.wait_fence_ns) ||
 	    p->grown_pending + gp_segment_size_for(&p->prm, rq->rounded) <= p->prm.fence_headroom)
 		return NULL;
-	return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq);
+	return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq, p->prm.wait_fence_ns / 16);
 }
 
 /* Never raise the peak for memory that frees in flight will return: when the GPU runs far
@@ -282,10 +313,10 @@ static struct gp_block *try_fence_headroom(gp_pool *p, struct request *rq)
  * memory track everything freed but not yet fenced. */
 static struct gp_block *try_fence_before_peak(gp_pool *p, struct request *rq)
 {
-	if (!p->pend_head || p->st->pending_bytes < rq->rounded ||
+	if (!p->pend_head || (!gp_fence_markers(p) && p->st->pending_bytes < rq->rounded) ||
 	    p->st->reserved_bytes + gp_segment_size_for(&p->prm, rq->rounded) <= p->st->reserved_bytes_peak)
 		return NULL;
-	return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq);
+	return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq, p->prm.wait_fence_ns * 16);
 }
 
 /* A new segment. Growing past the peak reserved so far: first hand back cached segments
@@ -317,7 +348,7 @@ static struct gp_block *try_fence_all(gp_pool *p, struct request *rq)
 {
 	if (!p->pend_head && !p->streams)
 		return NULL;
-	return fence_and_find(p, GP_FENCE_PROMOTE_STREAMS, rq);
+	return fence_and_find(p, GP_FENCE_PROMOTE_STREAMS, rq, UINT64_MAX);
 }
 
 /* The OOM retry: every free segment goes back to the backend, then one more segment. */
@@ -551,6 +582,9 @@ void gp_pool_destroy(gp_pool *p)
 	}
 	GP_STAT_SET(p->st, active, 0);
 	gp_stats_end(p->st);
+	for (unsigned i = 0; i < p->nmarks; i++)
+		p->be->fence_drop(p->be->ctx, p->device, p->marks[i].token);
+	p->nmarks = 0;
 	gp_bypass_fini(p);
 	gp_addrmap_fini(&p->map);
 	struct gp_slist *sl, *tmp;

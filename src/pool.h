@@ -37,9 +37,17 @@ struct gp_pool_params {
 	size_t limit;            /* most reserved bytes this pool may hold; 0 = no limit */
 	size_t release_threshold;/* keep at most this many cached bytes after a free; SIZE_MAX = keep all */
 	bool sync_free;          /* cudaFree waits for its own fence before returning (fence policy "sync") */
-	uint64_t wait_fence_ns;  /* while fences take at most this long, a request that pending frees
-				  * could serve waits for one instead of growing past fence_headroom */
+	bool fence_marker;       /* fence at the point of the free (backend markers) where the backend
+				  * can; false: every fence is a device_sync */
+	uint64_t wait_fence_ns;  /* device_sync fences: while they take at most this long, a request
+				  * that pending frees could serve waits for one instead of growing past
+				  * fence_headroom. Markers: the scale of the expected waits (the device's
+				  * lag less the marker's age) an allocation takes instead of growing: a
+				  * sixteenth of it against fragmentation and headroom, sixteen times it
+				  * before raising the reserved peak (pool.c) */
 	size_t fence_headroom;   /* bytes the pool may grow between two fences while frees are pending */
+	uint32_t wait_share;     /* markers: the allocating threads' waits that spare a segment take at
+				  * most 1/wait_share of the time (a credit that accrues with the clock) */
 	bool release_on_grow;    /* before growing past the peak reserved so far, release cached segments
 				  * (when more than 1/16 of what is reserved is cached) */
 	bool check;              /* run the invariant checker after every operation (slow) */
@@ -103,6 +111,12 @@ int gp_pool_lookup(gp_pool *p, uintptr_t addr, struct gp_block_info *info);
  * fence began becomes reusable. Returns 0, or the backend's error (-EBUSY: a capture is
  * active; nothing changed). Safe from any thread; the pool lock is not held during the sync. */
 int gp_pool_fence(gp_pool *p);
+/* The fence thread's step with markers (backend.h): retires the blocks of every marker
+ * the device has passed, and with `mark` records one covering the pending blocks no marker
+ * covers yet. Never waits for the device. Returns 1 while markers are outstanding (poll
+ * again), 0 when none is, -ENOTSUP when this pool fences with device_sync (call
+ * gp_pool_fence instead), or the backend's error (-EBUSY: a capture is active). */
+int gp_pool_fence_poll(gp_pool *p, bool mark);
 /* True when blocks wait for a fence. Lock-free read; may be stale by one operation. */
 bool gp_pool_has_pending(gp_pool *p);
 

@@ -55,6 +55,17 @@ struct gp_chunk {
 
 struct gp_bypass;
 
+/* Markers outstanding at once per pool (fence.c): at most this many fences in flight. */
+#define GP_MARKS_MAX 64
+
+/* One marker (backend.h): fence k with its issue and its completion apart. */
+struct gp_mark {
+	uint64_t k;                /* the fence it is: retires blocks with gen < k */
+	uint64_t token;            /* the backend's */
+	uint64_t at_ns;            /* when it was recorded (be->now_ns clock) */
+	int waiters;               /* threads in fence_wait on it (lock dropped): not dropped meanwhile */
+};
+
 struct gp_pool {
 	gp_lock lock;
 	int broken;                /* the checker found an invariant broken: bypass.h (set once) */
@@ -73,6 +84,12 @@ struct gp_pool {
 	uint64_t issued;           /* fences begun */
 	uint64_t completed;        /* newest fence completed */
 	uint64_t last_fence_ns;    /* how long the last device_sync took */
+	struct gp_mark marks[GP_MARKS_MAX]; /* markers by k, oldest first; those with k <= completed
+				    * are done and stay only while waited on */
+	unsigned nmarks;
+	uint64_t lag_ns;           /* the device's lag: record to completion of the last marker seen done */
+	uint64_t wait_credit_ns;   /* what conditional marker waits may still take (prm.wait_share) */
+	uint64_t credit_at_ns;     /* clock time the credit was last accrued to */
 	size_t grown_pending;      /* bytes grown since the last fence while frees were pending */
 	uint32_t rng;
 	int hash_oom;

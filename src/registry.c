@@ -321,7 +321,8 @@ static void registry_after_fork(void)
  *   0. the runtime table's lock (runtime.c), maybe held by a thread looking for it;
  *   1. the capture gate and count (capture.c): no capture of the parent's is the child's;
  *   2. the fence thread (fence_thread.c): gone with the fork, its lock maybe held;
- *   3. the registry: pools, page slots, page and trace, the lock of finding the runtime.
+ *   3. the streams and markers of the CUDA backend (backend_cuda.c): the parent's;
+ *   4. the registry: pools, page slots, page and trace, the lock of finding the runtime.
  * No reset reads another module's state, so the order is a convention, not a constraint;
  * every module is reset before the child's first call can start the fence thread again or
  * take the gate. */
@@ -330,5 +331,6 @@ static void at_fork_child(void)
 	gp_runtime_after_fork();
 	gp_capture_after_fork();
 	gp_fence_thread_after_fork();
+	gp_cuda_backend_after_fork();
 	registry_after_fork();
 }

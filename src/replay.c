@@ -1,7 +1,8 @@
 /* Trace replay (replay.h): rows through gp_pool in trace order on the fake backend, trace
- * pointers mapped to pool addresses with uthash, the fence thread modelled in trace time
- * (a fence when a row's t_ns passes the deadline, + latency). Depends on the pool, config,
- * the reader and the fake backend; never on CUDA or the shim. */
+ * pointers mapped to pool addresses with uthash, and time: a device that lags the program
+ * by the fence latency (the fake backend's clock), the program's waits for it, and the fence
+ * thread modelled on that clock. Depends on the pool, config, the reader and the fake
+ * backend; never on CUDA or the shim. */
 #define HASH_NONFATAL_OOM 1
 #include "replay.h"
 
@@ -33,7 +34,9 @@ struct state {
 	struct gpupool_device_stats st[GPUPOOL_MAX_DEVICES];
 	gp_pool *pool[GPUPOOL_MAX_DEVICES];
 	bool pending[GPUPOOL_MAX_DEVICES];       /* a cudaFree waits for the modelled thread */
-	uint64_t fence_at[GPUPOOL_MAX_DEVICES];  /* trace time the modelled fence completes */
+	uint64_t fence_at[GPUPOOL_MAX_DEVICES];  /* clock time the modelled thread acts */
+	bool polling[GPUPOOL_MAX_DEVICES];       /* the modelled thread polls outstanding markers */
+	uint64_t first_ns, last_ns;              /* the trace's span (t_ns) */
 	struct pmap *map;
 };
 
@@ -99,6 +102,37 @@ static int row_error(struct gp_replay_result *r, const char *path, const struct 
 	return rc;
 }
 
+/* The fence thread at clock time `clock`, on the backend's clock and unbilled (its waits are
+ * not the program's): for each device whose burst of frees is due, a marker recorded at the
+ * time the thread wakes (or, without markers, a device_sync that completed by then), and a
+ * poll of the markers outstanding, as the thread's own polling would find them. */
+static void model_fence_thread(struct state *s, const struct gp_replay_opts *o, struct gp_replay_result *r,
+			       uint64_t clock)
+{
+	s->fb.background = true;
+	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
+		gp_pool *p = s->pool[d];
+		if (s->pending[d] && clock >= s->fence_at[d]) {
+			s->pending[d] = false;
+			int rc = -ENOTSUP;
+			if (o->params.fence_marker) {
+				uint64_t marks = s->fb.marks;
+				s->fb.now_ns = s->fence_at[d];
+				rc = gp_pool_fence_poll(p, true);
+				s->fb.now_ns = clock;
+				if (s->fb.marks != marks)
+					r->model_fences++;
+				s->polling[d] = rc == 1;
+			}
+			if (rc == -ENOTSUP && gp_pool_has_pending(p) && gp_pool_fence(p) == 0)
+				r->model_fences++;
+		} else if (s->polling[d]) {
+			s->polling[d] = gp_pool_fence_poll(p, false) == 1;
+		}
+	}
+	s->fb.background = false;
+}
+
 static int replay_row(struct state *s, const struct gp_replay_opts *o, struct gp_replay_result *r,
 		      const char *path, const struct gp_trace_row *row)
 {
@@ -107,16 +141,15 @@ static int replay_row(struct state *s, const struct gp_replay_opts *o, struct gp
 
 	if (dev >= GPUPOOL_MAX_DEVICES)
 		return row_error(r, path, row, -EINVAL, "device ordinal above the 16 devices gpupool handles");
-	/* the modelled fence thread: fence every device whose deadline has passed */
-	if (o->fence == GP_FENCE_THREAD) {
-		for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
-			if (s->pending[d] && row->t_ns >= s->fence_at[d]) {
-				s->pending[d] = false;
-				if (gp_pool_has_pending(s->pool[d]) && gp_pool_fence(s->pool[d]) == 0)
-					r->model_fences++;
-			}
-		}
-	}
+	if (r->ops == 1)
+		s->first_ns = row->t_ns;
+	if (row->t_ns > s->last_ns)
+		s->last_ns = row->t_ns;
+	/* the program's clock: its own time, delayed by every wait for the device so far */
+	uint64_t clock = sat_add(row->t_ns, s->fb.waited_ns);
+	s->fb.now_ns = clock;
+	if (o->fence == GP_FENCE_THREAD)
+		model_fence_thread(s, o, r, clock);
 	if (row->err != 0) {
 		r->skipped_errors++;
 		return 0;
@@ -193,9 +226,11 @@ static int replay_row(struct state *s, const struct gp_replay_opts *o, struct gp
 			return row_error(r, path, row, -EFAULT, "the pool refused the free of a live block");
 		r->frees++;
 		if (sk == GP_NO_STREAM && o->fence == GP_FENCE_THREAD && !s->pending[mdev]) {
+			/* the thread wakes fence_interval_us after the first free of a burst; without
+			 * markers its device_sync retires the burst a latency later */
 			s->pending[mdev] = true;
-			s->fence_at[mdev] = sat_add(row->t_ns, (uint64_t)o->fence_interval_us * 1000u +
-							    (uint64_t)o->fence_latency_us * 1000u);
+			s->fence_at[mdev] = sat_add(clock, (uint64_t)o->fence_interval_us * 1000u +
+							       (o->params.fence_marker ? 0 : (uint64_t)o->fence_latency_us * 1000u));
 		}
 	}
 	if (o->params.check) {
@@ -220,6 +255,7 @@ int gp_replay_file(const char *path, const struct gp_replay_opts *o, struct gp_r
 	if (!s)
 		return -ENOMEM;
 	gp_fake_backend_init(&s->fb, 0);
+	s->fb.latency_ns = (uint64_t)o->fence_latency_us * 1000u;
 	rc = gp_tracefile_open(&tf, path, o->sort_window, r->error, sizeof r->error);
 	if (rc) {
 		r->error_line = 1;
@@ -260,6 +296,9 @@ int gp_replay_file(const char *path, const struct gp_replay_opts *o, struct gp_r
 		r->merges += st->merges;
 		r->stream_steals += st->stream_steals;
 	}
+	r->wait_ns = s->fb.waited_ns;
+	r->duration_ns = s->last_ns - s->first_ns;
+	r->markers = s->fb.marks;
 	r->backend_allocs = s->fb.allocs;
 	r->backend_frees = s->fb.frees;
 	if (r->allocs + r->frees)
@@ -307,6 +346,9 @@ void gp_replay_print(FILE *f, const struct gp_replay_result *r)
 	U(model_fences);
 	U(fences);
 	U(inline_fences);
+	U(markers);
+	fprintf(f, "wait_ms=%.3f\n", (double)r->wait_ns / 1e6);
+	fprintf(f, "duration_ms=%.3f\n", (double)r->duration_ns / 1e6);
 	U(hits);
 	U(misses);
 	U(splits);

@@ -21,7 +21,9 @@ struct gp_replay_opts {
 	struct gp_pool_params params;  /* pool knobs (params.check: gp_pool_check after each op) */
 	int fence;                     /* enum gp_fence_policy; GP_FENCE_THREAD by default */
 	unsigned fence_interval_us;    /* modelled fence thread's delay after a cudaFree, 50 */
-	unsigned fence_latency_us;     /* modelled device_sync duration, 0 */
+	unsigned fence_latency_us;     /* how far the modelled device lags the program: a marker
+					* recorded at clock c is done at c + this, a device_sync at c
+					* returns then (us, 0) */
 	size_t sort_window;            /* rows buffered to restore t_ns order, 0 = file order */
 	uint64_t limit_rows;           /* stop after this many data rows; 0 = all */
 };
@@ -50,6 +52,10 @@ struct gp_replay_result {
 	uint64_t peak_requested, peak_allocated, peak_reserved, segments_peak; /* sums saturate */
 	uint64_t backend_allocs, backend_frees;
 	uint64_t model_fences, fences, inline_fences, hits, misses, splits, merges, stream_steals;
+	uint64_t markers;          /* markers recorded (the thread's and the allocating threads') */
+	uint64_t wait_ns;          /* modelled time the program's threads waited for the device
+				    * (inline device_syncs and marker waits; the fence thread's not) */
+	uint64_t duration_ns;      /* the trace's span: last t_ns - first t_ns */
 	uint64_t pool_ns;          /* ns inside gp_pool_alloc/free (clock read around each call) */
 	double ns_per_op;          /* pool_ns / (allocs + frees) */
 	double reserved_over_requested, reserved_over_allocated;

@@ -85,11 +85,16 @@ static bool resolve(void)
 	SYM(EventCreateWithFlags, "cudaEventCreateWithFlags");
 	STREAMED(EventRecord, "cudaEventRecord");
 	SYM(EventDestroy, "cudaEventDestroy");
+	SYM(EventQuery, "cudaEventQuery");
+	SYM(EventSynchronize, "cudaEventSynchronize");
 	STREAMED(StreamWaitEvent, "cudaStreamWaitEvent");
 	STREAMED(StreamIsCapturing, "cudaStreamIsCapturing");
 	STREAMED(StreamBeginCapture, "cudaStreamBeginCapture");
 	STREAMED(StreamEndCapture, "cudaStreamEndCapture");
 	SYM(StreamDestroy, "cudaStreamDestroy");
+	SYM(StreamCreate, "cudaStreamCreate");
+	SYM(StreamCreateWithFlags, "cudaStreamCreateWithFlags");
+	SYM(StreamCreateWithPriority, "cudaStreamCreateWithPriority");
 	SYM(ThreadExchangeStreamCaptureMode, "cudaThreadExchangeStreamCaptureMode");
 	SYM(IpcGetMemHandle, "cudaIpcGetMemHandle");
 	SYM(DeviceReset, "cudaDeviceReset");

@@ -38,8 +38,14 @@ struct gp_runtime {
 	/* what it does without: cross-stream reuse waits for a fence instead of an event */
 	cudaError_t (*EventCreateWithFlags)(cudaEvent_t *, unsigned);
 	cudaError_t (*EventDestroy)(cudaEvent_t);
+	/* what markers need (else fences are device synchronizes) */
+	cudaError_t (*EventQuery)(cudaEvent_t);
+	cudaError_t (*EventSynchronize)(cudaEvent_t);
 	/* passed through, and used where present */
 	cudaError_t (*StreamDestroy)(cudaStream_t);
+	cudaError_t (*StreamCreate)(cudaStream_t *);
+	cudaError_t (*StreamCreateWithFlags)(cudaStream_t *, unsigned);
+	cudaError_t (*StreamCreateWithPriority)(cudaStream_t *, unsigned, int);
 	cudaError_t (*ThreadExchangeStreamCaptureMode)(enum cudaStreamCaptureMode *);
 	cudaError_t (*IpcGetMemHandle)(cudaIpcMemHandle_t *, void *);
 	cudaError_t (*DeviceReset)(void);

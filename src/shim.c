@@ -343,9 +343,31 @@ cudaError_t gp_shim_stream_destroy(cudaStream_t s)
 			if (p)
 				gp_pool_stream_retire(p, key);
 		}
+		if (r->cfg.fence_marker)
+			gp_cuda_stream_destroying(r->rt, s);
 		gp_fence_thread_wake();
 	}
 	return fn(s);
+}
+
+cudaError_t gp_shim_stream_create(cudaStream_t *s, unsigned flags, int priority, enum gp_stream_create how)
+{
+	const struct gp_registry *r = gp_registry_get();
+	cudaError_t e;
+	if (how == GP_STREAM_CREATE) {
+		cudaError_t (*fn)(cudaStream_t *) = RT_FN(r, StreamCreate);
+		e = fn ? fn(s) : absent(r);
+	} else if (how == GP_STREAM_CREATE_FLAGS) {
+		cudaError_t (*fn)(cudaStream_t *, unsigned) = RT_FN(r, StreamCreateWithFlags);
+		e = fn ? fn(s, flags) : absent(r);
+	} else {
+		cudaError_t (*fn)(cudaStream_t *, unsigned, int) = RT_FN(r, StreamCreateWithPriority);
+		e = fn ? fn(s, flags, priority) : absent(r);
+	}
+	/* a non-blocking stream is not covered by the legacy stream: markers record on it too */
+	if (e == cudaSuccess && !r->off && r->cfg.fence_marker && how != GP_STREAM_CREATE)
+		gp_cuda_stream_created(r->rt, *s, flags);
+	return e;
 }
 
 cudaError_t gp_shim_device_reset(void)
@@ -356,8 +378,10 @@ cudaError_t gp_shim_device_reset(void)
 		return absent(r);
 	if (!r->off) {
 		int dev = current_device(r);
-		if (dev >= 0)
+		if (dev >= 0) {
 			gp_registry_reset_device(dev);
+			gp_cuda_device_forget(dev);
+		}
 	}
 	return fn();
 }

@@ -19,6 +19,10 @@ cudaError_t gp_shim_ipc_get_mem_handle(cudaIpcMemHandle_t *handle, void *ptr);
 cudaError_t gp_shim_begin_capture(cudaStream_t s, enum cudaStreamCaptureMode mode, bool ptsz);
 cudaError_t gp_shim_end_capture(cudaStream_t s, cudaGraph_t *graph, bool ptsz);
 cudaError_t gp_shim_stream_destroy(cudaStream_t s);
+/* cudaStreamCreate (flags 0, no priority), cudaStreamCreateWithFlags (no priority) and
+ * cudaStreamCreateWithPriority: the runtime's stream, remembered for markers. */
+enum gp_stream_create { GP_STREAM_CREATE, GP_STREAM_CREATE_FLAGS, GP_STREAM_CREATE_PRIORITY };
+cudaError_t gp_shim_stream_create(cudaStream_t *s, unsigned flags, int priority, enum gp_stream_create how);
 cudaError_t gp_shim_device_reset(void);
 
 /* The public API (gpupool.h). */

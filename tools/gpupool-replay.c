@@ -31,7 +31,7 @@ static void usage(FILE *f)
 		"  --conf KNOBS          GPUPOOL_CONF syntax (default: $GPUPOOL_CONF)\n"
 		"  --check               run the pool's invariant checker after every op\n"
 		"  --sort-window ROWS    restore t_ns order within ROWS rows (default 0: file order)\n"
-		"  --fence-latency-us US modelled device sync time (default 0)\n"
+		"  --fence-latency-us US how far the modelled GPU lags the program (default 0)\n"
 		"  --limit-rows N        replay the first N rows only\n"
 		"  --version             print the version and exit\n");
 }

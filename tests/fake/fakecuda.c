@@ -35,7 +35,7 @@
 	X(cudaMemcpyAsync_ptsz) X(cudaMemset) X(cudaMemset_ptds) X(cudaMemsetAsync) \
 	X(cudaMemsetAsync_ptsz) X(cudaSetDevice) X(cudaGetDevice) X(cudaGetDeviceCount) \
 	X(cudaMemGetInfo) X(cudaDeviceSynchronize) X(cudaDeviceReset) X(cudaStreamCreate) \
-	X(cudaStreamCreateWithFlags) X(cudaStreamDestroy) X(cudaStreamSynchronize) \
+	X(cudaStreamCreateWithFlags) X(cudaStreamCreateWithPriority) X(cudaStreamDestroy) X(cudaStreamSynchronize) \
 	X(cudaStreamSynchronize_ptsz) X(cudaStreamQuery) X(cudaStreamQuery_ptsz) \
 	X(cudaStreamGetId) X(cudaStreamGetId_ptsz) X(cudaStreamGetDevice) \
 	X(cudaStreamGetDevice_ptsz) X(cudaStreamGetFlags) X(cudaStreamGetFlags_ptsz) \
@@ -1295,6 +1295,14 @@ FK_API cudaError_t cudaStreamCreate(cudaStream_t *pStream)
 FK_API cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
 {
 	ENTER(cudaStreamCreateWithFlags);
+	return fk_stream_create(pStream, flags);
+}
+
+/* Priorities are accepted and ignored (the fake runs every ready stream alike). */
+FK_API cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
+{
+	ENTER(cudaStreamCreateWithPriority);
+	(void)priority;
 	return fk_stream_create(pStream, flags);
 }
 

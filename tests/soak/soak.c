@@ -100,6 +100,8 @@ struct dev {
 	atomic_size_t used;        /* bytes the backend holds, for mem_info (fb.used is locked) */
 	atomic_ullong injected_fails, busy_answers, waits_refused;
 	atomic_ullong allocs, frees; /* the workers' tally */
+	atomic_ullong marks, mark_drops; /* markers recorded and dropped */
+	uint64_t fence_rng;        /* the fencer's */
 	struct shadow sh;
 };
 
@@ -164,6 +166,42 @@ static int w_stream_wait(void *ctx, int device, gp_stream from, gp_stream to)
 	return d->fb.be.stream_wait(&d->fb, device, from, to);
 }
 
+/* Markers (called under the pool lock, except w_fence_wait): a marker is done at a random
+ * later query, or when waited for, which sometimes takes a while; refused like a sync while
+ * a "capture" is on. */
+static int w_fence_mark(void *ctx, int device, uint64_t *token)
+{
+	struct dev *d = ctx;
+	(void)device;
+	if (busy_now(d))
+		return -EBUSY;
+	*token = atomic_fetch_add(&d->marks, 1) + 1;
+	return 0;
+}
+
+static int w_fence_query(void *ctx, int device, uint64_t token)
+{
+	struct dev *d = ctx;
+	(void)device, (void)token;
+	return xorshift64(&d->rng) % 4 == 0 ? 0 : -EAGAIN;
+}
+
+static int w_fence_wait(void *ctx, int device, uint64_t token)
+{
+	static _Thread_local uint64_t rng = XORSHIFT_SEED;
+	(void)ctx, (void)device, (void)token;
+	if (xorshift64(&rng) % 8 == 0)
+		usleep(50);
+	return 0;
+}
+
+static void w_fence_drop(void *ctx, int device, uint64_t token)
+{
+	struct dev *d = ctx;
+	(void)device, (void)token;
+	atomic_fetch_add(&d->mark_drops, 1);
+}
+
 static int w_mem_info(void *ctx, int device, size_t *free_bytes, size_t *total_bytes)
 {
 	struct dev *d = ctx;
@@ -181,8 +219,10 @@ static void dev_init(struct dev *d, int index)
 	gp_fake_backend_init(&d->fb, 2 * GiB);
 	/* the devices' addresses apart, so that a free can find its pool by trying both */
 	d->fb.next_addr = index ? (uintptr_t)1 << 59 : (uintptr_t)1 << 44;
-	d->be = (struct gp_backend){d, w_segment_alloc, w_segment_free, w_device_sync, w_stream_wait, w_mem_info};
+	d->be = (struct gp_backend){d, w_segment_alloc, w_segment_free, w_device_sync, w_stream_wait, w_mem_info,
+				    w_fence_mark, w_fence_query, w_fence_wait, w_fence_drop, NULL};
 	d->rng = XORSHIFT_SEED + (uint64_t)index;
+	d->fence_rng = XORSHIFT_SEED ^ (uint64_t)(index + 1);
 	pthread_mutex_init(&d->sh.mu, NULL);
 	d->sh.v = calloc(MAXTHREADS * MAXLIVE + HANDOFF, sizeof *d->sh.v);
 	CHECK(d->sh.v);
@@ -372,8 +412,10 @@ static void *fencer_main(void *arg)
 		for (int d = 0; d < NDEV; d++) {
 			if (!gp_pool_has_pending(devs[d].p))
 				continue;
-			int rc = gp_pool_fence(devs[d].p);
-			CHECK(rc == 0 || rc == -EBUSY);
+			/* as the fence thread does: markers, and now and then a device_sync */
+			int rc = xorshift64(&devs[d].fence_rng) % 4 ? gp_pool_fence_poll(devs[d].p, true) : gp_pool_fence(devs[d].p);
+			CHECK(rc == 0 || rc == 1 || rc == -EBUSY);
+			rc = rc == 1 ? 0 : rc;
 			atomic_fetch_add(rc ? &fences_busy : &fences, 1);
 		}
 		usleep(200);
@@ -510,6 +552,8 @@ int main(void)
 		CHECK(v->allocs > 0 && s->segment_allocs > 0);
 		gp_pool_destroy(v->p);
 		CHECK(v->fb.used[d] == 0 && atomic_load(&v->used) == 0);
+		printf("soak: device %d: %llu markers\n", d, (unsigned long long)v->marks);
+		CHECK(v->marks > 0 && v->marks == v->mark_drops); /* every marker dropped once */
 		free(v->sh.v);
 	}
 	CHECK(ops > 0 && fences > 0);

@@ -175,6 +175,45 @@ static void test_replay_fence_policies(void **state)
 	assert_int_equal(r.allocs, 2);
 }
 
+/* Time in the replay: a device 1 ms behind. The cudaMalloc at 3 us needs the block freed at
+ * 2 us (growing would raise the peak), which no marker covers yet: a device_sync (what a
+ * marker recorded and waited for at once would be), 1 ms. At 1 ms (2 ms on the program's clock, after that wait) the
+ * thread's marker of 1.054 ms has 54 us to go, more than the wait credit left (the first
+ * wait spent it): the pool grows. The device_sync model retires the second free with the
+ * thread's sync instead (a sync begun at 1.054 ms retires what was pending then). */
+static void test_replay_time(void **state)
+{
+	char p[PATH_MAX + 64];
+	struct gp_replay_opts o;
+	struct gp_replay_result r;
+	(void)state;
+	trace_path(p, sizeof p, "fence_gap.csv");
+	for (int markers = 1; markers >= 0; markers--) {
+		gp_replay_opts_default(&o);
+		o.params.check = true;
+		o.params.fence_marker = markers;
+		o.fence_latency_us = 1000;
+		assert_int_equal(gp_replay_file(p, &o, &r), 0);
+		assert_int_equal(r.wait_ns, 1000000);
+		assert_int_equal(r.duration_ns, 1001000);
+		assert_int_equal(r.inline_fences, 1);
+		assert_int_equal(r.model_fences, 1);
+		assert_int_equal(r.markers, markers ? 1 : 0);
+		assert_int_equal(r.peak_reserved, markers ? (26u << 20) : (14u << 20));
+	}
+	/* no latency: no wait, and the same answer every time */
+	struct gp_replay_result r0;
+	gp_replay_opts_default(&o);
+	assert_int_equal(gp_replay_file(p, &o, &r0), 0);
+	assert_int_equal(gp_replay_file(p, &o, &r), 0);
+	assert_int_equal(r0.wait_ns, 0);
+	assert_int_equal(r.wait_ns, 0);
+	assert_int_equal(r0.peak_reserved, r.peak_reserved);
+	assert_int_equal(r0.fences, r.fences);
+	assert_int_equal(r0.markers, r.markers);
+	assert_int_equal(r0.inline_fences, r.inline_fences);
+}
+
 /* ---- malformed input ---------------------------------------------------------------- */
 
 #define HDR GP_TRACE_HEADER "\n"
@@ -670,6 +709,7 @@ int main(void)
 		cmocka_unit_test(test_replay_async_streams),
 		cmocka_unit_test(test_replay_fence_gap),
 		cmocka_unit_test(test_replay_fence_policies),
+		cmocka_unit_test(test_replay_time),
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_replay_bad_device),
 		cmocka_unit_test(test_replay_hostile_sizes),
