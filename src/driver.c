@@ -12,6 +12,7 @@
 
 #include "backend_cuda.h"
 #include "backend_driver.h"
+#include "backend_guard.h"
 #include "capture.h"
 #include "fence_thread.h"
 #include "hooks_driver.h"
@@ -123,6 +124,8 @@ CUresult gp_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, enum gp
 	const struct gp_driver *D = gp_driver_get();
 	if (!D)
 		return absent(D);
+	if (gp_backend_guard_inside())
+		return real_alloc(D, dptr, size, s, call); /* a segment of gpupool's own, via a runtime */
 	const struct gp_registry *r = gp_registry_get_driver();
 	if (r->drv_off || exiting(r) || !dptr || size == 0)
 		return real_alloc(D, dptr, size, s, call);
@@ -177,6 +180,8 @@ CUresult gp_driver_mem_free(CUdeviceptr ptr, CUstream s, enum gp_drv_call call)
 	const struct gp_driver *D = gp_driver_get();
 	if (!D)
 		return absent(D);
+	if (gp_backend_guard_inside())
+		return real_free(D, ptr, s, call); /* a segment of gpupool's own, via a runtime */
 	const struct gp_registry *r = gp_registry_get_driver();
 	if (r->drv_off || !ptr)
 		return real_free(D, ptr, s, call);
@@ -227,6 +232,8 @@ CUresult gp_driver_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 	const struct gp_driver *D = gp_driver_get();
 	if (!D || !D->cuMemGetInfo_v2)
 		return absent(D);
+	if (gp_backend_guard_inside())
+		return D->cuMemGetInfo_v2(free_bytes, total_bytes);
 	const struct gp_registry *r = gp_registry_get_driver();
 	if (r->drv_off || exiting(r) || !free_bytes || !total_bytes)
 		return D->cuMemGetInfo_v2(free_bytes, total_bytes);
@@ -353,7 +360,7 @@ CUresult gp_driver_end_capture(CUstream s, CUgraph *graph, bool ptsz)
 CUresult gp_driver_stream_create(CUstream *ph, unsigned flags, int priority, bool with_priority)
 {
 	const struct gp_driver *D = gp_driver_get();
-	if (!D || !(with_priority ? D->cuStreamCreateWithPriority : D->cuStreamCreate))
+	if (!D || (with_priority ? !D->cuStreamCreateWithPriority : !D->cuStreamCreate))
 		return absent(D);
 	CUresult e = with_priority ? D->cuStreamCreateWithPriority(ph, flags, priority) : D->cuStreamCreate(ph, flags);
 	if (e != CUDA_SUCCESS || !(flags & CU_STREAM_NON_BLOCKING))
@@ -423,7 +430,7 @@ CUresult gp_driver_get_proc_address(const char *symbol, void **pfn, int version,
 				    CUdriverProcAddressQueryResult *status, bool v2)
 {
 	const struct gp_driver *D = gp_driver_get();
-	if (!D || !(v2 ? D->cuGetProcAddress_v2 : D->cuGetProcAddress))
+	if (!D || (v2 ? !D->cuGetProcAddress_v2 : !D->cuGetProcAddress))
 		return absent(D);
 	CUresult e = v2 ? D->cuGetProcAddress_v2(symbol, pfn, version, flags, status)
 			: D->cuGetProcAddress(symbol, pfn, version, flags);

@@ -12,6 +12,7 @@
 
 #include "backend_cuda.h"
 #include "backend_driver.h"
+#include "backend_guard.h"
 #include "capture.h"
 #include "exit_report.h"
 #include "fence_thread.h"
@@ -38,7 +39,8 @@ static struct gpupool_page local;
 static bool page_shared;
 static _Atomic uint64_t release_seen; /* the latest release request claimed by a thread */
 static bool atexit_set;
-static struct gp_backend backend; /* over R.rt, set with it */
+static struct gp_backend backend; /* over R.rt, set with it (or over the driver) */
+static struct gp_backend guarded; /* `backend` as the pools get it (backend_guard.h) */
 static struct gpupool_device_stats parked; /* where pools abandoned by cudaDeviceReset write */
 static gp_pool *parked_pools[64];   /* the latest pools abandoned by cudaDeviceReset, kept */
 static unsigned nparked;
@@ -222,7 +224,8 @@ gp_pool *gp_registry_pool_create(int dev)
 	struct gp_pool_params prm;
 	gp_config_pool_params(&R.cfg, dtotal, &prm);
 	struct gpupool_device_stats *slot = gp_statpage_slot(page, dev);
-	if (!slot || gp_pool_create(&p, dev, &prm, &backend, slot) != 0) {
+	gp_backend_guard_init(&guarded, &backend);
+	if (!slot || gp_pool_create(&p, dev, &prm, &guarded, slot) != 0) {
 		gp_log(GP_LOG_WARN, "device %d: cannot create a pool; passing its calls through", dev);
 		p = NULL;
 		goto out;
