@@ -347,10 +347,6 @@ static void json_processes(struct gp_format_out *o, const struct gp_format_proc 
 						gp_format_printf(o, ",\"%s_peak\":%llu", metrics[k].name,
 								 (unsigned long long)field(s, metrics[k].peak_off));
 				}
-				/* by layer: what the driver layer did not serve came through the runtime's
-				 * entry points (or gpupool_malloc) */
-				gp_format_printf(o, ",\"runtime_allocs\":%llu",
-						 (unsigned long long)(s->allocs >= s->driver_allocs ? s->allocs - s->driver_allocs : 0));
 			}
 			puts_(o, "}");
 		}
