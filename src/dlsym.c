@@ -45,9 +45,11 @@ static dlsym_fn next_dlsym(void)
 
 void *gp_dlsym_real(void *handle, const char *name) { return next_dlsym()(handle, name); }
 
-/* Is `caller` code of a dynamic CUDA runtime (libcudart.so.*)? That runtime is served by
- * gpupool's runtime layer: it must get the real driver, or every allocation it makes for a
- * pool segment would come back into the pool through the driver layer. */
+/* Is `caller` code of a dynamic CUDA runtime (libcudart.so.*) or of the driver itself
+ * (libcuda.so.*)? The runtime is served by gpupool's runtime layer: it must get the real
+ * driver, or every allocation it makes for a pool segment would come back into the pool
+ * through the driver layer. The driver looks its own names up on some systems (WSL2): it
+ * gets its own entry points. */
 static bool caller_is_runtime(const void *caller)
 {
 	Dl_info info;
@@ -55,7 +57,7 @@ static bool caller_is_runtime(const void *caller)
 		return false;
 	const char *base = strrchr(info.dli_fname, '/');
 	base = base ? base + 1 : info.dli_fname;
-	return strncmp(base, "libcudart.so", 12) == 0;
+	return strncmp(base, "libcudart.so", 12) == 0 || strncmp(base, "libcuda.so", 10) == 0;
 }
 
 /* What the trampoline asks: gpupool's answer for dlsym(handle, name) called from `caller`,
