@@ -3,7 +3,9 @@
  * name on it ("dlsym") are gpupool's; each allocation is one pool request and the driver
  * sees only segment-sized allocations; a pooled block reports its own range, a sub-block
  * is not exported by IPC, a created context's allocations pass through (counted), and
- * cuMemGetInfo reports the limit (run with GPUPOOL_CONF=limit:64M). */
+ * cuMemGetInfo reports the limit (run with GPUPOOL_CONF=limit:64M). "unused": a program that
+ * finds the driver through gpupool's dlsym and cuGetProcAddress_v2 but never allocates sees
+ * no trace of gpupool (no page, no thread). */
 #include "e2e_drv.h"
 
 #define N 200
@@ -11,10 +13,18 @@
 int main(int argc, char **argv)
 {
 	CHECK(argc > 1);
-	int procaddr = !strcmp(argv[1], "procaddr");
+	int procaddr = strcmp(argv[1], "dlsym") != 0;
 	e2e_shm_dir();
 	struct e2e_drv d;
 	e2e_drv_load(&d, procaddr);
+	if (!strcmp(argv[1], "unused")) {
+		CUstream s;
+		CU(d.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
+		CU(d.StreamDestroy(s));
+		CHECK(e2e_count_pages() == 0 && e2e_thread_count() == 1);
+		printf("unused: no page, one thread\n");
+		return 0;
+	}
 	/* what the program got is gpupool's export, not the driver's */
 	void *ours = dlsym(RTLD_DEFAULT, "cuMemAlloc_v2"), *got;
 	memcpy(&got, &d.MemAlloc, sizeof got);
