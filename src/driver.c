@@ -426,6 +426,33 @@ CUresult gp_driver_ctx_destroy(CUcontext ctx, bool v2)
 	return fn(ctx);
 }
 
+/* gpupool's entry point for `symbol` (a name as cuGetProcAddress is asked for it, without
+ * a version suffix) as the driver resolves it for `version` and `flags`, or NULL when it is
+ * not an interposed one. The versions at which each name gained its _v2 (cuda.h). */
+static void *by_version(const char *symbol, int version, cuuint64_t flags)
+{
+	static const struct {
+		const char *name;
+		int v2_since;
+	} versioned[] = {
+		{"cuMemAlloc", 3020},      {"cuMemFree", 3020},     {"cuMemGetInfo", 3020},
+		{"cuMemGetAddressRange", 3020}, {"cuStreamDestroy", 4000}, {"cuCtxDestroy", 4000},
+		{"cuStreamBeginCapture", 10010}, {"cuDevicePrimaryCtxReset", 11000}, {"cuGetProcAddress", 12000},
+	};
+	char name[96];
+	const char *v2 = "";
+	for (size_t i = 0; i < sizeof versioned / sizeof versioned[0]; i++)
+		if (!strcmp(symbol, versioned[i].name) && version >= versioned[i].v2_since)
+			v2 = "_v2";
+	bool ptsz = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+	void *ours = NULL;
+	if (ptsz && (size_t)snprintf(name, sizeof name, "%s%s_ptsz", symbol, v2) < sizeof name)
+		ours = gp_hooks_driver_by_name(name);
+	if (!ours && (size_t)snprintf(name, sizeof name, "%s%s", symbol, v2) < sizeof name)
+		ours = gp_hooks_driver_by_name(name);
+	return ours;
+}
+
 CUresult gp_driver_get_proc_address(const char *symbol, void **pfn, int version, cuuint64_t flags,
 				    CUdriverProcAddressQueryResult *status, bool v2)
 {
@@ -435,9 +462,12 @@ CUresult gp_driver_get_proc_address(const char *symbol, void **pfn, int version,
 	CUresult e = v2 ? D->cuGetProcAddress_v2(symbol, pfn, version, flags, status)
 			: D->cuGetProcAddress(symbol, pfn, version, flags);
 	/* The driver picked the version and the stream variant; gpupool swaps in its own
-	 * entry for exactly the one picked (matched by address). */
-	if (e == CUDA_SUCCESS && pfn && *pfn) {
+	 * entry for exactly the one picked, matched by address, or where the driver hands out
+	 * an address other than its exported symbol's, by the name it must have picked. */
+	if (e == CUDA_SUCCESS && pfn && *pfn && symbol) {
 		void *ours = gp_hooks_driver_for_real(*pfn);
+		if (!ours)
+			ours = by_version(symbol, version, flags);
 		if (ours)
 			*pfn = ours;
 	}

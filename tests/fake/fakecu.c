@@ -1163,6 +1163,33 @@ static void (*fc_lookup(const char *name))(void)
 	return NULL;
 }
 
+/* FAKECU_PROCADDR_INTERNAL=1: cuGetProcAddress hands out internal entry points for these,
+ * at other addresses than the exported symbols (as a driver may: tracing layers, thunks). */
+static CUresult in_MemAlloc(CUdeviceptr *p, size_t n) { return cuMemAlloc_v2(p, n); }
+static CUresult in_MemFree(CUdeviceptr p) { return cuMemFree_v2(p); }
+static CUresult in_MemAllocAsync(CUdeviceptr *p, size_t n, CUstream s) { return cuMemAllocAsync(p, n, s); }
+static CUresult in_MemAllocAsync_ptsz(CUdeviceptr *p, size_t n, CUstream s) { return cuMemAllocAsync_ptsz(p, n, s); }
+static CUresult in_MemFreeAsync(CUdeviceptr p, CUstream s) { return cuMemFreeAsync(p, s); }
+
+static void (*fc_internal(const char *name))(void)
+{
+	static const struct {
+		const char *name;
+		void (*fn)(void);
+	} t[] = {
+		{"cuMemAlloc_v2", (void (*)(void))in_MemAlloc},
+		{"cuMemFree_v2", (void (*)(void))in_MemFree},
+		{"cuMemAllocAsync", (void (*)(void))in_MemAllocAsync},
+		{"cuMemAllocAsync_ptsz", (void (*)(void))in_MemAllocAsync_ptsz},
+		{"cuMemFreeAsync", (void (*)(void))in_MemFreeAsync},
+	};
+	const char *e = getenv("FAKECU_PROCADDR_INTERNAL");
+	for (size_t i = 0; e && *e == '1' && i < sizeof t / sizeof t[0]; i++)
+		if (!strcmp(t[i].name, name))
+			return t[i].fn;
+	return NULL;
+}
+
 FC_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
 				    CUdriverProcAddressQueryResult *status)
 {
@@ -1182,6 +1209,8 @@ FC_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
 		snprintf(name, sizeof name, "%s%s", symbol, suffixes[i]);
 		fn = fc_lookup(name);
 	}
+	if (fn && fc_internal(name))
+		fn = fc_internal(name);
 	memcpy(pfn, &fn, sizeof fn);
 	if (status)
 		*status = fn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
