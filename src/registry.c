@@ -40,7 +40,7 @@ static bool page_shared;
 static _Atomic uint64_t release_seen; /* the latest release request claimed by a thread */
 static bool atexit_set;
 static struct gp_backend backend; /* over R.rt, set with it (or over the driver) */
-static struct gp_backend guarded; /* `backend` as the pools get it (backend_guard.h) */
+static struct gp_backend guarded; /* `backend` as the pools get it (backend_guard.h), set with it */
 static struct gpupool_device_stats parked; /* where pools abandoned by cudaDeviceReset write */
 static gp_pool *parked_pools[64];   /* the latest pools abandoned by cudaDeviceReset, kept */
 static unsigned nparked;
@@ -77,8 +77,10 @@ static void use_runtime(const struct gp_runtime *rt)
 	/* settled over the driver before: the pools exist, with the driver's backend, and
 	 * stay as they are; the runtime's calls join them */
 	bool over_driver = atomic_load_explicit(&have_driver, memory_order_relaxed);
-	if (!over_driver)
+	if (!over_driver) {
 		gp_cuda_backend_init(&backend, rt);
+		gp_backend_guard_init(&guarded, &backend);
+	}
 	const char *lacks = gp_runtime_lacks(rt);
 	R.off = R.cfg.disable || lacks || (over_driver && R.drv_off);
 	if (lacks && !R.cfg.disable)
@@ -116,6 +118,7 @@ static void use_driver(const struct gp_driver *d)
 	if (R.drv_off)
 		return;
 	gp_driver_backend_init(&backend, d);
+	gp_backend_guard_init(&guarded, &backend);
 	int n = 0;
 	if (d->cuDeviceGetCount((int *)&n) != CUDA_SUCCESS || n <= 0)
 		n = 1;
@@ -219,12 +222,11 @@ gp_pool *gp_registry_pool_create(int dev)
 			atexit_set = atexit(at_exit) == 0;
 	}
 	size_t dfree = 0, dtotal = 0;
-	if (R.cfg.limit_percent && backend.mem_info(backend.ctx, dev, &dfree, &dtotal) != 0)
+	if (R.cfg.limit_percent && guarded.mem_info(guarded.ctx, dev, &dfree, &dtotal) != 0)
 		dtotal = 0;
 	struct gp_pool_params prm;
 	gp_config_pool_params(&R.cfg, dtotal, &prm);
 	struct gpupool_device_stats *slot = gp_statpage_slot(page, dev);
-	gp_backend_guard_init(&guarded, &backend);
 	if (!slot || gp_pool_create(&p, dev, &prm, &guarded, slot) != 0) {
 		gp_log(GP_LOG_WARN, "device %d: cannot create a pool; passing its calls through", dev);
 		p = NULL;
