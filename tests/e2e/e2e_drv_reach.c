@@ -90,7 +90,7 @@ int main(int argc, char **argv)
 	CU(d.MemFree(big));
 	CUE(d.MemFree(p[0]), CUDA_ERROR_INVALID_VALUE); /* a double free */
 	st = e2e_stats(0);
-	CHECK(st.driver_frees == N + 1 + procaddr && st.invalid_frees == 1);
+	CHECK(st.driver_frees == (uint64_t)(N + 1 + procaddr) && st.invalid_frees == 1);
 	CHECK(d.calls("cuMemFree_v2") == frees0); /* the pool keeps its segments */
 
 	/* another context than the primary one: passed through untouched, counted */
@@ -107,7 +107,7 @@ int main(int argc, char **argv)
 	CU(d.CtxDestroy(c));
 	CU(d.CtxSetCurrent(d.primary[0]));
 	st = e2e_stats(0);
-	CHECK(st.driver_passthrough_allocs == 1 && st.allocs == N + 1 + procaddr);
+	CHECK(st.driver_passthrough_allocs == 1 && st.allocs == (uint64_t)(N + 1 + procaddr));
 	printf("%s: %d allocations, %zu driver allocations (segments), passthrough %llu\n", argv[1], N + 1,
 	       n - before - 1, (unsigned long long)st.driver_passthrough_allocs);
 	return 0;
