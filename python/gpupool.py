@@ -27,7 +27,7 @@ LIB_NAME = "libgpupool.so"
 # ---- the page layout: include/gpupool/stats.h, field for field --------------------------
 # python/test_gpupool.py parses the header and checks these lists and sizes against it.
 PAGE_MAGIC = 0x31504F4F4C505047  # "GPPLOOP1"
-PAGE_VERSION = 1
+PAGE_VERSION = 2
 MAX_DEVICES = 16
 COMM_LEN = 16
 
@@ -40,7 +40,8 @@ COUNTERS = (  # GPUPOOL_COUNTERS: uint64 each
     "allocs", "frees", "requested_bytes_total", "hits", "misses", "splits", "merges",
     "segment_allocs", "segment_frees", "segment_alloc_failures", "fences", "inline_fences",
     "stream_steals", "releases", "released_bytes", "oom_retries", "ooms", "limit_refusals",
-    "invalid_frees", "passthrough_allocs", "passthrough_frees",
+    "invalid_frees", "passthrough_allocs", "passthrough_frees", "driver_allocs", "driver_frees",
+    "driver_passthrough_allocs",
 )
 
 # struct gpupool_device_stats: seq u64, device i32, active u32, limit_bytes u64, gauges, counters

@@ -153,7 +153,7 @@ class LayoutTest(unittest.TestCase):
         self.assertEqual(struct.calcsize(H.page_header_format("@")), gpupool.HDR_STRUCT.size)
         off = struct.calcsize("=" + "".join(f for n, f in H.page[:names.index("release_request")]))
         self.assertEqual(off, gpupool.OFF_RELEASE_REQUEST)
-        self.assertEqual(gpupool.PAGE_SIZE, 5744)  # the size gpupool-stat's messages quote
+        self.assertEqual(gpupool.PAGE_SIZE, 6128)  # the size gpupool-stat's messages quote
 
     @unittest.skipUnless(shutil.which("cc"), "no C compiler")
     def test_sizes_from_c_compiler(self):
@@ -261,15 +261,15 @@ class PageTest(unittest.TestCase):
 
     def test_wrong_file_size(self):
         self.write(build_page([build_slot(0)])[:100])
-        with self.assertRaisesRegex(gpupool.GpupoolError, r"wrong size \(100 bytes, expected 5744\)"):
+        with self.assertRaisesRegex(gpupool.GpupoolError, r"wrong size \(100 bytes, expected 6128\)"):
             gpupool.stats(4242)
 
     def test_wrong_header_size_and_version(self):
         self.write(build_page([build_slot(0)], size=4096))
         with self.assertRaisesRegex(gpupool.GpupoolError, "header size 4096"):
             gpupool.stats(4242)
-        self.write(build_page([build_slot(0)], version=2))
-        with self.assertRaisesRegex(gpupool.GpupoolError, "page version 2"):
+        self.write(build_page([build_slot(0)], version=1))
+        with self.assertRaisesRegex(gpupool.GpupoolError, "page version 1"):
             gpupool.stats(4242)
 
     def test_missing_page(self):

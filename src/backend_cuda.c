@@ -225,13 +225,24 @@ static bool has_marker_calls(const struct gp_runtime *rt)
 
 void gp_cuda_stream_created(const struct gp_runtime *rt, cudaStream_t s, unsigned flags)
 {
-	if (!(flags & cudaStreamNonBlocking) || !s)
-		return;
 	int d = -1;
-	if (rt->GetDevice(&d) != cudaSuccess || d < 0 || d >= GPUPOOL_MAX_DEVICES)
+	if (!(flags & cudaStreamNonBlocking) || !s || rt->GetDevice(&d) != cudaSuccess)
+		return;
+	gp_cuda_stream_add(d, s);
+}
+
+void gp_cuda_stream_add(int d, cudaStream_t s)
+{
+	if (!s || d < 0 || d >= GPUPOOL_MAX_DEVICES)
 		return; /* a device no pool serves */
 	pthread_mutex_lock(&streams_lock);
 	struct cu_device_streams *ds = &devs[d];
+	for (unsigned j = 0; j < ds->n; j++) {
+		if (ds->nb[j] == s) { /* told twice (both layers saw it made) */
+			pthread_mutex_unlock(&streams_lock);
+			return;
+		}
+	}
 	if (ds->n == ds->cap) {
 		unsigned cap = ds->cap ? ds->cap * 2 : 16;
 		cudaStream_t *nb = realloc(ds->nb, cap * sizeof *nb);

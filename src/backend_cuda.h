@@ -16,13 +16,16 @@ struct gp_runtime;
 void gp_cuda_backend_init(struct gp_backend *be, const struct gp_runtime *rt);
 
 /* Markers (backend.h fence_mark): an event on the legacy default stream and one on each
- * non-blocking stream made through the runtime gpupool sees. The stream hooks report them:
+ * non-blocking stream gpupool sees made (through the runtime or the driver). The stream hooks report them:
  * gp_cuda_stream_created after the runtime made `s` with `flags` (the device current then
  * is the stream's), gp_cuda_stream_destroying before the runtime destroys `s` (the work it
  * still has queued is kept for the next marker). More than 64 such streams on a device, or
  * a runtime without events: fence_mark answers -ENOTSUP (fences are device synchronizes).
  * Thread-safe; the first takes no lock the pool holds. */
 void gp_cuda_stream_created(const struct gp_runtime *rt, cudaStream_t s, unsigned flags);
+/* The same for a non-blocking stream of `device` made through the driver (cuStreamCreate in
+ * the device's primary context); a stream already known is ignored. */
+void gp_cuda_stream_add(int device, cudaStream_t s);
 void gp_cuda_stream_destroying(const struct gp_runtime *rt, cudaStream_t s);
 /* Before cudaDeviceReset of `device`: its streams, tails and spare markers are forgotten. */
 void gp_cuda_device_forget(int device);

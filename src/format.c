@@ -550,5 +550,10 @@ void gp_format_report(struct gp_format_out *o, const struct gpupool_page *pg)
 		gp_format_printf(o, "  fences %llu, OOMs %llu (retried %llu), invalid frees %llu\n",
 				 (unsigned long long)s->fences, (unsigned long long)s->ooms,
 				 (unsigned long long)s->oom_retries, (unsigned long long)s->invalid_frees);
+		if (s->driver_allocs || s->driver_frees || s->driver_passthrough_allocs)
+			gp_format_printf(o, "  by layer: runtime %llu requests, driver API %llu (%llu passed to the driver)\n",
+					 (unsigned long long)(s->allocs >= s->driver_allocs ? s->allocs - s->driver_allocs : 0),
+					 (unsigned long long)s->driver_allocs,
+					 (unsigned long long)s->driver_passthrough_allocs);
 	}
 }

@@ -11,10 +11,13 @@
 #include <string.h>
 
 #include "backend_cuda.h"
+#include "backend_driver.h"
+#include "backend_guard.h"
 #include "capture.h"
 #include "exit_report.h"
 #include "fence_thread.h"
 #include "format.h"
+#include "libcuda.h"
 #include "log.h"
 #include "outfile.h"
 #include "proc.h"
@@ -26,6 +29,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct gp_registry R;        /* complete once have_runtime */
 static struct gp_registry R_absent; /* what the hooks get while the process has no runtime */
 static atomic_bool have_runtime;    /* R.rt and what depends on it are set: R is final */
+static atomic_bool have_driver;     /* R was settled over the driver, with no runtime (yet) */
 static pthread_mutex_t runtime_lock = PTHREAD_MUTEX_INITIALIZER; /* finding the runtime */
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER; /* creating and removing pools */
 static gp_pool *parent_pools[GPUPOOL_MAX_DEVICES]; /* after fork: the parent's, left alone */
@@ -34,7 +38,8 @@ static struct gpupool_page local;
 static bool page_shared;
 static _Atomic uint64_t release_seen; /* the latest release request claimed by a thread */
 static bool atexit_set;
-static struct gp_backend backend; /* over R.rt, set with it */
+static struct gp_backend backend; /* over R.rt, set with it (or over the driver) */
+static struct gp_backend guarded; /* `backend` as the pools get it (backend_guard.h), set with it */
 static struct gpupool_device_stats parked; /* where pools abandoned by cudaDeviceReset write */
 static gp_pool *parked_pools[64];   /* the latest pools abandoned by cudaDeviceReset, kept */
 static unsigned nparked;
@@ -55,6 +60,7 @@ static void init_once(void)
 	R.refuse = rc != 0;
 	R.captures = gp_capture_counter();
 	R.off = true; /* until a runtime is found (use_runtime) */
+	R.drv_off = true; /* until a runtime or the driver is found */
 	if (R.refuse)
 		gp_log(GP_LOG_ERROR, "GPUPOOL_CONF has a bad value and strict mode is on: every cudaMalloc and "
 				     "cudaMallocAsync fails with cudaErrorInvalidValue until it is fixed");
@@ -67,13 +73,24 @@ static void init_once(void)
 static void use_runtime(const struct gp_runtime *rt)
 {
 	R.rt = rt;
-	gp_cuda_backend_init(&backend, rt);
+	/* settled over the driver before: the pools exist, with the driver's backend, and
+	 * stay as they are; the runtime's calls join them */
+	bool over_driver = atomic_load_explicit(&have_driver, memory_order_relaxed);
+	if (!over_driver) {
+		gp_cuda_backend_init(&backend, rt);
+		gp_backend_guard_init(&guarded, &backend);
+	}
 	const char *lacks = gp_runtime_lacks(rt);
-	R.off = R.cfg.disable || lacks;
+	R.off = R.cfg.disable || lacks || (over_driver && R.drv_off);
 	if (lacks && !R.cfg.disable)
 		gp_log(GP_LOG_WARN, "the CUDA runtime lacks %s, which the pool needs; gpupool is off: every call "
 				    "goes to the runtime unchanged", lacks);
-	if (R.off)
+	if (!over_driver)
+		R.drv_off = R.off;
+	if (!R.off)
+		gp_log(GP_LOG_INFO, "layers: the CUDA runtime (%s backend)%s", over_driver ? "driver" : "runtime",
+		       R.drv_off ? "" : " and the driver API (libcuda.so.1, when the process loads it)");
+	if (R.off || over_driver)
 		return;
 	if (!rt->variant[GP_RT_PLAIN].MallocAsync)
 		gp_log(GP_LOG_INFO, "the CUDA runtime has no cudaMallocAsync: gpupool pools cudaMalloc only");
@@ -86,6 +103,61 @@ static void use_runtime(const struct gp_runtime *rt)
 	if (n > GPUPOOL_MAX_DEVICES)
 		gp_log(GP_LOG_WARN, "%d devices: gpupool pools the first %d and passes the rest through", n,
 		       GPUPOOL_MAX_DEVICES);
+}
+
+/* The driver, with no runtime in the process: R gets the driver's backend and device count.
+ * Once, under runtime_lock. */
+static void use_driver(const struct gp_driver *d)
+{
+	const char *lacks = gp_driver_lacks(d);
+	R.drv_off = R.cfg.disable || lacks;
+	if (lacks && !R.cfg.disable)
+		gp_log(GP_LOG_WARN, "the CUDA driver lacks %s, which the pool needs; gpupool is off: every driver "
+				    "call goes to the driver unchanged", lacks);
+	if (R.drv_off)
+		return;
+	gp_driver_backend_init(&backend, d);
+	gp_backend_guard_init(&guarded, &backend);
+	int n = 0;
+	if (d->cuDeviceGetCount((int *)&n) != CUDA_SUCCESS || n <= 0)
+		n = 1;
+	R.ndev = n > GPUPOOL_MAX_DEVICES ? GPUPOOL_MAX_DEVICES : n;
+	gp_log(GP_LOG_INFO, "layers: the driver API (libcuda.so.1; no CUDA runtime loaded, the pool's segments come "
+			    "from cuMemAlloc)");
+}
+
+/* Settles the registry for the driver layer: over the runtime when the process has one,
+ * else over the driver. True once either is found. */
+static bool driver_settle(void)
+{
+	pthread_mutex_lock(&runtime_lock);
+	bool ok = atomic_load_explicit(&have_runtime, memory_order_relaxed) ||
+		  atomic_load_explicit(&have_driver, memory_order_relaxed);
+	if (!ok) {
+		const struct gp_runtime *rt = gp_runtime_get();
+		const struct gp_driver *d = rt ? NULL : gp_driver_get();
+		if (rt) {
+			use_runtime(rt);
+			atomic_store_explicit(&have_runtime, true, memory_order_release);
+			ok = true;
+		} else if (d) {
+			use_driver(d);
+			atomic_store_explicit(&have_driver, true, memory_order_release);
+			ok = true;
+		}
+	}
+	pthread_mutex_unlock(&runtime_lock);
+	return ok;
+}
+
+const struct gp_registry *gp_registry_get_driver(void)
+{
+	pthread_once(&once, init_once);
+	if (__builtin_expect(atomic_load_explicit(&have_runtime, memory_order_acquire) ||
+				     atomic_load_explicit(&have_driver, memory_order_acquire),
+			     1))
+		return &R;
+	return driver_settle() ? &R : &R_absent;
 }
 
 /* Looks for the runtime again (a call while the process had none): true once found. */
@@ -152,12 +224,12 @@ gp_pool *gp_registry_pool_create(int dev)
 			atexit_set = atexit(at_exit) == 0;
 	}
 	size_t dfree = 0, dtotal = 0;
-	if (R.cfg.limit_percent && R.rt->MemGetInfo(&dfree, &dtotal) != cudaSuccess)
+	if (R.cfg.limit_percent && guarded.mem_info(guarded.ctx, dev, &dfree, &dtotal) != 0)
 		dtotal = 0;
 	struct gp_pool_params prm;
 	gp_config_pool_params(&R.cfg, dtotal, &prm);
 	struct gpupool_device_stats *slot = gp_statpage_slot(page, dev);
-	if (!slot || gp_pool_create(&p, dev, &prm, &backend, slot) != 0) {
+	if (!slot || gp_pool_create(&p, dev, &prm, &guarded, slot) != 0) {
 		gp_log(GP_LOG_WARN, "device %d: cannot create a pool; passing its calls through", dev);
 		p = NULL;
 		goto out;
@@ -222,6 +294,19 @@ void gp_registry_count_passthrough(int dev, bool alloc)
 		__atomic_add_fetch(&st->passthrough_allocs, 1, __ATOMIC_RELAXED);
 	else
 		__atomic_add_fetch(&st->passthrough_frees, 1, __ATOMIC_RELAXED);
+}
+
+void gp_registry_count_driver(int dev, enum gp_driver_count what)
+{
+	gp_pool *p = dev >= 0 && dev < GPUPOOL_MAX_DEVICES ? atomic_load(&R.pools[dev]) : NULL;
+	struct gpupool_device_stats *st = p ? R.slots[dev] : NULL;
+	if (!st)
+		return;
+	/* monotonic counters outside the seq bracket, as gp_registry_count_passthrough's */
+	uint64_t *c = what == GP_DRIVER_ALLOC  ? &st->driver_allocs
+		      : what == GP_DRIVER_FREE ? &st->driver_frees
+					       : &st->driver_passthrough_allocs;
+	__atomic_add_fetch(c, 1, __ATOMIC_RELAXED);
 }
 
 void gp_registry_trace(int op, int dev, cudaStream_t s, size_t size, void *ptr, uint64_t t0, cudaError_t e)
@@ -318,7 +403,8 @@ static void registry_after_fork(void)
 }
 
 /* The child of a fork starts clean. Each module resets its own state, lowest layer first:
- *   0. the runtime table's lock (runtime.c), maybe held by a thread looking for it;
+ *   0. the runtime table's lock (runtime.c), maybe held by a thread looking for it; the
+ *      driver table's (libcuda.c), the driver backend's retained contexts likewise;
  *   1. the capture gate and count (capture.c): no capture of the parent's is the child's;
  *   2. the fence thread (fence_thread.c): gone with the fork, its lock maybe held;
  *   3. the streams and markers of the CUDA backend (backend_cuda.c): the parent's;
@@ -329,6 +415,8 @@ static void registry_after_fork(void)
 static void at_fork_child(void)
 {
 	gp_runtime_after_fork();
+	gp_driver_after_fork();
+	gp_driver_backend_after_fork();
 	gp_capture_after_fork();
 	gp_fence_thread_after_fork();
 	gp_cuda_backend_after_fork();

@@ -31,6 +31,8 @@ struct gp_registry {
 	const atomic_int *captures;  /* stream captures in progress (capture.h) */
 	atomic_bool exiting;         /* exit has begun: the runtime is being torn down */
 	bool tracing;
+	bool drv_off;                /* the driver layer serves nothing (driver.c): disabled, no
+				      * runtime nor driver, or one that lacks what the pool needs */
 	_Atomic(gp_pool *) pools[GPUPOOL_MAX_DEVICES];
 	struct gpupool_device_stats *slots[GPUPOOL_MAX_DEVICES]; /* each pool's page slot, set with it */
 };
@@ -41,6 +43,13 @@ struct gp_registry {
  * one is found, the registry is final and a call costs one load (no once-check). A child forked while
  * another thread was initialising initialises again (glibc's pthread_once). */
 const struct gp_registry *gp_registry_get(void);
+
+/* The registry as the driver layer (driver.c) sees it: like gp_registry_get, but settled
+ * over the driver (libcuda.h) when the process has no CUDA runtime, with the pools' backend
+ * over the driver (backend_driver.h); r->drv_off says whether the driver layer serves
+ * anything. A runtime loaded later joins the same pools (the backend stays the driver's).
+ * The driver layer reads cfg, refuse, ndev, captures, exiting, drv_off and the pools only. */
+const struct gp_registry *gp_registry_get_driver(void);
 
 /* The pool of `dev` (0 <= dev < ndev), created on first use; NULL (logged) when it cannot
  * be created. The first pool opens the page and the trace, arms the exit report and starts
@@ -67,6 +76,10 @@ void gp_registry_trace(int op, int dev, cudaStream_t s, size_t size, void *ptr, 
 
 /* Counts a call passed through to the runtime in the page slot of `dev` (-1: none). */
 void gp_registry_count_passthrough(int dev, bool alloc);
+
+/* What the driver layer counts in the page slot of `dev` (no slot, no count). */
+enum gp_driver_count { GP_DRIVER_ALLOC, GP_DRIVER_FREE, GP_DRIVER_PASSTHROUGH };
+void gp_registry_count_driver(int dev, enum gp_driver_count what);
 
 /* Fences and releases the cached segments of every pool (only < 0) or of device `only`:
  * the answer to a release request or gpupool_release(). Bytes released. */

@@ -390,8 +390,9 @@ cudaError_t gp_shim_device_reset(void)
 
 long long gp_shim_release(int device)
 {
-	const struct gp_registry *r = gp_registry_get();
-	if (r->off)
+	/* the pools serve both layers: on while either layer is */
+	const struct gp_registry *r = gp_registry_get_driver();
+	if (r->off && r->drv_off)
 		return -ENOSYS;
 	if (device < -1 || device >= r->ndev)
 		return -ENODEV;
@@ -400,8 +401,8 @@ long long gp_shim_release(int device)
 
 int gp_shim_stats(int device, struct gpupool_device_stats *out)
 {
-	const struct gp_registry *r = gp_registry_get();
-	if (r->off)
+	const struct gp_registry *r = gp_registry_get_driver();
+	if (r->off && r->drv_off)
 		return -ENOSYS;
 	if (device < 0 || device >= r->ndev || !atomic_load(&r->pools[device]))
 		return -ENODEV;

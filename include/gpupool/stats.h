@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #define GPUPOOL_PAGE_MAGIC 0x31504f4f4c505047ull /* "GPPLOOP1" little-endian */
-#define GPUPOOL_PAGE_VERSION 1u
+#define GPUPOOL_PAGE_VERSION 2u /* 2: the driver layer's counters (driver_*) */
 #define GPUPOOL_MAX_DEVICES 16
 #define GPUPOOL_COMM_LEN 16
 #define GPUPOOL_VERSION_LEN 16
@@ -53,7 +53,10 @@
 	X(limit_refusals, count, "segments not taken because of the memory limit")                \
 	X(invalid_frees, count, "frees of unknown pointers or double frees")                      \
 	X(passthrough_allocs, count, "allocations passed to the CUDA runtime unchanged")          \
-	X(passthrough_frees, count, "frees passed to the CUDA runtime unchanged")
+	X(passthrough_frees, count, "frees passed to the CUDA runtime unchanged")                  \
+	X(driver_allocs, count, "allocations through the driver API served by the pool")           \
+	X(driver_frees, count, "frees through the driver API of pool blocks")                     \
+	X(driver_passthrough_allocs, count, "driver API allocations passed to the driver unchanged")
 
 #define GPUPOOL_GAUGE_FIELD_(name, unit, help) uint64_t name, name##_peak;
 #define GPUPOOL_COUNTER_FIELD_(name, unit, help) uint64_t name;

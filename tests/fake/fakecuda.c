@@ -12,6 +12,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef FK_ON_DRIVER
+#include <cuda.h>
+#include <dlfcn.h>
+#endif
 
 #pragma GCC visibility push(default)
 #include "fakecuda.h"
@@ -414,6 +418,74 @@ static cudaError_t fk_enter(int fn)
 			return fk_ret(e_); \
 	} while (0)
 
+/* ---- device memory: host memory, or (FK_ON_DRIVER) the driver's ---- */
+#ifdef FK_ON_DRIVER
+/* Built on top of the fake driver (ondriver/): like the real runtime, the memory comes from
+ * libcuda.so.1's cuMemAlloc, found through cuGetProcAddress_v2 on the handle of a dlopen,
+ * in the device's primary context made current on the calling thread. g_lock held. */
+static struct {
+	bool tried, ok;
+	CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+	CUresult (*MemFree)(CUdeviceptr);
+	CUresult (*CtxSetCurrent)(CUcontext);
+	CUresult (*PrimaryRetain)(CUcontext *, CUdevice);
+	CUcontext primary[FK_MAXDEV];
+} g_drv;
+
+static bool fk_driver(int device)
+{
+	if (!g_drv.tried) {
+		g_drv.tried = true;
+		void *h = dlopen("libcuda.so.1", RTLD_NOW);
+		void *gpa = h ? dlsym(h, "cuGetProcAddress_v2") : NULL;
+		CUresult (*get)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+		memcpy(&get, &gpa, sizeof get);
+		CUresult (*init)(unsigned) = NULL;
+		CUdriverProcAddressQueryResult st;
+		g_drv.ok = get && get("cuInit", (void **)&init, 13000, 0, &st) == CUDA_SUCCESS &&
+		           get("cuMemAlloc", (void **)&g_drv.MemAlloc, 13000, 0, &st) == CUDA_SUCCESS &&
+		           get("cuMemFree", (void **)&g_drv.MemFree, 13000, 0, &st) == CUDA_SUCCESS &&
+		           get("cuCtxSetCurrent", (void **)&g_drv.CtxSetCurrent, 13000, 0, &st) == CUDA_SUCCESS &&
+		           get("cuDevicePrimaryCtxRetain", (void **)&g_drv.PrimaryRetain, 13000, 0, &st) ==
+		                   CUDA_SUCCESS &&
+		           init(0) == CUDA_SUCCESS;
+		if (!g_drv.ok)
+			fprintf(stderr, "fakecuda: no usable fake driver (libcuda.so.1) under this runtime\n");
+	}
+	if (!g_drv.ok)
+		return false;
+	if (!g_drv.primary[device] && g_drv.PrimaryRetain(&g_drv.primary[device], device) != CUDA_SUCCESS)
+		return false;
+	return g_drv.CtxSetCurrent(g_drv.primary[device]) == CUDA_SUCCESS;
+}
+
+static char *fk_mem_get(int device, size_t bytes)
+{
+	CUdeviceptr p = 0;
+	if (!fk_driver(device) || g_drv.MemAlloc(&p, bytes) != CUDA_SUCCESS)
+		return NULL;
+	return (char *)(uintptr_t)p;
+}
+
+static void fk_mem_put(int device, char *mem)
+{
+	if (fk_driver(device))
+		(void)g_drv.MemFree((CUdeviceptr)(uintptr_t)mem);
+}
+#else
+static char *fk_mem_get(int device, size_t bytes)
+{
+	(void)device;
+	return aligned_alloc(FK_ALIGN, bytes);
+}
+
+static void fk_mem_put(int device, char *mem)
+{
+	(void)device;
+	free(mem);
+}
+#endif
+
 /* ---- allocations (g_lock held) ---- */
 static size_t fk_alloc_slot(const void *p)
 {
@@ -471,7 +543,7 @@ static cudaError_t fk_alloc_new(int device, size_t size, void **out)
 		g_allocs_cap = nc;
 	}
 	struct alloc *a = calloc(1, sizeof *a);
-	char *mem = a ? aligned_alloc(FK_ALIGN, bytes) : NULL;
+	char *mem = a ? fk_mem_get(device, bytes) : NULL;
 	if (!mem) {
 		free(a);
 		return cudaErrorMemoryAllocation;
@@ -497,7 +569,7 @@ static void fk_alloc_release(struct alloc *a)
 	memmove(&g_allocs[i], &g_allocs[i + 1], (g_nallocs - i - 1) * sizeof *g_allocs);
 	g_nallocs--;
 	g_used[a->device] -= a->bytes;
-	free(a->base);
+	fk_mem_put(a->device, a->base);
 	free(a);
 }
 

@@ -4,7 +4,12 @@
  * non-blocking stream. If B overlaps A and the pool reused A before the first kernel
  * finished, that kernel overwrites B: B's check fails. Under the shim (fence:thread or
  * inline) cudaFree must also return without waiting for the kernel.
- *   fence [--quick]     (--quick: fewer, smaller rounds, for compute-sanitizer) */
+ *   fence [--quick] [--driver-streams]
+ * --quick: fewer, smaller rounds, for compute-sanitizer. --driver-streams: the two streams
+ * come from the driver's cuStreamCreate(CU_STREAM_NON_BLOCKING), as Numba's and CuPy's do:
+ * the runtime's fence markers must cover them too. */
+#include <cuda.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -12,7 +17,11 @@
 
 int main(int argc, char **argv)
 {
-	bool quick = argc > 1 && !strcmp(argv[1], "--quick");
+	bool quick = false, driver_streams = false;
+	for (int i = 1; i < argc; i++) {
+		quick |= !strcmp(argv[i], "--quick");
+		driver_streams |= !strcmp(argv[i], "--driver-streams");
+	}
 	gp_require_gpu();
 	bool shim = gp_shim_loaded();
 	const char *conf = getenv("GPUPOOL_CONF");
@@ -21,8 +30,18 @@ int main(int argc, char **argv)
 	size_t max_size = quick ? (4u << 20) : (64u << 20);
 
 	cudaStream_t s1, s2;
-	CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
-	CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+	if (driver_streams) {
+		CK(cudaFree(0)); /* the primary context, current */
+		CUstream d1, d2;
+		EXPECT(cuStreamCreate(&d1, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+			       cuStreamCreate(&d2, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS,
+		       "cuStreamCreate failed");
+		s1 = (cudaStream_t)d1;
+		s2 = (cudaStream_t)d2;
+	} else {
+		CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+		CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+	}
 	unsigned long long *bad;
 	CK(cudaMallocHost(&bad, sizeof *bad));
 	*bad = 0;
@@ -68,8 +87,8 @@ int main(int argc, char **argv)
 	CK(cudaDeviceSynchronize());
 	std::sort(free_us_long.begin(), free_us_long.end());
 	double med = free_us_long.empty() ? 0 : free_us_long[free_us_long.size() / 2];
-	printf("fence rounds=%d shim=%d overlaps=%d same_address=%d free_us_median_spin_ge_1ms=%.1f free_us_max=%.1f\n",
-	       rounds, shim, overlaps, same, med, free_max);
+	printf("fence%s rounds=%d shim=%d overlaps=%d same_address=%d free_us_median_spin_ge_1ms=%.1f free_us_max=%.1f\n",
+	       driver_streams ? "(driver streams)" : "", rounds, shim, overlaps, same, med, free_max);
 	if (shim && !sync_fence && !free_us_long.empty())
 		EXPECT(med < 200.0, "cudaFree waited for the GPU under the shim: median %.1f us with kernels of >= 1 ms "
 				    "running (a pool should park the free behind a fence, not wait)",
@@ -77,8 +96,13 @@ int main(int argc, char **argv)
 	if (!shim && !free_us_long.empty() && med < 500.0)
 		printf("note: native cudaFree did not wait for the kernel (median %.1f us)\n", med);
 	CK(cudaFreeHost(bad));
-	CK(cudaStreamDestroy(s1));
-	CK(cudaStreamDestroy(s2));
+	if (driver_streams)
+		EXPECT(cuStreamDestroy((CUstream)s1) == CUDA_SUCCESS && cuStreamDestroy((CUstream)s2) == CUDA_SUCCESS,
+		       "cuStreamDestroy failed");
+	else {
+		CK(cudaStreamDestroy(s1));
+		CK(cudaStreamDestroy(s2));
+	}
 	printf("PASS fence\n");
 	return 0;
 }

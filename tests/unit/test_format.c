@@ -222,7 +222,7 @@ static void test_json(void **state)
 	snprintf(cmd, sizeof cmd,
 		 "python3 -c 'import json,sys\n"
 		 "d=json.load(open(sys.argv[1]))\n"
-		 "assert d[\"version\"]==1\n"
+		 "assert d[\"version\"]==2\n"
 		 "assert d[\"skipped_pages\"]==5 and d[\"skipped\"]=={\"invalid\":2,\"foreign\":3,\"limit\":0}\n"
 		 "for p in d[\"processes\"]:\n"
 		 "  print(\"P\", p[\"pid\"], json.dumps(p[\"comm\"]), p[\"stale\"], len(p[\"devices\"]))\n"

@@ -1,0 +1,25 @@
+/* The pool backend over the real CUDA driver (libcuda.h), for a process without a dynamic
+ * CUDA runtime (a program built with the static runtime, CuPy, Numba, JAX, the driver
+ * bindings). Each call runs in the device's primary context, pushed on the calling thread
+ * and popped after, whatever context the thread had current. Knows CUDA types; must not
+ * depend on the pool's internals or the registry. */
+#ifndef GP_BACKEND_DRIVER_H
+#define GP_BACKEND_DRIVER_H
+
+#include "backend.h"
+#include "libcuda.h"
+
+/* Fills `be` with the backend over `d`, which must outlive it. The primary context of a
+ * device is retained on the backend's first call for it and kept (as the runtime keeps
+ * it): the pool's segments live in it. Fences and segment frees are refused with -EBUSY
+ * while a stream capture is in progress (capture.h). */
+void gp_driver_backend_init(struct gp_backend *be, const struct gp_driver *d);
+
+/* The primary context of `device` was reset (cuDevicePrimaryCtxReset, or destroyed): the
+ * retained handle is dropped without a release, the next call retains it again. */
+void gp_driver_backend_forget(int device);
+
+/* In a forked child: no retained context of the parent's is the child's. */
+void gp_driver_backend_after_fork(void);
+
+#endif

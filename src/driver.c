@@ -1,0 +1,483 @@
+/* The driver layer's hook bodies (driver.h): driver API allocations served from the same
+ * per-device pools as the runtime's (the registry's), or passed to the real driver, and
+ * answered in CUresult. Only allocations made while a device's primary context is current
+ * are pooled; any other context's pass through. Owns the cache of primary-context handles;
+ * must not depend on the runtime layer's hook bodies (shim.c) or the pool's internals. */
+#include "driver.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "backend_cuda.h"
+#include "backend_driver.h"
+#include "backend_guard.h"
+#include "capture.h"
+#include "fence_thread.h"
+#include "hooks_driver.h"
+#include "log.h"
+#include "pool.h"
+#include "registry.h"
+#include "trace.h"
+#include "trace_format.h"
+
+/* The primary context of each device, as last seen active (a handle, never retained here:
+ * retain + release of an active context does not change it). NULL: not looked up yet. */
+static _Atomic(CUcontext) primary_seen[GPUPOOL_MAX_DEVICES];
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void after_fork(void) { gp_driver_layer_after_fork(); }
+static void arm_fork(void) { pthread_atfork(NULL, NULL, after_fork); }
+
+/* The answer where the entry point is missing: no driver loaded at all (the program found
+ * gpupool's export through RTLD_DEFAULT), or a driver without it. */
+static inline CUresult absent(const struct gp_driver *D)
+{
+	return D ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+static inline bool exiting(const struct gp_registry *r)
+{
+	return atomic_load_explicit(&r->exiting, memory_order_relaxed);
+}
+
+/* The device of the calling thread's current context, or -1 (no context, an error, or a
+ * device beyond the pooled ones); *primary says whether that context is the device's
+ * primary context (the one the pools serve). */
+static int current_device(const struct gp_driver *D, const struct gp_registry *r, bool *primary)
+{
+	*primary = false;
+	pthread_once(&fork_once, arm_fork);
+	CUcontext c = NULL;
+	CUdevice d = -1;
+	if (D->cuCtxGetCurrent(&c) != CUDA_SUCCESS || !c || D->cuCtxGetDevice(&d) != CUDA_SUCCESS || d < 0 ||
+	    d >= r->ndev)
+		return -1;
+	CUcontext p = atomic_load_explicit(&primary_seen[d], memory_order_acquire);
+	if (p != c) {
+		/* Only an active primary context can be current; an inactive one means `c` is
+		 * another context, and retaining it would create one (hundreds of MiB). */
+		unsigned flags = 0;
+		int active = 0;
+		if (D->cuDevicePrimaryCtxGetState(d, &flags, &active) == CUDA_SUCCESS && active &&
+		    D->cuDevicePrimaryCtxRetain(&p, d) == CUDA_SUCCESS) {
+			(void)D->cuDevicePrimaryCtxRelease_v2(d);
+			atomic_store_explicit(&primary_seen[d], p, memory_order_release);
+		}
+	}
+	*primary = p == c;
+	return d;
+}
+
+static CUresult real_alloc(const struct gp_driver *D, CUdeviceptr *dptr, size_t size, CUstream s,
+			   enum gp_drv_call call)
+{
+	switch (call) {
+	case GP_DRV_SYNC:
+		return D->cuMemAlloc_v2 ? D->cuMemAlloc_v2(dptr, size) : absent(D);
+	case GP_DRV_ASYNC:
+		return D->cuMemAllocAsync ? D->cuMemAllocAsync(dptr, size, s) : absent(D);
+	default:
+		return D->cuMemAllocAsync_ptsz ? D->cuMemAllocAsync_ptsz(dptr, size, s) : absent(D);
+	}
+}
+
+static CUresult real_free(const struct gp_driver *D, CUdeviceptr p, CUstream s, enum gp_drv_call call)
+{
+	switch (call) {
+	case GP_DRV_SYNC:
+		return D->cuMemFree_v2 ? D->cuMemFree_v2(p) : absent(D);
+	case GP_DRV_ASYNC:
+		return D->cuMemFreeAsync ? D->cuMemFreeAsync(p, s) : absent(D);
+	default:
+		return D->cuMemFreeAsync_ptsz ? D->cuMemFreeAsync_ptsz(p, s) : absent(D);
+	}
+}
+
+/* Is `s` capturing? CUDA_SUCCESS and *yes, or the driver's error for the stream. Asks the
+ * driver only while some capture is in progress. */
+static CUresult capturing(const struct gp_driver *D, const struct gp_registry *r, CUstream s, enum gp_drv_call call,
+			  bool *yes)
+{
+	*yes = false;
+	if (call == GP_DRV_SYNC || atomic_load_explicit(r->captures, memory_order_relaxed) == 0)
+		return CUDA_SUCCESS;
+	__typeof__(D->cuStreamIsCapturing) fn =
+		call == GP_DRV_ASYNC_PTSZ && D->cuStreamIsCapturing_ptsz ? D->cuStreamIsCapturing_ptsz : D->cuStreamIsCapturing;
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	CUresult e = fn ? fn(s, &st) : CUDA_SUCCESS;
+	*yes = !fn || (e == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE);
+	return e;
+}
+
+static inline gp_stream stream_key(CUstream s, enum gp_drv_call call)
+{
+	/* the driver's stream handles are the runtime's (CU_STREAM_LEGACY is cudaStreamLegacy,
+	 * CU_STREAM_PER_THREAD cudaStreamPerThread): one key space for both layers */
+	return call == GP_DRV_SYNC ? GP_NO_STREAM : gp_cuda_stream_key((cudaStream_t)s, call == GP_DRV_ASYNC_PTSZ);
+}
+
+CUresult gp_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, enum gp_drv_call call)
+{
+	const struct gp_driver *D = gp_driver_get();
+	if (!D)
+		return absent(D);
+	if (gp_backend_guard_inside())
+		return real_alloc(D, dptr, size, s, call); /* a segment of gpupool's own, via a runtime */
+	const struct gp_registry *r = gp_registry_get_driver();
+	if (r->drv_off || exiting(r) || !dptr || size == 0)
+		return real_alloc(D, dptr, size, s, call);
+	if (call != GP_DRV_SYNC && !(call == GP_DRV_ASYNC ? D->cuMemAllocAsync : D->cuMemAllocAsync_ptsz))
+		return absent(D);
+	if (r->refuse)
+		return CUDA_ERROR_INVALID_VALUE;
+	bool cap, primary;
+	CUresult ce = capturing(D, r, s, call, &cap);
+	int dev = current_device(D, r, &primary);
+	if (ce != CUDA_SUCCESS || cap || !primary) {
+		/* the driver's own answer and semantics: an invalid stream, an allocation that
+		 * belongs to a graph, or another context than the primary one */
+		CUresult e = real_alloc(D, dptr, size, s, call);
+		gp_registry_count_driver(dev, GP_DRIVER_PASSTHROUGH);
+		return e;
+	}
+	gp_pool *p = gp_registry_pool(r, dev);
+	if (!p) {
+		CUresult e = real_alloc(D, dptr, size, s, call);
+		gp_registry_count_driver(dev, GP_DRIVER_PASSTHROUGH);
+		return e;
+	}
+	uintptr_t a = 0;
+	bool sync = call == GP_DRV_SYNC;
+	if (gp_registry_alloc(p, dev, size, stream_key(s, call), sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC,
+			      sync ? 0 : (cudaStream_t)s, &a) != 0) {
+		char msg[256];
+		gp_registry_oom_message(msg, sizeof msg, dev, size);
+		gp_log(GP_LOG_WARN, "%s", msg);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	gp_registry_count_driver(dev, GP_DRIVER_ALLOC);
+	*dptr = (CUdeviceptr)a;
+	return CUDA_SUCCESS;
+}
+
+/* The pool holding a live block at `ptr` (any device), its device in *dev, or NULL. */
+static gp_pool *owner(const struct gp_registry *r, uintptr_t ptr, struct gp_block_info *bi, int *dev)
+{
+	for (int d = 0; d < r->ndev; d++) {
+		gp_pool *p = atomic_load(&r->pools[d]);
+		if (p && gp_pool_lookup(p, ptr, bi) == 0) {
+			*dev = d;
+			return p;
+		}
+	}
+	return NULL;
+}
+
+CUresult gp_driver_mem_free(CUdeviceptr ptr, CUstream s, enum gp_drv_call call)
+{
+	const struct gp_driver *D = gp_driver_get();
+	if (!D)
+		return absent(D);
+	if (gp_backend_guard_inside())
+		return real_free(D, ptr, s, call); /* a segment of gpupool's own, via a runtime */
+	const struct gp_registry *r = gp_registry_get_driver();
+	if (r->drv_off || !ptr)
+		return real_free(D, ptr, s, call);
+	uint64_t t0 = r->tracing ? gp_trace_now_ns() : 0;
+	gp_stream key = stream_key(s, call);
+	bool cap = false;
+	CUresult ce = capturing(D, r, s, call, &cap);
+	if (ce != CUDA_SUCCESS)
+		return ce; /* an invalid stream: the native call fails the same way */
+	int rc = -ENOENT, dev = -1;
+	for (int d = 0; rc == -ENOENT && d < r->ndev; d++) {
+		gp_pool *p = atomic_load(&r->pools[d]);
+		if (!p)
+			continue;
+		struct gp_block_info bi;
+		if (cap && gp_pool_lookup(p, (uintptr_t)ptr, &bi) == 0) {
+			/* a free captured into a graph happens when the graph runs, maybe never */
+			gp_log(GP_LOG_WARN, "cuMemFreeAsync(0x%llx) inside a stream capture: gpupool keeps the block "
+					    "allocated (free it with cuMemFree after the capture to reuse it)",
+			       (unsigned long long)ptr);
+			return CUDA_SUCCESS;
+		}
+		rc = gp_pool_free(p, (uintptr_t)ptr, key);
+		dev = d;
+	}
+	CUresult e = CUDA_SUCCESS;
+	if (rc == -ENOENT) {
+		return real_free(D, ptr, s, call);
+	} else if (rc == -EALREADY) {
+		gp_log(GP_LOG_WARN, "%s(0x%llx): not a live allocation (double free, or a pointer inside a block); "
+				    "ignored, returning CUDA_ERROR_INVALID_VALUE",
+		       call == GP_DRV_SYNC ? "cuMemFree" : "cuMemFreeAsync", (unsigned long long)ptr);
+		e = CUDA_ERROR_INVALID_VALUE;
+	} else {
+		gp_registry_count_driver(dev, GP_DRIVER_FREE);
+		if (call == GP_DRV_SYNC)
+			gp_fence_thread_wake();
+	}
+	if (r->tracing)
+		gp_registry_trace(call == GP_DRV_SYNC ? GP_TRACE_FREE : GP_TRACE_FREE_ASYNC, dev,
+				  call == GP_DRV_SYNC ? 0 : (cudaStream_t)s, 0, (void *)(uintptr_t)ptr, t0,
+				  e == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue);
+	return e;
+}
+
+CUresult gp_driver_mem_get_info(size_t *free_bytes, size_t *total_bytes)
+{
+	const struct gp_driver *D = gp_driver_get();
+	if (!D || !D->cuMemGetInfo_v2)
+		return absent(D);
+	if (gp_backend_guard_inside())
+		return D->cuMemGetInfo_v2(free_bytes, total_bytes);
+	const struct gp_registry *r = gp_registry_get_driver();
+	if (r->drv_off || exiting(r) || !free_bytes || !total_bytes)
+		return D->cuMemGetInfo_v2(free_bytes, total_bytes);
+	bool primary;
+	int dev = current_device(D, r, &primary);
+	gp_pool *p = dev >= 0 && primary ? atomic_load(&r->pools[dev]) : NULL;
+	size_t f, t;
+	if (p && gp_pool_mem_info(p, &f, &t) == 0) {
+		*free_bytes = f;
+		*total_bytes = t;
+		return CUDA_SUCCESS;
+	}
+	CUresult e = D->cuMemGetInfo_v2(free_bytes, total_bytes);
+	size_t lim = e == CUDA_SUCCESS && dev >= 0 && primary ? gp_config_limit(&r->cfg, *total_bytes) : 0;
+	if (lim) {
+		/* no pool yet: the limit is all this process will get */
+		if (lim < *total_bytes)
+			*total_bytes = lim;
+		if (*free_bytes > *total_bytes)
+			*free_bytes = *total_bytes;
+	}
+	return e;
+}
+
+CUresult gp_driver_ipc_get_mem_handle(CUipcMemHandle *handle, CUdeviceptr ptr)
+{
+	const struct gp_driver *D = gp_driver_get();
+	if (!D || !D->cuIpcGetMemHandle)
+		return absent(D);
+	const struct gp_registry *r = gp_registry_get_driver();
+	struct gp_block_info bi;
+	int dev;
+	if (r->drv_off || !ptr || !owner(r, (uintptr_t)ptr, &bi, &dev))
+		return D->cuIpcGetMemHandle(handle, ptr);
+	if (bi.addr == (uintptr_t)ptr && bi.addr == bi.segment && bi.size == bi.segment_size)
+		return D->cuIpcGetMemHandle(handle, ptr); /* the block is its whole segment */
+	gp_log(GP_LOG_ERROR,
+	       "cuIpcGetMemHandle(0x%llx): a %zu-byte pooled block at offset %zu of a %zu-byte segment cannot be "
+	       "exported (the handle would share the whole segment); refusing with CUDA_ERROR_INVALID_VALUE. "
+	       "An allocation of at least GPUPOOL_CONF medium_max (now %zu bytes) that the pool grows for is a "
+	       "whole segment: lower it (e.g. medium_max:1M) for smaller ones, or run with GPUPOOL_DISABLE=1",
+	       (unsigned long long)ptr, (size_t)bi.size, (size_t)((uintptr_t)ptr - bi.segment), (size_t)bi.segment_size,
+	       r->cfg.medium_max);
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult gp_driver_mem_get_address_range(CUdeviceptr *base, size_t *size, CUdeviceptr ptr)
+{
+	const struct gp_driver *D = gp_driver_get();
+	if (!D || !D->cuMemGetAddressRange_v2)
+		return absent(D);
+	const struct gp_registry *r = gp_registry_get_driver();
+	struct gp_block_info bi;
+	int dev;
+	if (r->drv_off || !owner(r, (uintptr_t)ptr, &bi, &dev))
+		return D->cuMemGetAddressRange_v2(base, size, ptr);
+	/* the block, not the segment the driver knows: as a native allocation of its size */
+	if (base)
+		*base = (CUdeviceptr)bi.addr;
+	if (size)
+		*size = bi.requested;
+	return CUDA_SUCCESS;
+}
+
+CUresult gp_driver_pointer_get_attribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr)
+{
+	const struct gp_driver *D = gp_driver_get();
+	if (!D || !D->cuPointerGetAttribute)
+		return absent(D);
+	const struct gp_registry *r = gp_registry_get_driver();
+	struct gp_block_info bi;
+	int dev;
+	if (r->drv_off || !data ||
+	    (attr != CU_POINTER_ATTRIBUTE_RANGE_START_ADDR && attr != CU_POINTER_ATTRIBUTE_RANGE_SIZE) ||
+	    !owner(r, (uintptr_t)ptr, &bi, &dev))
+		return D->cuPointerGetAttribute(data, attr, ptr);
+	if (attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+		*(CUdeviceptr *)data = (CUdeviceptr)bi.addr;
+	else
+		*(size_t *)data = bi.requested;
+	return CUDA_SUCCESS;
+}
+
+CUresult gp_driver_begin_capture(CUstream s, CUstreamCaptureMode mode, enum gp_drv_begin which)
+{
+	const struct gp_driver *D = gp_driver_get();
+	CUresult (*v1)(CUstream) = !D ? NULL : which == GP_DRV_BEGIN_V1 ? D->cuStreamBeginCapture
+					 : which == GP_DRV_BEGIN_V1_PTSZ ? D->cuStreamBeginCapture_ptsz : NULL;
+	CUresult (*v2)(CUstream, CUstreamCaptureMode) = !D ? NULL : which == GP_DRV_BEGIN_V2 ? D->cuStreamBeginCapture_v2
+							     : which == GP_DRV_BEGIN_V2_PTSZ ? D->cuStreamBeginCapture_v2_ptsz
+											      : NULL;
+	if (!v1 && !v2)
+		return absent(D);
+	const struct gp_registry *r = gp_registry_get_driver();
+	if (r->drv_off)
+		return v1 ? v1(s) : v2(s, mode);
+	gp_capture_begin();
+	CUresult e = v1 ? v1(s) : v2(s, mode);
+	if (e != CUDA_SUCCESS)
+		gp_capture_end();
+	return e;
+}
+
+CUresult gp_driver_end_capture(CUstream s, CUgraph *graph, bool ptsz)
+{
+	const struct gp_driver *D = gp_driver_get();
+	CUresult (*end)(CUstream, CUgraph *) = !D ? NULL : ptsz ? D->cuStreamEndCapture_ptsz : D->cuStreamEndCapture;
+	if (!end)
+		return absent(D);
+	const struct gp_registry *r = gp_registry_get_driver();
+	if (r->drv_off)
+		return end(s, graph);
+	__typeof__(D->cuStreamIsCapturing) is = ptsz && D->cuStreamIsCapturing_ptsz ? D->cuStreamIsCapturing_ptsz
+										      : D->cuStreamIsCapturing;
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	CUresult q = is ? is(s, &st) : CUDA_ERROR_NOT_SUPPORTED;
+	CUresult e = end(s, graph);
+	/* the capture is over whatever EndCapture says, if it was one */
+	if (q != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE)
+		gp_capture_end();
+	return e;
+}
+
+CUresult gp_driver_stream_create(CUstream *ph, unsigned flags, int priority, bool with_priority)
+{
+	const struct gp_driver *D = gp_driver_get();
+	if (!D || (with_priority ? !D->cuStreamCreateWithPriority : !D->cuStreamCreate))
+		return absent(D);
+	CUresult e = with_priority ? D->cuStreamCreateWithPriority(ph, flags, priority) : D->cuStreamCreate(ph, flags);
+	if (e != CUDA_SUCCESS || !(flags & CU_STREAM_NON_BLOCKING))
+		return e;
+	/* the runtime backend's markers must cover it (the driver backend has none) */
+	const struct gp_registry *r = gp_registry_get_driver();
+	bool primary = false;
+	int d = r->drv_off || !r->rt || !r->cfg.fence_marker ? -1 : current_device(D, r, &primary);
+	if (d >= 0 && primary)
+		gp_cuda_stream_add(d, (cudaStream_t)*ph);
+	return e;
+}
+
+CUresult gp_driver_stream_destroy(CUstream s, bool v2)
+{
+	const struct gp_driver *D = gp_driver_get();
+	CUresult (*fn)(CUstream) = !D ? NULL : v2 ? D->cuStreamDestroy_v2 : D->cuStreamDestroy;
+	if (!fn)
+		return absent(D);
+	const struct gp_registry *r = gp_registry_get_driver();
+	if (!r->drv_off && s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD) {
+		gp_stream key = gp_cuda_stream_key((cudaStream_t)s, false);
+		if (r->rt && r->cfg.fence_marker)
+			gp_cuda_stream_destroying(r->rt, (cudaStream_t)s);
+		for (int d = 0; d < r->ndev; d++) {
+			gp_pool *p = atomic_load(&r->pools[d]);
+			if (p)
+				gp_pool_stream_retire(p, key);
+		}
+		gp_fence_thread_wake();
+	}
+	return fn(s);
+}
+
+/* Every allocation of `dev`'s primary context dies with it: its pool leaves the registry. */
+static void forget_device(const struct gp_registry *r, int dev)
+{
+	if (r->drv_off || dev < 0 || dev >= r->ndev)
+		return;
+	gp_registry_reset_device(dev);
+	gp_driver_backend_forget(dev);
+	atomic_store(&primary_seen[dev], NULL);
+}
+
+CUresult gp_driver_primary_ctx_reset(CUdevice dev, bool v2)
+{
+	const struct gp_driver *D = gp_driver_get();
+	CUresult (*fn)(CUdevice) = !D ? NULL : v2 ? D->cuDevicePrimaryCtxReset_v2 : D->cuDevicePrimaryCtxReset;
+	if (!fn)
+		return absent(D);
+	forget_device(gp_registry_get_driver(), (int)dev);
+	return fn(dev);
+}
+
+CUresult gp_driver_ctx_destroy(CUcontext ctx, bool v2)
+{
+	const struct gp_driver *D = gp_driver_get();
+	CUresult (*fn)(CUcontext) = !D ? NULL : v2 ? D->cuCtxDestroy_v2 : D->cuCtxDestroy;
+	if (!fn)
+		return absent(D);
+	const struct gp_registry *r = gp_registry_get_driver();
+	for (int d = 0; ctx && d < r->ndev && d < GPUPOOL_MAX_DEVICES; d++)
+		if (atomic_load(&primary_seen[d]) == ctx)
+			forget_device(r, d); /* a primary context destroyed takes the pool's memory */
+	return fn(ctx);
+}
+
+/* gpupool's entry point for `symbol` (a name as cuGetProcAddress is asked for it, without
+ * a version suffix) as the driver resolves it for `version` and `flags`, or NULL when it is
+ * not an interposed one. The versions at which each name gained its _v2 (cuda.h). */
+static void *by_version(const char *symbol, int version, cuuint64_t flags)
+{
+	static const struct {
+		const char *name;
+		int v2_since;
+	} versioned[] = {
+		{"cuMemAlloc", 3020},      {"cuMemFree", 3020},     {"cuMemGetInfo", 3020},
+		{"cuMemGetAddressRange", 3020}, {"cuStreamDestroy", 4000}, {"cuCtxDestroy", 4000},
+		{"cuStreamBeginCapture", 10010}, {"cuDevicePrimaryCtxReset", 11000}, {"cuGetProcAddress", 12000},
+	};
+	char name[96];
+	const char *v2 = "";
+	for (size_t i = 0; i < sizeof versioned / sizeof versioned[0]; i++)
+		if (!strcmp(symbol, versioned[i].name) && version >= versioned[i].v2_since)
+			v2 = "_v2";
+	bool ptsz = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+	void *ours = NULL;
+	if (ptsz && (size_t)snprintf(name, sizeof name, "%s%s_ptsz", symbol, v2) < sizeof name)
+		ours = gp_hooks_driver_by_name(name);
+	if (!ours && (size_t)snprintf(name, sizeof name, "%s%s", symbol, v2) < sizeof name)
+		ours = gp_hooks_driver_by_name(name);
+	return ours;
+}
+
+CUresult gp_driver_get_proc_address(const char *symbol, void **pfn, int version, cuuint64_t flags,
+				    CUdriverProcAddressQueryResult *status, bool v2)
+{
+	const struct gp_driver *D = gp_driver_get();
+	if (!D || (v2 ? !D->cuGetProcAddress_v2 : !D->cuGetProcAddress))
+		return absent(D);
+	CUresult e = v2 ? D->cuGetProcAddress_v2(symbol, pfn, version, flags, status)
+			: D->cuGetProcAddress(symbol, pfn, version, flags);
+	/* The driver picked the version and the stream variant; gpupool swaps in its own
+	 * entry for exactly the one picked, matched by address, or where the driver hands out
+	 * an address other than its exported symbol's, by the name it must have picked. */
+	if (e == CUDA_SUCCESS && pfn && *pfn && symbol) {
+		void *ours = gp_hooks_driver_for_real(*pfn);
+		if (!ours)
+			ours = by_version(symbol, version, flags);
+		if (ours)
+			*pfn = ours;
+	}
+	return e;
+}
+
+void gp_driver_layer_after_fork(void)
+{
+	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++)
+		atomic_store(&primary_seen[d], NULL);
+}

@@ -1,0 +1,81 @@
+/* The CUDA driver's entry points (libcuda.so.1), resolved from the copy the process has
+ * loaded through the real dlsym (dlsym.h), never through gpupool's own interposition, so
+ * gpupool's calls into the driver never come back into its driver hooks. Owns the table and
+ * the list of driver names gpupool interposes; depends on dlsym.h and the log only. */
+#ifndef GP_LIBCUDA_H
+#define GP_LIBCUDA_H
+
+#include <cuda.h>
+#include <stdbool.h>
+
+/* cuda.h maps these to their newest versions with macros; gpupool interposes the older
+ * versions too (a program built against older headers, or one that asks cuGetProcAddress
+ * for an old version), under their own names. */
+#undef cuStreamBeginCapture
+#undef cuStreamDestroy
+#undef cuCtxDestroy
+#undef cuDevicePrimaryCtxReset
+#undef cuGetProcAddress
+
+/* The entry points cuda.h declares only under other names or for per-thread-stream builds. */
+CUresult cuStreamBeginCapture(CUstream hStream);
+CUresult cuStreamBeginCapture_ptsz(CUstream hStream);
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode);
+CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph);
+CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
+CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream);
+CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags);
+CUresult cuStreamDestroy(CUstream hStream);
+CUresult cuCtxDestroy(CUcontext ctx);
+CUresult cuDevicePrimaryCtxReset(CUdevice dev);
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
+
+/* The driver names gpupool interposes (exported by hooks_driver.c, answered by its dlsym and
+ * cuGetProcAddress): X(name). */
+#define GP_DRIVER_HOOKED(X)                                                                    \
+	X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz)                \
+	X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) X(cuMemGetInfo_v2) X(cuIpcGetMemHandle)           \
+	X(cuMemGetAddressRange_v2) X(cuPointerGetAttribute)                                        \
+	X(cuStreamBeginCapture) X(cuStreamBeginCapture_ptsz) X(cuStreamBeginCapture_v2)            \
+	X(cuStreamBeginCapture_v2_ptsz) X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz)           \
+	X(cuStreamCreate) X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamDestroy_v2)   \
+	X(cuDevicePrimaryCtxReset) X(cuDevicePrimaryCtxReset_v2) X(cuCtxDestroy) X(cuCtxDestroy_v2) \
+	X(cuGetProcAddress) X(cuGetProcAddress_v2)
+
+/* What gpupool itself calls (besides the real versions of the names above): X(name). */
+#define GP_DRIVER_USED(X)                                                                      \
+	X(cuInit) X(cuDeviceGetCount) X(cuCtxGetCurrent) X(cuCtxGetDevice)                         \
+	X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxGetState)  \
+	X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuCtxSynchronize) X(cuEventCreate)          \
+	X(cuEventRecord) X(cuEventDestroy_v2) X(cuStreamWaitEvent) X(cuStreamIsCapturing)          \
+	X(cuStreamIsCapturing_ptsz) X(cuThreadExchangeStreamCaptureMode)
+
+/* The real driver: each entry NULL where the loaded libcuda lacks it. */
+#define GP_DRIVER_FIELD_(name) __typeof__(&name) name;
+struct gp_driver {
+	GP_DRIVER_HOOKED(GP_DRIVER_FIELD_)
+	GP_DRIVER_USED(GP_DRIVER_FIELD_)
+};
+#undef GP_DRIVER_FIELD_
+
+/* The table of the libcuda.so.1 loaded in the process, or NULL while none is (each call
+ * looks again, with a lock and dlopen(RTLD_NOLOAD); once found, one acquire load and the
+ * table never changes). Thread-safe; no CUDA call. */
+const struct gp_driver *gp_driver_get(void);
+
+/* True when `handle` (a dlopen handle) is the loaded libcuda's. Lock-free once libcuda has
+ * been found. */
+bool gp_driver_is_handle(void *handle);
+
+/* The loaded libcuda's dlopen handle, or NULL while none is loaded. */
+void *gp_driver_handle(void);
+
+/* NULL when the pool can run over the driver `d`, else the first entry point it lacks. */
+const char *gp_driver_lacks(const struct gp_driver *d);
+
+/* In a forked child: the lookup's lock is made free. */
+void gp_driver_after_fork(void);
+
+#endif

@@ -1,0 +1,1260 @@
+/* A fake CUDA driver (libcuda.so.1) for tests without a GPU: device memory from host memory,
+ * devices with primary and created contexts, streams each served in order by a thread of its
+ * own (so streams really run concurrently), events, stream capture, IPC handles, call
+ * counters and fault injection (fakecu.h). Linked -Bsymbolic-functions, and it never looks its
+ * own names up with dlsym: cuGetProcAddress hands out the fake's own entry points, as the real
+ * driver does, whatever a preloaded library exports under the same names. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#pragma GCC visibility push(default)
+#include "fakecu.h"
+#pragma GCC visibility pop
+
+#define FC_API __attribute__((visibility("default")))
+#define FC_MAXDEV 16
+#define FC_ALIGN 512u
+#define FC_MAXRULES 64
+#define FC_CTX_MAGIC 0x43545821u
+#define FC_STREAM_MAGIC 0x5354524du
+#define FC_EVENT_MAGIC 0x45564e54u
+
+/* ---- entry point names: counters, fault rules and cuGetProcAddress ---- */
+#define FC_FUNCS(X) \
+	X(cuInit) X(cuDriverGetVersion) X(cuDeviceGet) X(cuDeviceGetCount) X(cuCtxGetCurrent) \
+	X(cuCtxSetCurrent) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuCtxGetDevice) \
+	X(cuCtxCreate_v2) X(cuCtxCreate_v4) X(cuCtxDestroy_v2) X(cuCtxSynchronize) \
+	X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxReset_v2) \
+	X(cuDevicePrimaryCtxGetState) X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemAllocAsync) \
+	X(cuMemAllocAsync_ptsz) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) X(cuMemGetInfo_v2) \
+	X(cuMemGetAddressRange_v2) X(cuPointerGetAttribute) X(cuIpcGetMemHandle) \
+	X(cuMemcpyDtoH_v2) X(cuMemsetD8_v2) X(cuMemsetD8Async) X(cuMemsetD8Async_ptsz) \
+	X(cuStreamCreate) X(cuStreamCreateWithPriority) X(cuStreamDestroy_v2) \
+	X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz) X(cuStreamWaitEvent) \
+	X(cuStreamWaitEvent_ptsz) X(cuEventCreate) X(cuEventRecord) X(cuEventRecord_ptsz) \
+	X(cuEventQuery) X(cuEventSynchronize) X(cuEventDestroy_v2) X(cuStreamBeginCapture_v2) \
+	X(cuStreamBeginCapture_v2_ptsz) X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz) \
+	X(cuStreamIsCapturing) X(cuStreamIsCapturing_ptsz) X(cuThreadExchangeStreamCaptureMode) \
+	X(cuGetProcAddress_v2) X(cuGetErrorName) X(gpfakecu_launch_fill)
+
+#define FC_ENUM(n) FN_##n,
+enum { FC_FUNCS(FC_ENUM) FN_COUNT };
+#define FC_NAME(n) #n,
+static const char *const fc_names[FN_COUNT] = {FC_FUNCS(FC_NAME)};
+
+/* ---- data ---- */
+struct CUctx_st {
+	unsigned magic;
+	int device;
+	bool primary, active;
+	int refs; /* primary: retains */
+};
+
+enum op_kind { OP_FILL, OP_FREE, OP_WAIT };
+
+struct op {
+	struct op *next;
+	enum op_kind kind;
+	char *dst;
+	size_t n;
+	int value;
+	unsigned delay_us;
+	struct CUstream_st *wstream; /* OP_WAIT: until wstream has done wseq ops */
+	unsigned long long wseq;
+};
+
+struct CUstream_st {
+	unsigned magic;
+	int device;
+	unsigned flags;
+	bool dead, thread_on;
+	struct op *head, *tail;
+	unsigned long long issued, done;
+	int cap;                     /* 0 none, 1 capturing, 2 invalidated */
+	CUstreamCaptureMode cap_mode;
+	pthread_t cap_thread;
+	pthread_t thread;
+	struct CUstream_st *next;
+};
+
+struct CUevent_st {
+	unsigned magic;
+	struct CUstream_st *s;       /* complete when s->done >= seq */
+	unsigned long long seq;
+};
+
+struct alloc {
+	char *base;
+	size_t bytes;
+	struct CUctx_st *ctx;
+	bool free_pending;
+};
+
+struct rule {
+	int fn;
+	unsigned long left;
+	CUresult err;
+};
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER; /* any progress */
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static int g_ndev = 2;
+static size_t g_capacity = (size_t)1 << 30;
+static size_t g_used[FC_MAXDEV];
+static struct CUctx_st g_primary[FC_MAXDEV];
+static struct CUstream_st *g_streams; /* every stream ever made (legacy ones too) */
+static struct CUstream_st *g_legacy[FC_MAXDEV];
+static struct alloc *g_allocs;
+static size_t g_nallocs, g_cap_allocs;
+static size_t *g_sizes;
+static size_t g_nsizes, g_cap_sizes;
+static unsigned long g_calls[FN_COUNT];
+static struct rule g_rules[FC_MAXRULES];
+static int g_nrules;
+static bool g_init;
+
+static _Thread_local struct CUctx_st *t_stack[16];
+static _Thread_local int t_depth; /* t_stack[t_depth - 1] is current */
+static _Thread_local struct CUstream_st *t_ptds[FC_MAXDEV];
+static _Thread_local CUstreamCaptureMode t_cap_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+static size_t fc_parse_size(const char *s)
+{
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+	switch (*end) {
+	case 'K': case 'k': v <<= 10; break;
+	case 'M': case 'm': v <<= 20; break;
+	case 'G': case 'g': v <<= 30; break;
+	default: break;
+	}
+	return (size_t)v;
+}
+
+static int fc_fn(const char *name)
+{
+	for (int i = 0; name && i < FN_COUNT; i++)
+		if (!strcmp(fc_names[i], name))
+			return i;
+	return -1;
+}
+
+static CUresult fc_default_err(int fn)
+{
+	return fn == FN_cuMemAlloc_v2 || fn == FN_cuMemAllocAsync || fn == FN_cuMemAllocAsync_ptsz
+		       ? CUDA_ERROR_OUT_OF_MEMORY
+		       : CUDA_ERROR_UNKNOWN;
+}
+
+static int fc_add_rule(int fn, unsigned long n, CUresult err)
+{
+	int rc = 0;
+	pthread_mutex_lock(&g_lock);
+	if (n == 0) {
+		int j = 0;
+		for (int i = 0; i < g_nrules; i++)
+			if (g_rules[i].fn != fn)
+				g_rules[j++] = g_rules[i];
+		g_nrules = j;
+	} else if (g_nrules < FC_MAXRULES) {
+		g_rules[g_nrules++] = (struct rule){fn, n, err ? err : fc_default_err(fn)};
+	} else {
+		rc = -1;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return rc;
+}
+
+static void fc_init(void)
+{
+	const char *e = getenv("FAKECUDA_DEVICES");
+	if (e && *e)
+		g_ndev = atoi(e) < 0 ? 0 : atoi(e) > FC_MAXDEV ? FC_MAXDEV : atoi(e);
+	e = getenv("FAKECUDA_CAPACITY");
+	if (e && *e)
+		g_capacity = fc_parse_size(e);
+	for (int d = 0; d < FC_MAXDEV; d++)
+		g_primary[d] = (struct CUctx_st){FC_CTX_MAGIC, d, true, false, 0};
+	e = getenv("FAKECU_FAIL");
+	if (e && *e) {
+		char buf[512];
+		snprintf(buf, sizeof buf, "%s", e);
+		char *save = NULL;
+		for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+			char *c = strchr(tok, ':');
+			if (!c) {
+				fprintf(stderr, "fakecu: FAKECU_FAIL: ignoring '%s'\n", tok);
+				continue;
+			}
+			*c = '\0';
+			char *c2 = strchr(c + 1, ':');
+			int fn = fc_fn(tok);
+			unsigned long n = strtoul(c + 1, NULL, 10);
+			if (fn < 0 || n == 0)
+				fprintf(stderr, "fakecu: FAKECU_FAIL: ignoring '%s'\n", tok);
+			else
+				fc_add_rule(fn, n, c2 ? (CUresult)atoi(c2 + 1) : CUDA_SUCCESS);
+		}
+	}
+}
+
+/* Counts the call and applies the fault rules: the injected error, or CUDA_SUCCESS. */
+static CUresult fc_enter(int fn)
+{
+	pthread_once(&g_once, fc_init);
+	__atomic_add_fetch(&g_calls[fn], 1, __ATOMIC_RELAXED);
+	CUresult err = CUDA_SUCCESS;
+	pthread_mutex_lock(&g_lock);
+	int j = 0;
+	for (int i = 0; i < g_nrules; i++) {
+		if (g_rules[i].fn == fn && --g_rules[i].left == 0) {
+			err = g_rules[i].err;
+			continue;
+		}
+		g_rules[j++] = g_rules[i];
+	}
+	g_nrules = j;
+	pthread_mutex_unlock(&g_lock);
+	return err;
+}
+
+#define ENTER(name)                                            \
+	do {                                                   \
+		CUresult e_ = fc_enter(FN_##name);             \
+		if (e_ != CUDA_SUCCESS)                        \
+			return e_;                             \
+	} while (0)
+
+static struct CUctx_st *fc_current(void) { return t_depth ? t_stack[t_depth - 1] : NULL; }
+
+/* The current context, usable: NULL when none is current or it was destroyed. */
+static struct CUctx_st *fc_ctx(void)
+{
+	struct CUctx_st *c = fc_current();
+	return c && c->magic == FC_CTX_MAGIC && c->active ? c : NULL;
+}
+
+/* ---- allocations (g_lock held) ---- */
+static struct alloc *fc_find(uintptr_t p, bool exact)
+{
+	for (size_t i = 0; i < g_nallocs; i++) {
+		struct alloc *a = &g_allocs[i];
+		if ((uintptr_t)a->base == p || (!exact && p > (uintptr_t)a->base && p < (uintptr_t)a->base + a->bytes))
+			return a;
+	}
+	return NULL;
+}
+
+static CUresult fc_alloc(struct CUctx_st *c, size_t size, CUdeviceptr *out)
+{
+	size_t bytes = (size + FC_ALIGN - 1) & ~(size_t)(FC_ALIGN - 1);
+	if (size > SIZE_MAX - FC_ALIGN || g_used[c->device] + bytes > g_capacity)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (g_nallocs == g_cap_allocs) {
+		size_t nc = g_cap_allocs ? 2 * g_cap_allocs : 64;
+		struct alloc *na = realloc(g_allocs, nc * sizeof *na);
+		if (!na)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		g_allocs = na;
+		g_cap_allocs = nc;
+	}
+	if (g_nsizes == g_cap_sizes) {
+		size_t nc = g_cap_sizes ? 2 * g_cap_sizes : 64;
+		size_t *ns = realloc(g_sizes, nc * sizeof *ns);
+		if (!ns)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		g_sizes = ns;
+		g_cap_sizes = nc;
+	}
+	char *m = aligned_alloc(FC_ALIGN, bytes);
+	if (!m)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	g_allocs[g_nallocs++] = (struct alloc){m, bytes, c, false};
+	g_sizes[g_nsizes++] = size;
+	g_used[c->device] += bytes;
+	*out = (CUdeviceptr)(uintptr_t)m;
+	return CUDA_SUCCESS;
+}
+
+static void fc_release(struct alloc *a)
+{
+	g_used[a->ctx->device] -= a->bytes;
+	free(a->base);
+	*a = g_allocs[--g_nallocs];
+}
+
+static void fc_release_ctx(struct CUctx_st *c)
+{
+	for (size_t i = g_nallocs; i-- > 0;)
+		if (g_allocs[i].ctx == c)
+			fc_release(&g_allocs[i]);
+}
+
+/* ---- streams (g_lock held) ---- */
+static void *fc_worker(void *arg);
+
+static struct CUstream_st *fc_stream_new(int device, unsigned flags)
+{
+	struct CUstream_st *s = calloc(1, sizeof *s);
+	if (!s)
+		return NULL;
+	s->magic = FC_STREAM_MAGIC;
+	s->device = device;
+	s->flags = flags;
+	s->next = g_streams;
+	g_streams = s;
+	return s;
+}
+
+/* The stream a handle names on the current context's device (ptsz: 0 is the per-thread
+ * stream), or NULL. */
+static struct CUstream_st *fc_stream(CUstream h, bool ptsz)
+{
+	struct CUctx_st *c = fc_ctx();
+	if (!c)
+		return NULL;
+	int d = c->device;
+	if ((!h && ptsz) || h == CU_STREAM_PER_THREAD) {
+		if (!t_ptds[d])
+			t_ptds[d] = fc_stream_new(d, 0);
+		return t_ptds[d];
+	}
+	if (!h || h == CU_STREAM_LEGACY) {
+		if (!g_legacy[d])
+			g_legacy[d] = fc_stream_new(d, 0);
+		return g_legacy[d];
+	}
+	return h->magic == FC_STREAM_MAGIC && !h->dead ? h : NULL;
+}
+
+static CUresult fc_enqueue(struct CUstream_st *s, struct op *o)
+{
+	if (s->cap) { /* recorded into the graph, which the fake never runs */
+		free(o);
+		return CUDA_SUCCESS;
+	}
+	if (!s->thread_on) {
+		if (pthread_create(&s->thread, NULL, fc_worker, s) != 0) {
+			free(o);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		pthread_detach(s->thread);
+		s->thread_on = true;
+	}
+	if (s->tail)
+		s->tail->next = o;
+	else
+		s->head = o;
+	s->tail = o;
+	s->issued++;
+	pthread_cond_broadcast(&g_cond);
+	return CUDA_SUCCESS;
+}
+
+static void *fc_worker(void *arg)
+{
+	struct CUstream_st *s = arg;
+	pthread_mutex_lock(&g_lock);
+	for (;;) {
+		struct op *o = s->head;
+		if (!o || (o->kind == OP_WAIT && o->wstream->done < o->wseq)) {
+			pthread_cond_wait(&g_cond, &g_lock);
+			continue;
+		}
+		if (o->kind == OP_FILL) {
+			pthread_mutex_unlock(&g_lock);
+			if (o->delay_us) {
+				struct timespec ts = {(time_t)(o->delay_us / 1000000u), (long)(o->delay_us % 1000000u) * 1000L};
+				while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+					;
+			}
+			memset(o->dst, o->value, o->n);
+			pthread_mutex_lock(&g_lock);
+		} else if (o->kind == OP_FREE) {
+			struct alloc *a = fc_find((uintptr_t)o->dst, true);
+			if (a)
+				fc_release(a);
+		}
+		s->head = o->next;
+		if (!s->head)
+			s->tail = NULL;
+		free(o);
+		s->done++;
+		pthread_cond_broadcast(&g_cond);
+	}
+	return NULL;
+}
+
+static void fc_wait_stream(const struct CUstream_st *s)
+{
+	unsigned long long upto = s->issued;
+	while (s->done < upto)
+		pthread_cond_wait(&g_cond, &g_lock);
+}
+
+static void fc_wait_device(int device)
+{
+again:
+	for (struct CUstream_st *s = g_streams; s; s = s->next) {
+		if (s->device == device && s->done < s->issued) {
+			pthread_cond_wait(&g_cond, &g_lock);
+			goto again;
+		}
+	}
+}
+
+/* A device-wide call (cuMemAlloc, cuMemFree, cuCtxSynchronize) made while a global-mode
+ * capture runs: refused, and the capture is invalidated, unless this thread is relaxed. */
+static bool fc_capture_prohibits(void)
+{
+	if (t_cap_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+		return false;
+	bool no = false;
+	for (struct CUstream_st *s = g_streams; s; s = s->next) {
+		if (s->cap && (s->cap_mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
+			       pthread_equal(s->cap_thread, pthread_self()))) {
+			s->cap = 2;
+			no = true;
+		}
+	}
+	return no;
+}
+
+/* ---- init, devices, contexts ---- */
+FC_API CUresult cuInit(unsigned int flags)
+{
+	ENTER(cuInit);
+	g_init = flags == 0;
+	return flags ? CUDA_ERROR_INVALID_VALUE : g_ndev ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+}
+
+FC_API CUresult cuDriverGetVersion(int *v)
+{
+	ENTER(cuDriverGetVersion);
+	if (!v)
+		return CUDA_ERROR_INVALID_VALUE;
+	*v = 13000;
+	return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuDeviceGetCount(int *n)
+{
+	ENTER(cuDeviceGetCount);
+	if (!n)
+		return CUDA_ERROR_INVALID_VALUE;
+	*n = g_ndev;
+	return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuDeviceGet(CUdevice *d, int ordinal)
+{
+	ENTER(cuDeviceGet);
+	if (!d)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (ordinal < 0 || ordinal >= g_ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*d = ordinal;
+	return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+	ENTER(cuCtxGetCurrent);
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pctx = fc_current();
+	return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+	ENTER(cuCtxSetCurrent);
+	if (ctx && ctx->magic != FC_CTX_MAGIC)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!ctx) {
+		if (t_depth)
+			t_depth--;
+		return CUDA_SUCCESS;
+	}
+	if (!t_depth)
+		t_depth = 1;
+	t_stack[t_depth - 1] = ctx;
+	return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+	ENTER(cuCtxPushCurrent_v2);
+	if (!ctx || ctx->magic != FC_CTX_MAGIC || t_depth == 16)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	t_stack[t_depth++] = ctx;
+	return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+	ENTER(cuCtxPopCurrent_v2);
+	if (!t_depth)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	struct CUctx_st *c = t_stack[--t_depth];
+	if (pctx)
+		*pctx = c;
+	return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuCtxGetDevice(CUdevice *d)
+{
+	ENTER(cuCtxGetDevice);
+	struct CUctx_st *c = fc_ctx();
+	if (!d)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!c)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*d = c->device;
+	return CUDA_SUCCESS;
+}
+
+static CUresult fc_ctx_create(CUcontext *pctx, CUdevice dev)
+{
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dev < 0 || dev >= g_ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	struct CUctx_st *c = calloc(1, sizeof *c);
+	if (!c)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*c = (struct CUctx_st){FC_CTX_MAGIC, dev, false, true, 1};
+	if (t_depth == 16)
+		t_depth--;
+	t_stack[t_depth++] = c; /* a new context is made current */
+	*pctx = c;
+	return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+	ENTER(cuCtxCreate_v2);
+	return fc_ctx_create(pctx, dev);
+}
+
+FC_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev)
+{
+	ENTER(cuCtxCreate_v4);
+	return fc_ctx_create(pctx, dev);
+}
+
+FC_API CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+	ENTER(cuCtxDestroy_v2);
+	if (!ctx || ctx->magic != FC_CTX_MAGIC || ctx->primary)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	pthread_mutex_lock(&g_lock);
+	fc_release_ctx(ctx);
+	ctx->active = false;
+	pthread_mutex_unlock(&g_lock);
+	for (int i = 0; i < t_depth; i++)
+		if (t_stack[i] == ctx)
+			t_stack[i] = NULL;
+	while (t_depth && !t_stack[t_depth - 1])
+		t_depth--;
+	return CUDA_SUCCESS; /* the handle stays (magic kept, inactive): stale uses fail cleanly */
+}
+
+FC_API CUresult cuCtxSynchronize(void)
+{
+	ENTER(cuCtxSynchronize);
+	struct CUctx_st *c = fc_ctx();
+	if (!c)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	pthread_mutex_lock(&g_lock);
+	CUresult e = CUDA_SUCCESS;
+	if (fc_capture_prohibits())
+		e = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	else
+		fc_wait_device(c->device);
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+FC_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+	ENTER(cuDevicePrimaryCtxRetain);
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dev < 0 || dev >= g_ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&g_lock);
+	g_primary[dev].refs++;
+	g_primary[dev].active = true;
+	pthread_mutex_unlock(&g_lock);
+	*pctx = &g_primary[dev];
+	return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+	ENTER(cuDevicePrimaryCtxRelease_v2);
+	if (dev < 0 || dev >= g_ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&g_lock);
+	CUresult e = CUDA_SUCCESS;
+	if (g_primary[dev].refs <= 0) {
+		e = CUDA_ERROR_INVALID_CONTEXT;
+	} else if (--g_primary[dev].refs == 0) {
+		fc_release_ctx(&g_primary[dev]); /* the last release destroys it */
+		g_primary[dev].active = false;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+FC_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+	ENTER(cuDevicePrimaryCtxReset_v2);
+	if (dev < 0 || dev >= g_ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&g_lock);
+	fc_wait_device(dev);
+	fc_release_ctx(&g_primary[dev]);
+	pthread_mutex_unlock(&g_lock);
+	return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+	ENTER(cuDevicePrimaryCtxGetState);
+	if (!flags || !active)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dev < 0 || dev >= g_ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*flags = 0;
+	*active = g_primary[dev].active;
+	return CUDA_SUCCESS;
+}
+
+/* ---- memory ---- */
+FC_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
+{
+	ENTER(cuMemAlloc_v2);
+	struct CUctx_st *c = fc_ctx();
+	if (!c)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!dptr || size == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_lock);
+	CUresult e = fc_capture_prohibits() ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : fc_alloc(c, size, dptr);
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+FC_API CUresult cuMemFree_v2(CUdeviceptr p)
+{
+	ENTER(cuMemFree_v2);
+	if (!fc_ctx())
+		return CUDA_ERROR_INVALID_CONTEXT;
+	pthread_mutex_lock(&g_lock);
+	CUresult e = CUDA_SUCCESS;
+	struct alloc *a = fc_find(p, true);
+	if (!a || a->free_pending) {
+		e = CUDA_ERROR_INVALID_VALUE;
+	} else if (fc_capture_prohibits()) {
+		e = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	} else {
+		a->free_pending = true;
+		fc_wait_device(a->ctx->device); /* cuMemFree waits for the device's work */
+		a = fc_find(p, true);
+		if (a)
+			fc_release(a);
+	}
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+static CUresult fc_alloc_async(CUdeviceptr *dptr, size_t size, CUstream h, bool ptsz)
+{
+	if (!dptr || size == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_lock);
+	struct CUstream_st *s = fc_stream(h, ptsz);
+	CUresult e = s ? fc_alloc(&g_primary[s->device], size, dptr) : fc_ctx() ? CUDA_ERROR_INVALID_HANDLE
+											: CUDA_ERROR_INVALID_CONTEXT;
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+FC_API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream h)
+{
+	ENTER(cuMemAllocAsync);
+	return fc_alloc_async(dptr, size, h, false);
+}
+
+FC_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream h)
+{
+	ENTER(cuMemAllocAsync_ptsz);
+	return fc_alloc_async(dptr, size, h, true);
+}
+
+static CUresult fc_free_async(CUdeviceptr p, CUstream h, bool ptsz)
+{
+	pthread_mutex_lock(&g_lock);
+	struct CUstream_st *s = fc_stream(h, ptsz);
+	struct alloc *a = fc_find(p, true);
+	struct op *o = NULL;
+	CUresult e;
+	if (!s)
+		e = CUDA_ERROR_INVALID_HANDLE;
+	else if (!a || a->free_pending)
+		e = CUDA_ERROR_INVALID_VALUE;
+	else if (!(o = calloc(1, sizeof *o)))
+		e = CUDA_ERROR_OUT_OF_MEMORY;
+	else {
+		o->kind = OP_FREE;
+		o->dst = a->base;
+		a->free_pending = !s->cap;
+		e = fc_enqueue(s, o);
+	}
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+FC_API CUresult cuMemFreeAsync(CUdeviceptr p, CUstream h)
+{
+	ENTER(cuMemFreeAsync);
+	return fc_free_async(p, h, false);
+}
+
+FC_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream h)
+{
+	ENTER(cuMemFreeAsync_ptsz);
+	return fc_free_async(p, h, true);
+}
+
+FC_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+	ENTER(cuMemGetInfo_v2);
+	struct CUctx_st *c = fc_ctx();
+	if (!c)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!free_bytes || !total)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_lock);
+	*total = g_capacity;
+	*free_bytes = g_capacity - g_used[c->device];
+	pthread_mutex_unlock(&g_lock);
+	return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p)
+{
+	ENTER(cuMemGetAddressRange_v2);
+	pthread_mutex_lock(&g_lock);
+	struct alloc *a = fc_find(p, false);
+	if (a && base)
+		*base = (CUdeviceptr)(uintptr_t)a->base;
+	if (a && size)
+		*size = a->bytes;
+	pthread_mutex_unlock(&g_lock);
+	return a ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+FC_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUdeviceptr p)
+{
+	ENTER(cuPointerGetAttribute);
+	if (!data)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_lock);
+	struct alloc *a = fc_find(p, false);
+	CUresult e = a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	if (a) {
+		if (attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+			*(CUdeviceptr *)data = (CUdeviceptr)(uintptr_t)a->base;
+		else if (attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
+			*(size_t *)data = a->bytes;
+		else if (attr == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+			*(int *)data = a->ctx->device;
+		else
+			e = CUDA_ERROR_NOT_SUPPORTED;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+/* The handle names the allocation's base: a pointer inside one cannot be exported. */
+FC_API CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p)
+{
+	ENTER(cuIpcGetMemHandle);
+	if (!h)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_lock);
+	struct alloc *a = fc_find(p, true);
+	if (a) {
+		memset(h, 0, sizeof *h);
+		memcpy(h->reserved, &a->base, sizeof a->base);
+	}
+	pthread_mutex_unlock(&g_lock);
+	return a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult fc_fill(CUdeviceptr dst, size_t n, int value, unsigned delay_us, CUstream h, bool ptsz, bool sync)
+{
+	pthread_mutex_lock(&g_lock);
+	struct CUstream_st *s = fc_stream(h, ptsz);
+	struct alloc *a = fc_find(dst, false);
+	struct op *o = NULL;
+	CUresult e;
+	if (!s)
+		e = CUDA_ERROR_INVALID_HANDLE;
+	else if (!a || dst + n > (CUdeviceptr)(uintptr_t)a->base + a->bytes)
+		e = CUDA_ERROR_INVALID_VALUE;
+	else if (!(o = calloc(1, sizeof *o)))
+		e = CUDA_ERROR_OUT_OF_MEMORY;
+	else {
+		*o = (struct op){.kind = OP_FILL, .dst = (char *)(uintptr_t)dst, .n = n, .value = value, .delay_us = delay_us};
+		e = fc_enqueue(s, o);
+		if (e == CUDA_SUCCESS && sync)
+			fc_wait_stream(s);
+	}
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+FC_API CUresult gpfakecu_launch_fill(CUdeviceptr dst, size_t n, unsigned char value, unsigned delay_us, CUstream s)
+{
+	ENTER(gpfakecu_launch_fill);
+	return fc_fill(dst, n, value, delay_us, s, false, false);
+}
+
+FC_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n)
+{
+	ENTER(cuMemsetD8_v2);
+	return fc_fill(dst, n, uc, 0, NULL, false, true);
+}
+
+FC_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream s)
+{
+	ENTER(cuMemsetD8Async);
+	return fc_fill(dst, n, uc, 0, s, false, false);
+}
+
+FC_API CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char uc, size_t n, CUstream s)
+{
+	ENTER(cuMemsetD8Async_ptsz);
+	return fc_fill(dst, n, uc, 0, s, true, false);
+}
+
+/* Waits for the device (all its streams), then copies. */
+FC_API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+{
+	ENTER(cuMemcpyDtoH_v2);
+	struct CUctx_st *c = fc_ctx();
+	if (!c)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	pthread_mutex_lock(&g_lock);
+	fc_wait_device(c->device);
+	struct alloc *a = fc_find(src, false);
+	CUresult e = a && src + n <= (CUdeviceptr)(uintptr_t)a->base + a->bytes ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	if (e == CUDA_SUCCESS)
+		memcpy(dst, (const void *)(uintptr_t)src, n);
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+/* ---- streams and events ---- */
+static CUresult fc_stream_create(CUstream *ph, unsigned flags)
+{
+	struct CUctx_st *c = fc_ctx();
+	if (!c)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!ph || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_lock);
+	struct CUstream_st *s = fc_stream_new(c->device, flags);
+	pthread_mutex_unlock(&g_lock);
+	if (!s)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*ph = s;
+	return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuStreamCreate(CUstream *ph, unsigned int flags)
+{
+	ENTER(cuStreamCreate);
+	return fc_stream_create(ph, flags);
+}
+
+FC_API CUresult cuStreamCreateWithPriority(CUstream *ph, unsigned int flags, int priority)
+{
+	ENTER(cuStreamCreateWithPriority);
+	return fc_stream_create(ph, flags);
+}
+
+/* Work still queued runs to the end; the stream object stays (a worker may run on it). */
+FC_API CUresult cuStreamDestroy_v2(CUstream h)
+{
+	ENTER(cuStreamDestroy_v2);
+	pthread_mutex_lock(&g_lock);
+	CUresult e = CUDA_ERROR_INVALID_HANDLE;
+	if (h && h != CU_STREAM_LEGACY && h != CU_STREAM_PER_THREAD && h->magic == FC_STREAM_MAGIC && !h->dead) {
+		h->dead = true;
+		e = CUDA_SUCCESS;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+static CUresult fc_stream_sync(CUstream h, bool ptsz)
+{
+	pthread_mutex_lock(&g_lock);
+	struct CUstream_st *s = fc_stream(h, ptsz);
+	if (s)
+		fc_wait_stream(s);
+	pthread_mutex_unlock(&g_lock);
+	return s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+FC_API CUresult cuStreamSynchronize(CUstream h)
+{
+	ENTER(cuStreamSynchronize);
+	return fc_stream_sync(h, false);
+}
+
+FC_API CUresult cuStreamSynchronize_ptsz(CUstream h)
+{
+	ENTER(cuStreamSynchronize_ptsz);
+	return fc_stream_sync(h, true);
+}
+
+FC_API CUresult cuEventCreate(CUevent *ev, unsigned int flags)
+{
+	ENTER(cuEventCreate);
+	if (!ev)
+		return CUDA_ERROR_INVALID_VALUE;
+	struct CUevent_st *e = calloc(1, sizeof *e);
+	if (!e)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	e->magic = FC_EVENT_MAGIC;
+	*ev = e;
+	return CUDA_SUCCESS;
+}
+
+static CUresult fc_event_record(CUevent ev, CUstream h, bool ptsz)
+{
+	if (!ev || ev->magic != FC_EVENT_MAGIC)
+		return CUDA_ERROR_INVALID_HANDLE;
+	pthread_mutex_lock(&g_lock);
+	struct CUstream_st *s = fc_stream(h, ptsz);
+	if (s && !s->cap) {
+		ev->s = s;
+		ev->seq = s->issued;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+FC_API CUresult cuEventRecord(CUevent ev, CUstream h)
+{
+	ENTER(cuEventRecord);
+	return fc_event_record(ev, h, false);
+}
+
+FC_API CUresult cuEventRecord_ptsz(CUevent ev, CUstream h)
+{
+	ENTER(cuEventRecord_ptsz);
+	return fc_event_record(ev, h, true);
+}
+
+FC_API CUresult cuEventQuery(CUevent ev)
+{
+	ENTER(cuEventQuery);
+	if (!ev || ev->magic != FC_EVENT_MAGIC)
+		return CUDA_ERROR_INVALID_HANDLE;
+	pthread_mutex_lock(&g_lock);
+	bool done = !ev->s || ev->s->done >= ev->seq;
+	pthread_mutex_unlock(&g_lock);
+	return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+FC_API CUresult cuEventSynchronize(CUevent ev)
+{
+	ENTER(cuEventSynchronize);
+	if (!ev || ev->magic != FC_EVENT_MAGIC)
+		return CUDA_ERROR_INVALID_HANDLE;
+	pthread_mutex_lock(&g_lock);
+	while (ev->s && ev->s->done < ev->seq)
+		pthread_cond_wait(&g_cond, &g_lock);
+	pthread_mutex_unlock(&g_lock);
+	return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuEventDestroy_v2(CUevent ev)
+{
+	ENTER(cuEventDestroy_v2);
+	if (!ev || ev->magic != FC_EVENT_MAGIC)
+		return CUDA_ERROR_INVALID_HANDLE;
+	ev->magic = 0;
+	free(ev); /* a wait already queued holds the stream and count, not the event */
+	return CUDA_SUCCESS;
+}
+
+static CUresult fc_stream_wait_event(CUstream h, CUevent ev, bool ptsz)
+{
+	if (!ev || ev->magic != FC_EVENT_MAGIC)
+		return CUDA_ERROR_INVALID_HANDLE;
+	pthread_mutex_lock(&g_lock);
+	struct CUstream_st *s = fc_stream(h, ptsz);
+	CUresult e = s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+	if (s && ev->s) {
+		struct op *o = calloc(1, sizeof *o);
+		if (!o) {
+			e = CUDA_ERROR_OUT_OF_MEMORY;
+		} else {
+			*o = (struct op){.kind = OP_WAIT, .wstream = ev->s, .wseq = ev->seq};
+			e = fc_enqueue(s, o);
+		}
+	}
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+FC_API CUresult cuStreamWaitEvent(CUstream h, CUevent ev, unsigned int flags)
+{
+	ENTER(cuStreamWaitEvent);
+	return fc_stream_wait_event(h, ev, false);
+}
+
+FC_API CUresult cuStreamWaitEvent_ptsz(CUstream h, CUevent ev, unsigned int flags)
+{
+	ENTER(cuStreamWaitEvent_ptsz);
+	return fc_stream_wait_event(h, ev, true);
+}
+
+/* ---- capture ---- */
+static CUresult fc_begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptsz)
+{
+	pthread_mutex_lock(&g_lock);
+	struct CUstream_st *s = fc_stream(h, ptsz);
+	CUresult e = CUDA_SUCCESS;
+	if (!s || !h || h == CU_STREAM_LEGACY)
+		e = s ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_ERROR_INVALID_HANDLE;
+	else if (s->cap)
+		e = CUDA_ERROR_ILLEGAL_STATE;
+	else {
+		s->cap = 1;
+		s->cap_mode = mode;
+		s->cap_thread = pthread_self();
+	}
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+FC_API CUresult cuStreamBeginCapture_v2(CUstream h, CUstreamCaptureMode mode)
+{
+	ENTER(cuStreamBeginCapture_v2);
+	return fc_begin_capture(h, mode, false);
+}
+
+FC_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream h, CUstreamCaptureMode mode)
+{
+	ENTER(cuStreamBeginCapture_v2_ptsz);
+	return fc_begin_capture(h, mode, true);
+}
+
+static struct CUgraph_st {
+	int unused;
+} fc_graph;
+
+static CUresult fc_end_capture(CUstream h, CUgraph *g, bool ptsz)
+{
+	pthread_mutex_lock(&g_lock);
+	struct CUstream_st *s = fc_stream(h, ptsz);
+	CUresult e = CUDA_SUCCESS;
+	if (!s)
+		e = CUDA_ERROR_INVALID_HANDLE;
+	else if (!s->cap)
+		e = CUDA_ERROR_ILLEGAL_STATE;
+	else {
+		e = s->cap == 2 ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
+		s->cap = 0;
+		if (g)
+			*g = e == CUDA_SUCCESS ? (CUgraph)&fc_graph : NULL;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+FC_API CUresult cuStreamEndCapture(CUstream h, CUgraph *g)
+{
+	ENTER(cuStreamEndCapture);
+	return fc_end_capture(h, g, false);
+}
+
+FC_API CUresult cuStreamEndCapture_ptsz(CUstream h, CUgraph *g)
+{
+	ENTER(cuStreamEndCapture_ptsz);
+	return fc_end_capture(h, g, true);
+}
+
+static CUresult fc_is_capturing(CUstream h, CUstreamCaptureStatus *st, bool ptsz)
+{
+	if (!st)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_lock);
+	struct CUstream_st *s = fc_stream(h, ptsz);
+	if (s)
+		*st = s->cap == 0   ? CU_STREAM_CAPTURE_STATUS_NONE
+		      : s->cap == 1 ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+				    : CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+	pthread_mutex_unlock(&g_lock);
+	return s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+FC_API CUresult cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus *st)
+{
+	ENTER(cuStreamIsCapturing);
+	return fc_is_capturing(h, st, false);
+}
+
+FC_API CUresult cuStreamIsCapturing_ptsz(CUstream h, CUstreamCaptureStatus *st)
+{
+	ENTER(cuStreamIsCapturing_ptsz);
+	return fc_is_capturing(h, st, true);
+}
+
+FC_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+	ENTER(cuThreadExchangeStreamCaptureMode);
+	if (!mode)
+		return CUDA_ERROR_INVALID_VALUE;
+	CUstreamCaptureMode old = t_cap_mode;
+	t_cap_mode = *mode;
+	*mode = old;
+	return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuGetErrorName(CUresult e, const char **s)
+{
+	ENTER(cuGetErrorName);
+	static char buf[32];
+	snprintf(buf, sizeof buf, "CUresult %d", (int)e);
+	if (s)
+		*s = buf;
+	return CUDA_SUCCESS;
+}
+
+/* ---- cuGetProcAddress: the fake's own entry points, from a table, never dlsym ---- */
+#define FC_ROW(n) {#n, (void (*)(void))n},
+static const struct {
+	const char *name;
+	void (*fn)(void);
+} fc_table[] = {FC_FUNCS(FC_ROW)};
+
+static void (*fc_lookup(const char *name))(void)
+{
+	for (size_t i = 0; i < sizeof fc_table / sizeof fc_table[0]; i++)
+		if (!strcmp(fc_table[i].name, name))
+			return fc_table[i].fn;
+	return NULL;
+}
+
+/* FAKECU_PROCADDR_INTERNAL=1: cuGetProcAddress hands out internal entry points for these,
+ * at other addresses than the exported symbols (as a driver may: tracing layers, thunks). */
+static CUresult in_MemAlloc(CUdeviceptr *p, size_t n) { return cuMemAlloc_v2(p, n); }
+static CUresult in_MemFree(CUdeviceptr p) { return cuMemFree_v2(p); }
+static CUresult in_MemAllocAsync(CUdeviceptr *p, size_t n, CUstream s) { return cuMemAllocAsync(p, n, s); }
+static CUresult in_MemAllocAsync_ptsz(CUdeviceptr *p, size_t n, CUstream s) { return cuMemAllocAsync_ptsz(p, n, s); }
+static CUresult in_MemFreeAsync(CUdeviceptr p, CUstream s) { return cuMemFreeAsync(p, s); }
+
+static void (*fc_internal(const char *name))(void)
+{
+	static const struct {
+		const char *name;
+		void (*fn)(void);
+	} t[] = {
+		{"cuMemAlloc_v2", (void (*)(void))in_MemAlloc},
+		{"cuMemFree_v2", (void (*)(void))in_MemFree},
+		{"cuMemAllocAsync", (void (*)(void))in_MemAllocAsync},
+		{"cuMemAllocAsync_ptsz", (void (*)(void))in_MemAllocAsync_ptsz},
+		{"cuMemFreeAsync", (void (*)(void))in_MemFreeAsync},
+	};
+	const char *e = getenv("FAKECU_PROCADDR_INTERNAL");
+	for (size_t i = 0; e && *e == '1' && i < sizeof t / sizeof t[0]; i++)
+		if (!strcmp(t[i].name, name))
+			return t[i].fn;
+	return NULL;
+}
+
+FC_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+				    CUdriverProcAddressQueryResult *status)
+{
+	ENTER(cuGetProcAddress_v2);
+	if (!symbol || !pfn)
+		return CUDA_ERROR_INVALID_VALUE;
+	/* per-thread variants first when asked for, then the newest version, then the name */
+	static const char *const ptsz_suffixes[] = {"_v2_ptsz", "_ptsz", "_v2_ptds", "_ptds"};
+	static const char *const suffixes[] = {"_v2", ""};
+	void (*fn)(void) = NULL;
+	char name[128];
+	for (size_t i = 0; !fn && (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && i < 4; i++) {
+		snprintf(name, sizeof name, "%s%s", symbol, ptsz_suffixes[i]);
+		fn = fc_lookup(name);
+	}
+	for (size_t i = 0; !fn && i < 2; i++) {
+		snprintf(name, sizeof name, "%s%s", symbol, suffixes[i]);
+		fn = fc_lookup(name);
+	}
+	if (fn && fc_internal(name))
+		fn = fc_internal(name);
+	memcpy(pfn, &fn, sizeof fn);
+	if (status)
+		*status = fn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+	return fn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+/* ---- control API ---- */
+FC_API unsigned long gpfakecu_calls(const char *name)
+{
+	int fn = fc_fn(name);
+	return fn < 0 ? 0 : __atomic_load_n(&g_calls[fn], __ATOMIC_RELAXED);
+}
+
+FC_API int gpfakecu_fail_nth(const char *name, unsigned long n, CUresult err)
+{
+	pthread_once(&g_once, fc_init);
+	int fn = fc_fn(name);
+	return fn < 0 ? -1 : fc_add_rule(fn, n, err);
+}
+
+FC_API size_t gpfakecu_alloc_sizes(size_t *out, size_t cap)
+{
+	pthread_mutex_lock(&g_lock);
+	for (size_t i = 0; i < g_nsizes && i < cap; i++)
+		out[i] = g_sizes[i];
+	size_t n = g_nsizes;
+	pthread_mutex_unlock(&g_lock);
+	return n;
+}
+
+FC_API unsigned long gpfakecu_allocations(int device)
+{
+	unsigned long n = 0;
+	pthread_mutex_lock(&g_lock);
+	for (size_t i = 0; i < g_nallocs; i++)
+		n += device < 0 || g_allocs[i].ctx->device == device;
+	pthread_mutex_unlock(&g_lock);
+	return n;
+}
+
+FC_API size_t gpfakecu_used(int device)
+{
+	pthread_mutex_lock(&g_lock);
+	size_t n = device >= 0 && device < FC_MAXDEV ? g_used[device] : 0;
+	pthread_mutex_unlock(&g_lock);
+	return n;
+}
