@@ -22,7 +22,7 @@ one() { # one installed file matching the pattern (a path under the DESTDIR), no
 	echo "$f"
 }
 bin=$(dirname "$(one '*/bin/gpupool-run')")
-for f in '*/bin/gpupool-run' '*/bin/gpupool-maxbatch' '*/bin/gpupool-stat' '*/bin/gpupool-replay' \
+for f in '*/bin/gpupool-run' '*/bin/gpupool-maxbatch' '*/bin/gpupool-stat' '*/bin/gpupool-replay' '*/bin/gpupool-plot' \
 	'*/lib*/libgpupool.so.0' '*/lib*/libgpupool.so' '*/include/gpupool.h' '*/include/gpupool/stats.h' \
 	'*/pkgconfig/gpupool.pc' '*/gpupool.py' '*/share/doc/gpupool/README.md' '*/share/doc/gpupool/knobs.md'; do
 	one "$f" >/dev/null
