@@ -202,6 +202,10 @@ int main(int argc, char **argv)
 		case O_VERSION: printf("gpupool-replay %s\n", GP_VERSION); return 0;
 		case ':': bad_usage("option %s needs a value", opt); break;
 		default:
+			/* a known long option given a value it does not take: optopt is its val */
+			for (const struct option *lo = longopts; lo->name; lo++)
+				if (optopt && lo->val == optopt && lo->has_arg == no_argument)
+					bad_usage("option --%s takes no value", lo->name);
 			/* getopt leaves the unknown word in argv[optind - 1] (long) or optopt (short) */
 			if (optopt && optopt < 256) {
 				char s[3] = {'-', (char)optopt, 0};

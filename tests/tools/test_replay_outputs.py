@@ -272,7 +272,7 @@ class Usage(Tmp):
         self.bad(t, "--torch-snapshot", want="option --torch-snapshot needs a value")
         self.bad(want="no TRACE given")
         self.bad(t, t, want="one TRACE expected")
-        self.bad("--check=yes", t, want="--check")
+        self.bad("--check=yes", t, want="option --check takes no value")
         self.bad("--limit-rows", "-1", t, want="--limit-rows needs a number")
         self.bad("--snapshot-max-entries", "5", t, want="--snapshot-max-entries is for --torch-snapshot")
         self.bad("--timeline-rows", "5", t, want="--timeline-rows is for --timeline or --plot")
