@@ -30,6 +30,16 @@ long long gpupool_release(int device);
  * runtime call that took longer: call again). */
 int gpupool_stats(int device, struct gpupool_device_stats *out);
 
+/* Writes every row of the trace this process records (the trace knob, GPUPOOL_CONF=
+ * trace:PATH) to its file so far, from every thread; recording goes on. A .gz trace is
+ * flushed to a byte boundary: its rows can be read (zlib's inflate, Python's zlib module)
+ * though the gzip stream ends only at exit. When `path` is not NULL, copies the trace's path
+ * there (NUL-terminated). Returns 0; -ENOENT when no trace is being recorded (none asked for,
+ * it could not be opened, or nothing was allocated yet: the trace starts with the first
+ * pool); -ENOSYS when the pool is off (as for gpupool_release); -EIO when a write failed
+ * (rows were lost); -ERANGE when `len` is too small for the path (the rows were written). */
+int gpupool_trace_flush(char *path, size_t len);
+
 /* The library's version, "MAJOR.MINOR.PATCH". */
 const char *gpupool_version(void);
 

@@ -1,5 +1,6 @@
 """gpupool from Python: find libgpupool.so, make it PyTorch's CUDA allocator, read its
-statistics page, release its cache.
+statistics page in PyTorch's terms (memory_stats, memory_summary), write PyTorch's memory
+snapshot of the run so far (dump_snapshot), release its cache.
 
 Pure Python (stdlib only; torch is imported only by use_as_torch_allocator). Copy this file
 next to your script or put python/ on sys.path.
@@ -7,7 +8,8 @@ next to your script or put python/ on sys.path.
     import gpupool
     gpupool.use_as_torch_allocator()      # before the first CUDA allocation
     ...
-    print(gpupool.memory_stats(0)["reserved_bytes.all.peak"])
+    print(gpupool.memory_stats()["reserved_bytes.all.peak"])
+    print(gpupool.memory_summary())
     gpupool.release()
 """
 
@@ -17,10 +19,14 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
+import tempfile
 import time
+import zlib
 
 __all__ = ["GpupoolError", "find_library", "use_as_torch_allocator", "stats", "page_path",
-           "memory_stats", "release", "GAUGES", "COUNTERS"]
+           "memory_stats", "memory_summary", "dump_snapshot", "trace_flush", "find_replay", "release", "GAUGES", "COUNTERS",
+           "MEMORY_STATS_ABSENT"]
 
 LIB_NAME = "libgpupool.so"
 
@@ -152,6 +158,90 @@ def release(device=-1):
     return r
 
 
+# ---- PyTorch's memory snapshot of the run so far -----------------------------------------
+
+def find_replay():
+    """Path of gpupool-replay: $GPUPOOL_REPLAY, the build tree next to this file
+    (../build/tools/), PATH, the environment's bin/ (pip). GpupoolError when none is found."""
+    env = os.environ.get("GPUPOOL_REPLAY")
+    if env:
+        if os.path.isfile(env) and os.access(env, os.X_OK):
+            return env
+        raise GpupoolError("GPUPOOL_REPLAY=%s: no such program" % env)
+    here = os.path.dirname(os.path.abspath(__file__))
+    cands = [os.path.join(here, "..", "build", "tools", "gpupool-replay"), shutil.which("gpupool-replay"),
+             os.path.join(sys.prefix, "bin", "gpupool-replay")]
+    for c in cands:
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return os.path.realpath(c)
+    raise GpupoolError("gpupool-replay not found: set GPUPOOL_REPLAY=/path/to/gpupool-replay "
+                       "(looked in the build tree, PATH and %s/bin)" % sys.prefix)
+
+
+def trace_flush():
+    """gpupool_trace_flush: every row recorded so far is in the trace file; returns its path.
+    GpupoolError when this process records no trace."""
+    fn = _handle().gpupool_trace_flush
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    fn.restype = ctypes.c_int
+    buf = ctypes.create_string_buffer(4096)
+    rc = fn(buf, len(buf))
+    if rc == -2:  # ENOENT
+        raise GpupoolError(
+            "this process records no gpupool trace, which dump_snapshot needs: start it with "
+            "GPUPOOL_CONF=trace:/path/run.csv (the trace begins with the first CUDA allocation; "
+            "none has happened yet if the path is set)")
+    if rc == -38:  # ENOSYS
+        raise GpupoolError("gpupool is off in this process (GPUPOOL_DISABLE, or no CUDA runtime): no trace")
+    if rc < 0:
+        raise GpupoolError("gpupool_trace_flush failed: %s" % os.strerror(-rc))
+    return buf.value.decode()
+
+
+def _plain_copy(trace, tmpdir):
+    """The trace's whole rows so far as a plain CSV in tmpdir: the process goes on writing
+    rows while they are read, and a .gz trace of a running process has no gzip end yet (its
+    rows are flushed to a byte boundary), so it is inflated here."""
+    out = os.path.join(tmpdir, "trace.csv")
+    gz = trace.endswith(".gz")
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS) if gz else None
+    with open(trace, "rb") as f, open(out, "wb") as o:
+        tail = b""
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            data = tail + (d.decompress(chunk) if gz else chunk)
+            cut = data.rfind(b"\n") + 1
+            o.write(data[:cut])
+            tail = data[cut:]
+    return out
+
+
+def dump_snapshot(path, conf=None, replay=None, timeout=600):
+    """Write PyTorch's memory snapshot (the pickle torch.cuda.memory._dump_snapshot writes, for
+    https://pytorch.org/memory_viz) of this process's allocations so far: the trace this
+    process records (GPUPOOL_CONF=trace:PATH) is flushed and replayed through gpupool's pool
+    with gpupool-replay --torch-snapshot. Same requests and knobs (conf, default: this
+    process's GPUPOOL_CONF), the pool's own algorithm; addresses are the replay's and the
+    fences modelled, so the layout can differ slightly from the live one. Returns path."""
+    trace = trace_flush()
+    prog = replay or find_replay()
+    conf = os.environ.get("GPUPOOL_CONF", "") if conf is None else conf
+    with tempfile.TemporaryDirectory(prefix="gpupool-snapshot.") as tmp:
+        src = _plain_copy(trace, tmp)
+        # rows of different threads reach the file in flush order: restore time order
+        cmd = [prog, "--conf", conf, "--sort-window", "65536", "--torch-snapshot", path, src]
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)  # the replay needs no CUDA, and no gpupool in front of it
+        env["GPUPOOL_CONF"] = conf
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        except (OSError, subprocess.SubprocessError) as e:
+            raise GpupoolError("%s: %s" % (prog, e)) from e
+    if p.returncode != 0:
+        raise GpupoolError("gpupool-replay could not make the snapshot (exit %d): %s"
+                           % (p.returncode, p.stderr.strip()))
+    return path
+
+
 # ---- the statistics page ---------------------------------------------------------------
 
 def page_path(pid=None):
@@ -232,23 +322,29 @@ def stats(pid=None):
     return read_page(pid)[1]
 
 
-# PyTorch's torch.cuda.memory_stats() keys -> gpupool fields, where the meaning matches.
+# ---- PyTorch's names ---------------------------------------------------------------------
+# torch.cuda.memory_stats() keys from gpupool's counters, where the meaning matches. Each value
+# is a field of the page, or a function of the slot dict for figures derived exactly.
 TORCH_KEYS = (
     ("allocated_bytes.all.current", "allocated_bytes"),
     ("allocated_bytes.all.peak", "allocated_bytes_peak"),
     ("reserved_bytes.all.current", "reserved_bytes"),
     ("reserved_bytes.all.peak", "reserved_bytes_peak"),
+    # every segment gpupool gives back goes through a release: reserved = taken - released
+    ("reserved_bytes.all.allocated", lambda s: s["reserved_bytes"] + s["released_bytes"]),
+    ("reserved_bytes.all.freed", "released_bytes"),
     ("requested_bytes.all.current", "requested_bytes"),
     ("requested_bytes.all.peak", "requested_bytes_peak"),
     ("requested_bytes.all.allocated", "requested_bytes_total"),
+    ("requested_bytes.all.freed", lambda s: s["requested_bytes_total"] - s["requested_bytes"]),
     ("allocation.all.current", "live_blocks"),
     ("allocation.all.peak", "live_blocks_peak"),
     ("allocation.all.allocated", "allocs"),
     ("allocation.all.freed", "frees"),
-    ("active.all.current", "live_blocks"),
-    ("active.all.peak", "live_blocks_peak"),
-    ("active_bytes.all.current", "allocated_bytes"),
-    ("active_bytes.all.peak", "allocated_bytes_peak"),
+    # PyTorch's "active": allocated, or freed and still in use on the GPU; gpupool's blocks
+    # freed with cudaFree wait for a fence (pending) the same way
+    ("active.all.current", lambda s: s["live_blocks"] + s["pending_frees"]),
+    ("active_bytes.all.current", lambda s: s["allocated_bytes"] + s["pending_bytes"]),
     ("segment.all.current", "segments"),
     ("segment.all.peak", "segments_peak"),
     ("segment.all.allocated", "segment_allocs"),
@@ -257,12 +353,81 @@ TORCH_KEYS = (
     ("num_device_free", "segment_frees"),
     ("num_alloc_retries", "oom_retries"),
     ("num_ooms", "ooms"),
+    # device-wide synchronizations the allocator made (gpupool's fences)
+    ("num_sync_all_streams", "fences"),
 )
 
+_STATS4 = ("current", "peak", "allocated", "freed")
+_POOLS = ("all", "large_pool", "small_pool")
+_why_pool = ("gpupool keeps no per-pool (small/large segment) split of its counters; the .all "
+             "figures cover both")
+# torch.cuda.memory_stats() keys memory_stats() leaves out, and why: gpupool does not keep the
+# figure. None is ever reported as 0.
+MEMORY_STATS_ABSENT = {}
+for _m in ("allocated_bytes", "reserved_bytes", "requested_bytes", "active_bytes", "allocation",
+           "active", "segment", "inactive_split", "inactive_split_bytes"):
+    for _p in ("large_pool", "small_pool"):
+        for _k in _STATS4:
+            MEMORY_STATS_ABSENT["%s.%s.%s" % (_m, _p, _k)] = _why_pool
+for _k in ("allocated", "freed"):
+    MEMORY_STATS_ABSENT["allocated_bytes.all." + _k] = (
+        "gpupool totals the bytes asked for (requested_bytes.all.*), not the rounded bytes")
+for _m in ("active", "active_bytes"):
+    for _k in ("peak", "allocated", "freed"):
+        MEMORY_STATS_ABSENT["%s.all.%s" % (_m, _k)] = (
+            "gpupool keeps live and pending blocks apart (allocation.*, gpupool.pending_*); "
+            "their sum has no peak or totals")
+for _m in ("inactive_split", "inactive_split_bytes"):
+    for _k in _STATS4:
+        MEMORY_STATS_ABSENT["%s.all.%s" % (_m, _k)] = (
+            "gpupool does not count free blocks of partly used segments apart (gpupool.free_blocks "
+            "and gpupool.cached_bytes count every free and pending block)")
+for _m in ("oversize_allocations", "oversize_segments"):
+    for _k in _STATS4:
+        MEMORY_STATS_ABSENT["%s.%s" % (_m, _k)] = "gpupool does not count blocks above max_split_size"
+MEMORY_STATS_ABSENT["max_split_size"] = "a knob of the process (GPUPOOL_CONF), not on the statistics page"
+del _m, _p, _k
 
-def memory_stats(device=0, pid=None):
-    """torch.cuda.memory_stats()-style dict for `device` (keys in TORCH_KEYS) plus every raw
-    counter as 'gpupool.<name>'. {} when gpupool holds no pool for the device."""
+
+def _current_device():
+    """torch.cuda.current_device() when torch is imported and has initialised CUDA (asking
+    it otherwise would initialise CUDA), else 0."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            return int(torch.cuda.current_device())
+    except (AttributeError, RuntimeError):
+        pass
+    return 0
+
+
+def _device_index(device):
+    """An int for None (the current device), an int, "cuda", "cuda:N" or a torch.device."""
+    if device is None:
+        return _current_device()
+    if isinstance(device, bool):
+        raise GpupoolError("device: expected an int, 'cuda:N' or a torch.device, got %r" % (device,))
+    if isinstance(device, int):
+        return device
+    typ, idx = getattr(device, "type", None), getattr(device, "index", None)
+    if typ is None and isinstance(device, str):
+        typ, _, rest = device.partition(":")
+        try:
+            idx = int(rest) if rest else None
+        except ValueError:
+            raise GpupoolError("device %r: expected 'cuda' or 'cuda:N'" % device) from None
+    if typ != "cuda":
+        raise GpupoolError("device %r is not a CUDA device" % (device,))
+    return _current_device() if idx is None else int(idx)
+
+
+def memory_stats(device=None, pid=None):
+    """torch.cuda.memory_stats()-style dict for `device` (default: the current device, as
+    PyTorch's; an int, 'cuda:N' or a torch.device): PyTorch's keys where gpupool keeps the
+    figure (TORCH_KEYS), plus every raw counter as 'gpupool.<name>'. Keys gpupool does not
+    keep are left out, never reported as 0: MEMORY_STATS_ABSENT says which and why.
+    {} when gpupool holds no pool for the device."""
+    device = _device_index(device)
     try:
         s = stats(pid).get(device)
     except GpupoolError:
@@ -271,9 +436,85 @@ def memory_stats(device=0, pid=None):
         s = _stats_from_library(device)  # page could not be created: private counters
     if not s or not s.get("consistent", True):
         return {}
-    out = {k: s[f] for k, f in TORCH_KEYS}
+    out = {k: (f(s) if callable(f) else s[f]) for k, f in TORCH_KEYS}
     out.update(("gpupool." + k, v) for k, v in s.items() if k not in ("device", "consistent"))
     return dict(sorted(out.items()))
+
+
+def memory_summary(device=None, abbreviated=False, pid=None):
+    """torch.cuda.memory_summary()'s table from memory_stats(device): the same rows and
+    columns; 'n/a' where gpupool does not keep the figure (MEMORY_STATS_ABSENT)."""
+    device = _device_index(device)
+    st = memory_stats(device, pid)
+    if not st:
+        raise GpupoolError("gpupool holds no pool for device %d in %s" % (
+            device, "process %d" % pid if pid is not None else "this process"))
+
+    def fmt_size(sz, pref):
+        if sz is None:
+            return "%10s" % "n/a"
+        prefixes = ["B  ", "KiB", "MiB", "GiB", "TiB", "PiB"]
+        prefix = prefixes[0]
+        pref = sz if pref is None else pref
+        for p in prefixes[1:]:
+            if pref < 768 * 1024:
+                break
+            prefix = p
+            sz //= 1024
+            pref /= 1024
+        return "%6d %s" % (sz, prefix)
+
+    def fmt_count(cnt, pref):
+        if cnt is None:
+            return "%10s" % "n/a"
+        prefixes = [" ", "K", "M"]
+        prefix = prefixes[0]
+        pref = cnt if pref is None else pref
+        for p in prefixes[1:]:
+            if pref < 750 * 1000:
+                break
+            prefix = p
+            cnt //= 1000
+            pref /= 1000
+        return "%7d %s " % (cnt, prefix)
+
+    metrics = [
+        ("allocated_bytes", "Allocated memory", fmt_size),
+        ("active_bytes", "Active memory", fmt_size),
+        ("requested_bytes", "Requested memory", fmt_size),
+        ("reserved_bytes", "GPU reserved memory", fmt_size),
+        ("inactive_split_bytes", "Non-releasable memory", fmt_size),
+        ("allocation", "Allocations", fmt_count),
+        ("active", "Active allocs", fmt_count),
+        ("segment", "GPU reserved segments", fmt_count),
+        ("inactive_split", "Non-releasable allocs", fmt_count),
+    ]
+    lines = ["=" * 75,
+             " %16s gpupool CUDA memory summary, device ID %-17d " % ("", device),
+             "-" * 75,
+             "  %9s CUDA OOMs: %-12d | %6s cudaMalloc retries: %-8d  " % (
+                 "", st["num_ooms"], "", st["num_alloc_retries"]),
+             "=" * 75,
+             "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  "]
+    for key, name, f in metrics:
+        lines.append("-" * 75)
+        subs = [("all", name)]
+        if not abbreviated:
+            subs += [("large_pool", "      from large pool"), ("small_pool", "      from small pool")]
+        pref = None
+        for sub, subname in subs:
+            vals = [st.get("%s.%s.%s" % (key, sub, k)) for k in _STATS4]
+            if pref is None:
+                pref = vals
+            lines.append(" %-21s | %s | %s | %s | %s " % ((subname,) + tuple(
+                f(v, p) for v, p in zip(vals, pref))))
+    for key, name in (("oversize_allocations", "Oversize allocations"),
+                      ("oversize_segments", "Oversize GPU segments")):
+        lines.append("-" * 75)
+        vals = [st.get("%s.%s" % (key, k)) for k in _STATS4]
+        lines.append(" %-21s | %s | %s | %s | %s " % ((name,) + tuple(fmt_count(v, v) for v in vals)))
+    lines.append("=" * 75)
+    return "|" + "|\n|".join(lines) + "|\n"
 
 
 def _stats_from_library(device):

@@ -285,10 +285,52 @@ class PageTest(unittest.TestCase):
         self.assertEqual(m["requested_bytes.all.peak"], v["requested_bytes_peak"])
         self.assertEqual(m["num_ooms"], v["ooms"])
         self.assertEqual(m["num_alloc_retries"], v["oom_retries"])
-        self.assertEqual(m["active.all.current"], v["live_blocks"])
+        self.assertEqual(m["active.all.current"], v["live_blocks"] + v["pending_frees"])
+        self.assertEqual(m["active_bytes.all.current"], v["allocated_bytes"] + v["pending_bytes"])
         self.assertEqual(m["segment.all.current"], v["segments"])
+        self.assertEqual(m["reserved_bytes.all.freed"], v["released_bytes"])
+        self.assertEqual(m["reserved_bytes.all.allocated"] - m["reserved_bytes.all.freed"], v["reserved_bytes"])
+        self.assertEqual(m["requested_bytes.all.allocated"] - m["requested_bytes.all.freed"], v["requested_bytes"])
+        self.assertEqual(m["num_sync_all_streams"], v["fences"])
         self.assertEqual(m["gpupool.fences"], v["fences"])
         self.assertEqual(gpupool.memory_stats(5, pid=4242), {})
+        self.assertEqual(gpupool.memory_stats("cuda:0", pid=4242), m)
+        # figures gpupool does not keep are absent, never 0, and each says why
+        for k in m:
+            self.assertNotIn(k, gpupool.MEMORY_STATS_ABSENT)
+        for k in ("allocated_bytes.small_pool.current", "inactive_split_bytes.all.current",
+                  "oversize_allocations.peak", "active_bytes.all.peak", "max_split_size"):
+            self.assertIn(k, gpupool.MEMORY_STATS_ABSENT)
+            self.assertNotIn(k, m)
+
+    def test_memory_stats_device(self):
+        self.write(build_page([build_slot(0, self.values(1)), build_slot(1, self.values(2))]))
+        self.assertEqual(gpupool.memory_stats(pid=4242)["gpupool.allocs"], self.values(1)["allocs"])  # no torch: 0
+        self.assertEqual(gpupool.memory_stats("cuda:1", pid=4242)["gpupool.allocs"], self.values(2)["allocs"])
+        for bad in ("cpu", "cuda:x", True):
+            with self.assertRaises(gpupool.GpupoolError):
+                gpupool.memory_stats(bad, pid=4242)
+
+    def test_memory_summary_shape(self):
+        v = self.values(3)
+        self.write(build_page([build_slot(0, v)]))
+        text = gpupool.memory_summary(0, pid=4242)
+        lines = text.splitlines()
+        # torch.cuda.memory_summary()'s shape: 77 columns, a title, the OOM line, 9 metrics
+        # of 3 rows, 2 oversize rows
+        self.assertTrue(all(len(ln) == 77 and ln[0] == ln[-1] == "|" for ln in lines), text)
+        self.assertEqual(len(lines), 6 + 9 * 4 + 2 * 2 + 1)
+        self.assertIn("gpupool CUDA memory summary, device ID 0", lines[1])
+        self.assertIn("CUDA OOMs: %-12d" % v["ooms"], lines[3])
+        self.assertIn("cudaMalloc retries: %-8d" % v["oom_retries"], lines[3])
+        row = next(ln for ln in lines if ln.startswith("| Allocations "))
+        self.assertEqual(row.split("|")[2].split(), [str(v["live_blocks"])])
+        self.assertIn("n/a", next(ln for ln in lines if "from small pool" in ln))
+        self.assertIn("n/a", next(ln for ln in lines if ln.startswith("| Non-releasable memory")))
+        short = gpupool.memory_summary(0, abbreviated=True, pid=4242).splitlines()
+        self.assertEqual(len(short), 6 + 9 * 2 + 2 * 2 + 1)
+        with self.assertRaisesRegex(gpupool.GpupoolError, "no pool for device 5"):
+            gpupool.memory_summary(5, pid=4242)
 
 
 class LibraryTest(unittest.TestCase):
@@ -336,6 +378,82 @@ class LivePageTest(unittest.TestCase):
             w.wait()
             w.stdout.close()
             shutil.rmtree(d)
+
+
+@unittest.skipUnless(os.environ.get("GPUPOOL_TEST_PRELOAD") and os.environ.get("GPUPOOL_TEST_FAKE_DIR")
+                     and os.environ.get("GPUPOOL_TEST_REPLAY"),
+                     "set GPUPOOL_TEST_PRELOAD, GPUPOOL_TEST_FAKE_DIR and GPUPOOL_TEST_REPLAY (Meson does)")
+class LiveProcessTest(unittest.TestCase):
+    """A Python process under LD_PRELOAD=libgpupool.so over the fake CUDA runtime: its
+    memory_stats, memory_summary and dump_snapshot while it runs."""
+
+    CHILD = """
+        import ctypes, json, os, sys
+        import gpupool
+        ctypes.CDLL("libcudart.so.13", mode=os.RTLD_GLOBAL)  # the fake runtime
+        g = ctypes.CDLL(None)  # gpupool's cudaMalloc/cudaFree, preloaded in front
+        g.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+        g.cudaFree.argtypes = [ctypes.c_void_p]
+        ptrs = []
+        for i in range(40):
+            p = ctypes.c_void_p()
+            assert g.cudaMalloc(ctypes.byref(p), (i % 8 + 1) << 19) == 0
+            ptrs.append(p)
+        for p in ptrs[::2]:
+            assert g.cudaFree(p) == 0
+        out = {"stats": gpupool.memory_stats(), "summary": gpupool.memory_summary()}
+        try:
+            out["snapshot"] = gpupool.dump_snapshot(sys.argv[1])
+        except gpupool.GpupoolError as e:
+            out["error"] = str(e)
+        print(json.dumps(out))
+    """
+
+    def run_child(self, **env):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        e = dict(os.environ, PYTHONPATH=HERE, LD_PRELOAD=os.environ["GPUPOOL_TEST_PRELOAD"],
+                 LD_LIBRARY_PATH=os.environ["GPUPOOL_TEST_FAKE_DIR"], GPUPOOL_SHM_DIR=tmp,
+                 GPUPOOL_REPORT="none", FAKECUDA_DEVICES="1", GPUPOOL_REPLAY=os.environ["GPUPOOL_TEST_REPLAY"])
+        e.pop("GPUPOOL_CONF", None)
+        e.update((k, v.replace("TMP", tmp)) for k, v in env.items())
+        out = os.path.join(tmp, "snap.pickle")
+        r = subprocess.run([sys.executable, "-c", textwrap.dedent(self.CHILD), out], env=e,
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        res = json.loads(r.stdout.splitlines()[-1])
+        if "snapshot" in res:
+            import pickle
+            with open(out, "rb") as f:
+                res["pickle"] = pickle.load(f)
+        return res
+
+    def check_live(self, res):
+        self.assertNotIn("error", res)
+        st = res["stats"]
+        self.assertEqual(st["allocation.all.allocated"], 40)
+        self.assertEqual(st["allocation.all.freed"], 20)
+        self.assertEqual(st["requested_bytes.all.allocated"], sum((i % 8 + 1) << 19 for i in range(40)))
+        self.assertIn("gpupool CUDA memory summary, device ID 0", res["summary"])
+        s = res["pickle"]
+        acts = [e["action"] for e in s["device_traces"][0]]
+        self.assertEqual(acts.count("alloc"), 40)
+        self.assertEqual(acts.count("free_requested"), 20)
+        live = [b for seg in s["segments"] for b in seg["blocks"] if b["state"] != "inactive"]
+        self.assertEqual(len(live), 40 - acts.count("free_completed"))
+        self.assertEqual(sum(seg["total_size"] for seg in s["segments"]), st["reserved_bytes.all.current"])
+
+    def test_plain_trace(self):
+        self.check_live(self.run_child(GPUPOOL_CONF="trace:TMP/run.csv"))
+
+    def test_gz_trace(self):
+        self.check_live(self.run_child(GPUPOOL_CONF="trace:TMP/run.csv.gz"))
+
+    def test_no_trace(self):
+        res = self.run_child()
+        self.assertNotIn("snapshot", res)
+        self.assertIn("records no gpupool trace", res["error"])
+        self.assertIn("GPUPOOL_CONF=trace:", res["error"])
 
 
 def _torch_cuda():

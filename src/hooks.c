@@ -88,6 +88,8 @@ GP_EXPORT long long gpupool_release(int device) { return gp_shim_release(device)
 
 GP_EXPORT int gpupool_stats(int device, struct gpupool_device_stats *out) { return gp_shim_stats(device, out); }
 
+GP_EXPORT int gpupool_trace_flush(char *path, size_t len) { return gp_shim_trace_flush(path, len); }
+
 GP_EXPORT const char *gpupool_version(void) { return GP_VERSION; }
 
 GP_EXPORT void *gpupool_malloc(ssize_t size, int device, void *stream)

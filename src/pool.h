@@ -141,6 +141,40 @@ int gp_pool_mem_info(gp_pool *p, size_t *free_bytes, size_t *total_bytes);
  * gp_pool_has_pending answers false. */
 int gp_pool_check(gp_pool *p);
 
+/* The layout of a pool, for readers that show it (gpupool-replay's PyTorch snapshot). */
+enum gp_walk_state {
+	GP_WALK_LIVE = 0,    /* allocated */
+	GP_WALK_PENDING = 1, /* freed with cudaFree, waiting for a fence */
+	GP_WALK_FREE = 2,    /* free, ready for reuse (on its stream's list or anyone's) */
+};
+struct gp_walk_segment {
+	uintptr_t addr;
+	size_t size;          /* bytes */
+	bool small;           /* made for a request of at most small_max bytes */
+};
+struct gp_walk_block {
+	uintptr_t addr;
+	size_t size;          /* bytes, after rounding */
+	size_t requested;     /* bytes asked for (live and pending blocks; 0 for free ones) */
+	int state;            /* enum gp_walk_state */
+};
+struct gp_pool_walker {
+	void *ctx;
+	/* Each segment, then each of its blocks in address order (they tile it exactly).
+	 * Either may be NULL; a nonzero return stops the walk and is gp_pool_walk's. Called
+	 * with the pool lock held: they must not call the pool. */
+	int (*segment)(void *ctx, const struct gp_walk_segment *s);
+	int (*block)(void *ctx, const struct gp_walk_block *b);
+};
+/* Walks every segment of the pool (in the pool's own order, not by address) and its
+ * blocks. Returns 0, the first nonzero callback return, or -EFAULT for a pool that stopped
+ * pooling (gp_pool_check found it broken: its blocks are not trusted). Holds the pool lock
+ * for the whole walk. */
+int gp_pool_walk(gp_pool *p, const struct gp_pool_walker *w);
+/* True when a block starting at addr waits for a fence (freed with cudaFree, not yet
+ * retired). Takes the pool lock. */
+bool gp_pool_block_pending(gp_pool *p, uintptr_t addr);
+
 int gp_pool_device(const gp_pool *p);
 
 #endif

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "log.h"
 #include "proc.h"
+#include "replay_events.h"
 #include "streamkey.h"
 #include "tracefile.h"
 
@@ -38,6 +39,7 @@ struct state {
 	bool polling[GPUPOOL_MAX_DEVICES];       /* the modelled thread polls outstanding markers */
 	uint64_t first_ns, last_ns;              /* the trace's span (t_ns) */
 	struct pmap *map;
+	struct gp_replay_events *ev;             /* observers' bookkeeping; NULL without one */
 };
 
 void gp_replay_opts_from_config(struct gp_replay_opts *o, const struct gp_config *c)
@@ -85,7 +87,8 @@ static gp_pool *pool_for(struct state *s, const struct gp_replay_opts *o, int de
 	if (s->pool[dev])
 		return s->pool[dev];
 	s->st[dev].device = dev;
-	*rc = gp_pool_create(&s->pool[dev], dev, &o->params, &s->fb.be, &s->st[dev]);
+	*rc = gp_pool_create(&s->pool[dev], dev, &o->params, s->ev ? gp_replay_events_backend(s->ev) : &s->fb.be,
+			     &s->st[dev]);
 	if (*rc) {
 		s->pool[dev] = NULL;
 		return NULL;
@@ -133,6 +136,13 @@ static void model_fence_thread(struct state *s, const struct gp_replay_opts *o, 
 	s->fb.background = false;
 }
 
+/* An observer's bookkeeping failed: host memory, or a block the pool did not report. */
+static int observer_error(struct gp_replay_result *r, const char *path, const struct gp_trace_row *row, int rc)
+{
+	return row_error(r, path, row, rc, rc == -ENOMEM ? "out of host memory recording the replay's events"
+							 : "recording the replay's events failed");
+}
+
 static int replay_row(struct state *s, const struct gp_replay_opts *o, struct gp_replay_result *r,
 		      const char *path, const struct gp_trace_row *row)
 {
@@ -148,8 +158,14 @@ static int replay_row(struct state *s, const struct gp_replay_opts *o, struct gp
 	/* the program's clock: its own time, delayed by every wait for the device so far */
 	uint64_t clock = sat_add(row->t_ns, s->fb.waited_ns);
 	s->fb.now_ns = clock;
-	if (o->fence == GP_FENCE_THREAD)
+	if (s->ev)
+		gp_replay_events_time(s->ev, row->t_ns, row->line, row->op);
+	if (o->fence == GP_FENCE_THREAD) {
 		model_fence_thread(s, o, r, clock);
+		for (int d = 0; d < GPUPOOL_MAX_DEVICES && s->ev; d++)
+			if (s->pool[d] && (rc = gp_replay_events_settle(s->ev, &s->st[d], d, row->t_ns)))
+				return observer_error(r, path, row, rc);
+	}
 	if (row->err != 0) {
 		r->skipped_errors++;
 		return 0;
@@ -199,6 +215,9 @@ static int replay_row(struct state *s, const struct gp_replay_opts *o, struct gp
 		}
 		m->addr = addr;
 		m->dev = dev;
+		if (s->ev && (rc = gp_replay_events_alloc(s->ev, p, &s->st[dev], dev, addr, row->size,
+							 row->op == GP_TRACE_MALLOC ? 0 : row->stream)))
+			return observer_error(r, path, row, rc);
 	} else {
 		struct pmap *m;
 		if (row->ptr == 0) {
@@ -215,6 +234,9 @@ static int replay_row(struct state *s, const struct gp_replay_opts *o, struct gp
 		}
 		gp_stream sk = row->op == GP_TRACE_FREE ? GP_NO_STREAM : stream_key(row);
 		gp_pool *p = s->pool[m->dev];
+		if (s->ev && (rc = gp_replay_events_free_begin(s->ev, p, m->dev, m->addr,
+							      sk == GP_NO_STREAM ? 0 : row->stream)))
+			return observer_error(r, path, row, rc);
 		t0 = now_ns();
 		rc = gp_pool_free(p, m->addr, sk);
 		t1 = now_ns();
@@ -225,6 +247,8 @@ static int replay_row(struct state *s, const struct gp_replay_opts *o, struct gp
 		if (rc)
 			return row_error(r, path, row, -EFAULT, "the pool refused the free of a live block");
 		r->frees++;
+		if (s->ev && (rc = gp_replay_events_free_end(s->ev, &s->st[mdev], mdev, sk != GP_NO_STREAM)))
+			return observer_error(r, path, row, rc);
 		if (sk == GP_NO_STREAM && o->fence == GP_FENCE_THREAD && !s->pending[mdev]) {
 			/* the thread wakes fence_interval_us after the first free of a burst; without
 			 * markers its device_sync retires the burst a latency later */
@@ -233,6 +257,8 @@ static int replay_row(struct state *s, const struct gp_replay_opts *o, struct gp
 							       (o->params.fence_marker ? 0 : (uint64_t)o->fence_latency_us * 1000u));
 		}
 	}
+	if (s->ev && (rc = gp_replay_events_row(s->ev, s->pool, s->st)))
+		return observer_error(r, path, row, rc);
 	if (o->params.check) {
 		for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
 			if (s->pool[d] && gp_pool_check(s->pool[d])) {
@@ -256,9 +282,15 @@ int gp_replay_file(const char *path, const struct gp_replay_opts *o, struct gp_r
 		return -ENOMEM;
 	gp_fake_backend_init(&s->fb, 0);
 	s->fb.latency_ns = (uint64_t)o->fence_latency_us * 1000u;
+	rc = gp_replay_events_new(&s->ev, o, &s->fb.be, s->pool);
+	if (rc) {
+		free(s);
+		return rc;
+	}
 	rc = gp_tracefile_open(&tf, path, o->sort_window, r->error, sizeof r->error);
 	if (rc) {
 		r->error_line = 1;
+		gp_replay_events_free(s->ev);
 		free(s);
 		return rc;
 	}
@@ -277,6 +309,14 @@ int gp_replay_file(const char *path, const struct gp_replay_opts *o, struct gp_r
 	}
 	r->out_of_order = gp_tracefile_out_of_order(tf);
 	gp_tracefile_close(tf);
+	if (s->ev && rc >= 0) {
+		int erc = gp_replay_events_end(s->ev, s->pool);
+		if (erc && rc >= 0) {
+			rc = erc;
+			snprintf(r->error, sizeof r->error, "%.300s: writing the replay's outputs failed: %s", path,
+				 strerror(-erc));
+		}
+	}
 
 	r->live_at_end = HASH_COUNT(s->map);
 	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
@@ -316,6 +356,7 @@ int gp_replay_file(const char *path, const struct gp_replay_opts *o, struct gp_r
 	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++)
 		if (s->pool[d])
 			gp_pool_destroy(s->pool[d]);
+	gp_replay_events_free(s->ev);
 	free(s);
 	return rc < 0 ? rc : 0;
 }

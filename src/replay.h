@@ -17,6 +17,40 @@
  * more stop the replay (-ERANGE), long before a sum of bytes could wrap. */
 #define GP_REPLAY_RESERVED_MAX ((uint64_t)1 << 50)
 
+/* What a replay tells an observer (gp_replay_opts.observers), in trace order: the events of
+ * PyTorch's allocator history (the TraceEntry actions of torch.cuda.memory._snapshot()). */
+enum gp_replay_event_kind {
+	GP_REPLAY_SEGMENT_ALLOC,  /* the pool took a segment from the backend: addr, size */
+	GP_REPLAY_SEGMENT_FREE,   /* the pool gave a segment back: addr, size */
+	GP_REPLAY_ALLOC,          /* a malloc row got a block: addr, size (rounded), requested, stream */
+	GP_REPLAY_FREE_REQUESTED, /* a free row: the block, as for ALLOC */
+	GP_REPLAY_FREE_COMPLETED, /* the block is reusable: at once for a stream-ordered free; for a
+				   * cudaFree, when the fence that retires it completes */
+	GP_REPLAY_ROW,            /* after each data row: st holds the device's counters */
+};
+struct gp_replay_event {
+	int kind;                 /* enum gp_replay_event_kind */
+	int dev;
+	uint64_t t_ns;            /* trace time: the row's, or the modelled fence's deadline */
+	uintptr_t addr;           /* the pool's address (not the trace's pointer) */
+	uint64_t size, requested; /* bytes */
+	uint64_t stream;          /* the trace's stream handle; 0 for cudaMalloc/cudaFree and segments */
+	const struct gpupool_device_stats *st; /* dev's counters after the event (ROW only; else NULL) */
+	unsigned long line;       /* the trace line of the row behind the event (for a completion:
+				   * of the free; for a segment: of the row whose pool call made it) */
+	int op;                   /* that row's op (GP_TRACE_MALLOC, ...) */
+};
+struct gp_replay_observer {
+	void *ctx;
+	/* Each event. A negative return stops the replay with that error (r->error says so). */
+	int (*event)(void *ctx, const struct gp_replay_event *e);
+	/* Once, after the last row replayed when the replay succeeded, before the pools are
+	 * destroyed: pools[d] is device d's pool or NULL. May walk them (gp_pool_walk).
+	 * A negative return is the replay's. May be NULL. */
+	int (*end)(void *ctx, gp_pool *const pools[GPUPOOL_MAX_DEVICES], uint64_t last_t_ns);
+};
+#define GP_REPLAY_MAX_OBSERVERS 4
+
 struct gp_replay_opts {
 	struct gp_pool_params params;  /* pool knobs (params.check: gp_pool_check after each op) */
 	int fence;                     /* enum gp_fence_policy; GP_FENCE_THREAD by default */
@@ -26,6 +60,9 @@ struct gp_replay_opts {
 					* returns then (us, 0) */
 	size_t sort_window;            /* rows buffered to restore t_ns order, 0 = file order */
 	uint64_t limit_rows;           /* stop after this many data rows; 0 = all */
+	/* Told every event, in this order; NULL entries are skipped. The replay does the
+	 * bookkeeping only when one is set; ns_per_op then includes the segment callbacks. */
+	const struct gp_replay_observer *observers[GP_REPLAY_MAX_OBSERVERS];
 };
 
 /* The knobs' defaults (the config table's), everything else off. */

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "backend_cuda.h"
 #include "capture.h"
@@ -397,6 +398,23 @@ long long gp_shim_release(int device)
 	if (device < -1 || device >= r->ndev)
 		return -ENODEV;
 	return gp_registry_release(device);
+}
+
+int gp_shim_trace_flush(char *path, size_t len)
+{
+	const struct gp_registry *r = gp_registry_get();
+	if (r->off)
+		return -ENOSYS;
+	if (!r->tracing)
+		return -ENOENT;
+	int rc = gp_trace_flush();
+	if (rc == 0 && path && len) {
+		size_t n = strlen(r->cfg.trace);
+		if (n >= len)
+			return -ERANGE;
+		memcpy(path, r->cfg.trace, n + 1);
+	}
+	return rc;
 }
 
 int gp_shim_stats(int device, struct gpupool_device_stats *out)

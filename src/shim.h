@@ -28,5 +28,6 @@ cudaError_t gp_shim_device_reset(void);
 /* The public API (gpupool.h). */
 long long gp_shim_release(int device);
 int gp_shim_stats(int device, struct gpupool_device_stats *out);
+int gp_shim_trace_flush(char *path, size_t len);
 
 #endif

@@ -404,6 +404,34 @@ int gp_trace_close(void)
 	return rc;
 }
 
+int gp_trace_flush(void)
+{
+	if (!atomic_load(&g_on))
+		return -ENOENT;
+	for (int i = 0; i < GP_TRACE_NBUF; i++) {
+		struct tbuf *b = &g_bufs[i];
+		if (!atomic_load(&b->used))
+			continue;
+		pthread_mutex_lock(&b->mu);
+		if (b->gen != 0)
+			flush_buf(b);
+		pthread_mutex_unlock(&b->mu);
+	}
+	pthread_mutex_lock(&g_file_mu);
+	int rc = g_werr ? -EIO : 0;
+	if (g_gz) {
+		if (g_z->gzflush(g_gz, Z_SYNC_FLUSH) != Z_OK)
+			rc = -EIO;
+	} else if (g_fd >= 0) {
+		if (plain_flush_locked())
+			rc = -EIO;
+	} else {
+		rc = -ENOENT; /* closed meanwhile */
+	}
+	pthread_mutex_unlock(&g_file_mu);
+	return rc;
+}
+
 void gp_trace_forget(void)
 {
 	/* The child has one thread; locks may be held by threads that no longer exist. */

@@ -45,6 +45,12 @@ uint64_t gp_trace_now_ns(void);
  * the last failed write/close. Rows recorded after close are dropped. */
 int gp_trace_close(void);
 
+/* Writes every row recorded so far, by every thread, to the file: a plain file's buffer is
+ * written out, a .gz is flushed to a byte boundary (Z_SYNC_FLUSH: a reader gets every row,
+ * though the gzip stream has no end yet). Recording goes on. Thread-safe. Returns 0,
+ * -ENOENT when no trace is open, or -EIO when a write failed (now or earlier). */
+int gp_trace_flush(void);
+
 /* For a forked child (pthread_atfork child handler): drops the parent's trace without
  * writing anything (the parent owns the file and its unflushed rows), resets the locks,
  * and leaves recording off. Async-signal-safe enough for an atfork child handler. */

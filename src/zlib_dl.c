@@ -33,6 +33,7 @@ static void load(void)
 	SYM(gzwrite);
 	SYM(gzerror);
 	SYM(gzclose);
+	SYM(gzflush);
 #undef SYM
 	z_ok = &z;
 }

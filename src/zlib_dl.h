@@ -12,6 +12,7 @@ struct gp_zlib {
 	int (*gzwrite)(gzFile f, voidpc buf, unsigned len);
 	const char *(*gzerror)(gzFile f, int *errnum);
 	int (*gzclose)(gzFile f);
+	int (*gzflush)(gzFile f, int flush);
 };
 
 /* The table, loaded on the first call (thread-safe); NULL when libz.so.1 or one of its

@@ -1,16 +1,27 @@
 /* gpupool-replay: replays a recorded allocation trace (docs/replay.md) through
  * gp_pool on the fake backend and prints the peaks, ratios, backend calls and time per op
- * as key=value lines. Exit 0 on success, 1 on a pool failure, 2 on bad usage, a bad knob
- * or input the pool cannot take. */
+ * as key=value lines; optionally writes PyTorch's memory snapshot of the replay, a memory
+ * timeline (CSV) and its plot (PNG, through gpupool-plot). Exit 0 on success, 1 on a pool
+ * failure, 2 on bad usage, a bad knob, input the pool cannot take or an output that could
+ * not be written. */
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "log.h"
+#include "outfile.h"
 #include "replay.h"
+#include "snapshot.h"
+#include "timeline.h"
 
 static const char *g_conf;
 
@@ -21,19 +32,52 @@ static const char *conf_lookup(const char *name)
 	return NULL;
 }
 
+static const char short_usage[] =
+	"usage: gpupool-replay [--conf KNOBS] [--check] [--sort-window ROWS] [--fence-latency-us US]\n"
+	"                      [--limit-rows N] [--torch-snapshot OUT.pickle] [--timeline OUT.csv]\n"
+	"                      [--plot OUT.png] TRACE\n";
+
 static void usage(FILE *f)
 {
+	fputs(short_usage, f);
 	fprintf(f,
-		"usage: gpupool-replay [--conf KNOBS] [--check] [--sort-window ROWS]\n"
-		"                      [--fence-latency-us US] [--limit-rows N] TRACE\n"
 		"Replays TRACE (CSV or gzip'd CSV: t_ns,op,tid,dev,stream,size,ptr,dur_ns,err)\n"
-		"through gpupool's pool on a fake backend with unlimited capacity.\n"
-		"  --conf KNOBS          GPUPOOL_CONF syntax (default: $GPUPOOL_CONF)\n"
-		"  --check               run the pool's invariant checker after every op\n"
-		"  --sort-window ROWS    restore t_ns order within ROWS rows (default 0: file order)\n"
-		"  --fence-latency-us US how far the modelled GPU lags the program (default 0)\n"
-		"  --limit-rows N        replay the first N rows only\n"
-		"  --version             print the version and exit\n");
+		"through gpupool's pool on a fake backend with unlimited capacity, and prints\n"
+		"what the pool did as key=value lines.\n"
+		"  --conf KNOBS                GPUPOOL_CONF syntax (default: $GPUPOOL_CONF); a bad\n"
+		"                              knob stops the replay (exit 2)\n"
+		"  --check                     run the pool's invariant checker after every op\n"
+		"  --sort-window ROWS          restore t_ns order within ROWS rows (default 0: file order)\n"
+		"  --fence-latency-us US       how far the modelled GPU lags the program (default 0)\n"
+		"  --limit-rows N              replay the first N rows only (the outputs below show\n"
+		"                              the pool as it was after row N)\n"
+		"  --torch-snapshot OUT        write PyTorch's memory snapshot of the replay (the pickle\n"
+		"                              torch.cuda.memory._dump_snapshot writes): open it at\n"
+		"                              https://pytorch.org/memory_viz\n"
+		"  --snapshot-max-entries N    events kept per device in the snapshot, the newest\n"
+		"                              (default %u)\n"
+		"  --timeline OUT.csv          requested, allocated and reserved bytes per device over\n"
+		"                              trace time (" GP_TIMELINE_HEADER ")\n"
+		"  --timeline-rows N           at most N rows, each the peak of the changes it stands\n"
+		"                              for (default %u; 0: one row per change)\n"
+		"  --plot OUT.png              plot the timeline with gpupool-plot (needs python3 and\n"
+		"                              matplotlib)\n"
+		"  -h, --help                  this text\n"
+		"  --version                   print the version and exit\n",
+		GP_SNAPSHOT_MAX_ENTRIES, GP_TIMELINE_MAX_ROWS);
+}
+
+__attribute__((format(printf, 1, 2))) static _Noreturn void bad_usage(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("gpupool-replay: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	fputs(short_usage, stderr);
+	fputs("(gpupool-replay --help for more)\n", stderr);
+	exit(2);
 }
 
 static unsigned long long num_arg(const char *opt, const char *v, unsigned long long max)
@@ -49,70 +93,229 @@ static unsigned long long num_arg(const char *opt, const char *v, unsigned long 
 	return x;
 }
 
-int main(int argc, char **argv)
+/* gpupool-plot: $GPUPOOL_PLOT, else next to this program (installed together), else on PATH,
+ * else the source tree's scripts/ (a program run from a Meson build tree). */
+static int run_plot(const char *csv, const char *png, const char *trace)
 {
-	struct gp_replay_opts o;
-	struct gp_config cfg;
-	const char *path = NULL;
-	bool check = false;
-
-	gp_replay_opts_default(&o);
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (strcmp(a, "--conf") == 0 && v) {
-			g_conf = v;
-			i++;
-		} else if (strncmp(a, "--conf=", 7) == 0) {
-			g_conf = a + 7;
-		} else if (strcmp(a, "--check") == 0) {
-			check = true;
-		} else if (strcmp(a, "--sort-window") == 0) {
-			o.sort_window = num_arg(a, v, 1u << 20);
-			i++;
-		} else if (strcmp(a, "--fence-latency-us") == 0) {
-			o.fence_latency_us = (unsigned)num_arg(a, v, 10000000);
-			i++;
-		} else if (strcmp(a, "--limit-rows") == 0) {
-			o.limit_rows = num_arg(a, v, ULLONG_MAX);
-			i++;
-		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-			usage(stdout);
-			return 0;
-		} else if (strcmp(a, "--version") == 0) {
-			printf("gpupool-replay %s\n", GP_VERSION);
-			return 0;
-		} else if (a[0] == '-' || path) {
-			usage(stderr);
-			return 2;
-		} else {
-			path = a;
+	char self[PATH_MAX], cand[PATH_MAX + 32];
+	const char *prog = getenv("GPUPOOL_PLOT");
+	if (!prog || !*prog) {
+		prog = NULL;
+		ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+		if (n > 0) {
+			self[n] = 0;
+			char *slash = strrchr(self, '/');
+			if (slash) {
+				*slash = 0;
+				snprintf(cand, sizeof cand, "%s/gpupool-plot", self);
+				if (access(cand, X_OK) == 0)
+					prog = cand;
+			}
 		}
 	}
-	if (!path) {
-		usage(stderr);
-		return 2;
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		const char *base = strrchr(trace, '/') ? strrchr(trace, '/') + 1 : trace;
+		char title[300];
+		snprintf(title, sizeof title, "%.200s replayed by gpupool", base);
+		char *argv[] = {"gpupool-plot", (char *)csv, (char *)png, "--title", title, NULL};
+		if (prog) {
+			execv(prog, argv);
+		} else {
+			execvp("gpupool-plot", argv);
+#ifdef GP_PLOT_SOURCE
+			execv(GP_PLOT_SOURCE, argv);
+#endif
+		}
+		fprintf(stderr, "gpupool-replay: cannot run gpupool-plot (%s): %s; set GPUPOOL_PLOT=/path/to/gpupool-plot\n",
+			prog ? prog : "not next to gpupool-replay nor on PATH", strerror(errno));
+		_exit(127);
+	}
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+static bool same_file(const char *a, const char *b)
+{
+	struct stat x, y;
+	if (strcmp(a, b) == 0)
+		return true;
+	return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+enum {
+	O_CONF = 1000, O_CHECK, O_SORT, O_LAT, O_LIMIT, O_SNAP, O_SNAP_MAX, O_TIMELINE, O_TL_ROWS, O_PLOT,
+	O_VERSION,
+};
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"conf", required_argument, NULL, O_CONF},
+		{"check", no_argument, NULL, O_CHECK},
+		{"sort-window", required_argument, NULL, O_SORT},
+		{"fence-latency-us", required_argument, NULL, O_LAT},
+		{"limit-rows", required_argument, NULL, O_LIMIT},
+		{"torch-snapshot", required_argument, NULL, O_SNAP},
+		{"snapshot-max-entries", required_argument, NULL, O_SNAP_MAX},
+		{"timeline", required_argument, NULL, O_TIMELINE},
+		{"timeline-rows", required_argument, NULL, O_TL_ROWS},
+		{"plot", required_argument, NULL, O_PLOT},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, O_VERSION},
+		{NULL, 0, NULL, 0},
+	};
+	struct gp_replay_opts o;
+	struct gp_config cfg;
+	bool check = false, snap_max_set = false, tl_rows_set = false;
+	const char *snap_path = NULL, *tl_path = NULL, *plot_path = NULL;
+	uint64_t snap_max = 0, tl_rows = GP_TIMELINE_MAX_ROWS;
+
+	gp_replay_opts_default(&o);
+	opterr = 0; /* our own one-line messages */
+	int c;
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		const char *opt = optind > 1 && optind - 1 < argc ? argv[optind - 1] : "?";
+		switch (c) {
+		case O_CONF: g_conf = optarg; break;
+		case O_CHECK: check = true; break;
+		case O_SORT: o.sort_window = num_arg("--sort-window", optarg, 1u << 20); break;
+		case O_LAT: o.fence_latency_us = (unsigned)num_arg("--fence-latency-us", optarg, 10000000); break;
+		case O_LIMIT: o.limit_rows = num_arg("--limit-rows", optarg, ULLONG_MAX); break;
+		case O_SNAP: snap_path = optarg; break;
+		case O_SNAP_MAX:
+			snap_max = num_arg("--snapshot-max-entries", optarg, 1ull << 32);
+			if (!snap_max)
+				bad_usage("--snapshot-max-entries needs at least 1, got '%s'", optarg);
+			snap_max_set = true;
+			break;
+		case O_TIMELINE: tl_path = optarg; break;
+		case O_TL_ROWS: tl_rows = num_arg("--timeline-rows", optarg, 1ull << 32); tl_rows_set = true; break;
+		case O_PLOT: plot_path = optarg; break;
+		case 'h': usage(stdout); return 0;
+		case O_VERSION: printf("gpupool-replay %s\n", GP_VERSION); return 0;
+		case ':': bad_usage("option %s needs a value", opt); break;
+		default:
+			/* a known long option given a value it does not take: optopt is its val */
+			for (const struct option *lo = longopts; lo->name; lo++)
+				if (optopt && lo->val == optopt && lo->has_arg == no_argument)
+					bad_usage("option --%s takes no value", lo->name);
+			/* getopt leaves the unknown word in argv[optind - 1] (long) or optopt (short) */
+			if (optopt && optopt < 256) {
+				char s[3] = {'-', (char)optopt, 0};
+				bad_usage("unknown option %s", s);
+			}
+			bad_usage("unknown option %s", opt);
+		}
+	}
+	if (optind >= argc)
+		bad_usage("no TRACE given");
+	if (argc - optind > 1)
+		bad_usage("one TRACE expected; '%s' is one too many", argv[optind + 1]);
+	const char *path = argv[optind];
+	if (snap_max_set && !snap_path)
+		bad_usage("--snapshot-max-entries is for --torch-snapshot, which is not given");
+	if (tl_rows_set && !tl_path && !plot_path)
+		bad_usage("--timeline-rows is for --timeline or --plot, neither given");
+	const char *outs[3] = {snap_path, tl_path, plot_path};
+	const char *names[3] = {"--torch-snapshot", "--timeline", "--plot"};
+	for (int i = 0; i < 3; i++) {
+		if (outs[i] && same_file(outs[i], path))
+			bad_usage("%s would overwrite TRACE", names[i]);
+		for (int j = i + 1; j < 3; j++)
+			if (outs[i] && outs[j] && same_file(outs[i], outs[j])) {
+				fprintf(stderr, "gpupool-replay: %s and %s name the same file\n", names[i], names[j]);
+				return 2;
+			}
 	}
 	/* a bad knob is logged in one line; the shim would run with its default, but a replay
 	 * measures the knobs it was given, so it stops */
 	if (gp_config_parse(&cfg, conf_lookup) < 0 || cfg.bad) {
-		fprintf(stderr, "gpupool-replay: not replaying: a knob above is bad\n");
+		fprintf(stderr, "gpupool-replay: not replaying: a knob above is bad (--conf or GPUPOOL_CONF)\n");
 		return 2;
 	}
 	gp_log_set_level(cfg.log_level);
 	gp_replay_opts_from_config(&o, &cfg); /* the fake device: a % limit has no total */
 	o.params.check = o.params.check || check;
 
-	struct gp_replay_result r;
-	int rc = gp_replay_file(path, &o, &r);
-	if (rc == -EFAULT) {
-		fprintf(stderr, "gpupool-replay: %s\n", r.error);
-		return 1;
+	struct gp_snapshot *snap = NULL;
+	struct gp_timeline *tl = NULL;
+	bool tmp_made = false;
+	int rc;
+	if (snap_path) {
+		const char *conf = conf_lookup("GPUPOOL_CONF");
+		struct gp_snapshot_opts so = {.trace_path = path, .conf = conf ? conf : "",
+					      .max_split_size = o.params.max_split_size, .max_entries = snap_max};
+		rc = gp_snapshot_new(&snap, snap_path, &so);
+		if (rc) {
+			fprintf(stderr, "gpupool-replay: cannot write %s: %s\n", snap_path, gp_outfile_strerror(rc));
+			return 2;
+		}
+		o.observers[0] = gp_snapshot_observer(snap);
 	}
+	if (plot_path && !tl_path) {
+		const char *td = getenv("TMPDIR");
+		static char tbuf[PATH_MAX];
+		snprintf(tbuf, sizeof tbuf, "%s/gpupool-timeline.XXXXXX", td && *td ? td : "/tmp");
+		int fd = mkstemp(tbuf);
+		if (fd < 0) {
+			fprintf(stderr, "gpupool-replay: cannot make a temporary file for the plot's timeline: %s\n",
+				strerror(errno));
+			gp_snapshot_close(snap);
+			return 2;
+		}
+		close(fd);
+		tmp_made = true;
+		tl_path = tbuf;
+	}
+	if (tl_path) {
+		rc = gp_timeline_new(&tl, tl_path, tl_rows);
+		if (rc) {
+			fprintf(stderr, "gpupool-replay: cannot write %s: %s\n", tl_path, gp_outfile_strerror(rc));
+			gp_snapshot_close(snap);
+			if (tmp_made)
+				unlink(tl_path);
+			return 2;
+		}
+		o.observers[1] = gp_timeline_observer(tl);
+	}
+
+	struct gp_replay_result r;
+	rc = gp_replay_file(path, &o, &r);
+	int crc = gp_snapshot_close(snap);
+	int trc = gp_timeline_close(tl);
+	int status = 0;
 	if (rc) {
 		fprintf(stderr, "gpupool-replay: %s\n", r.error[0] ? r.error : strerror(-rc));
-		return 2;
+		status = rc == -EFAULT ? 1 : 2;
+		/* an output of a replay that did not finish would mislead */
+		if (snap_path)
+			unlink(snap_path);
+		if (tl_path && (tmp_made || tl))
+			unlink(tl_path);
+		return status;
 	}
 	gp_replay_print(stdout, &r);
-	return 0;
+	if (crc || trc) {
+		fprintf(stderr, "gpupool-replay: writing %s failed: %s\n", crc ? snap_path : tl_path,
+			strerror(-(crc ? crc : trc)));
+		status = 2;
+	}
+	if (plot_path && !status) {
+		int prc = run_plot(tl_path, plot_path, path);
+		if (prc) {
+			fprintf(stderr, "gpupool-replay: the plot was not made (gpupool-plot exited %d)%s%s\n", prc,
+				tmp_made ? "" : "; the timeline is in ", tmp_made ? "" : tl_path);
+			status = 2;
+		}
+	}
+	if (tmp_made)
+		unlink(tl_path);
+	return status;
 }

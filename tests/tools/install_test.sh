@@ -22,9 +22,10 @@ one() { # one installed file matching the pattern (a path under the DESTDIR), no
 	echo "$f"
 }
 bin=$(dirname "$(one '*/bin/gpupool-run')")
-for f in '*/bin/gpupool-run' '*/bin/gpupool-maxbatch' '*/bin/gpupool-stat' '*/bin/gpupool-replay' \
+for f in '*/bin/gpupool-run' '*/bin/gpupool-maxbatch' '*/bin/gpupool-stat' '*/bin/gpupool-replay' '*/bin/gpupool-plot' \
 	'*/lib*/libgpupool.so.0' '*/lib*/libgpupool.so' '*/include/gpupool.h' '*/include/gpupool/stats.h' \
-	'*/pkgconfig/gpupool.pc' '*/gpupool.py' '*/share/doc/gpupool/README.md' '*/share/doc/gpupool/knobs.md'; do
+	'*/pkgconfig/gpupool.pc' '*/gpupool.py' '*/gpupool_hook/sitecustomize.py' \
+	'*/share/doc/gpupool/README.md' '*/share/doc/gpupool/knobs.md'; do
 	one "$f" >/dev/null
 done
 if [ "$man" = yes ]; then
@@ -50,6 +51,12 @@ done
 want=$(cd "$(dirname "$lib")" && pwd -P)/libgpupool.so
 got=$("$bin/gpupool-run" --print-lib) || bad "gpupool-run --print-lib: exit $?"
 [ "$got" = "$want" ] || bad "installed gpupool-run preloads '$got', not the installed '$want'"
+# --torch: the installed startup hook, and the installed gpupool.py beside it
+hook=$(cd "$(dirname "$(one '*/gpupool_hook/sitecustomize.py')")" && pwd -P)
+got=$(PYTHONPATH= "$bin/gpupool-run" --torch python3 -c \
+	'import os, sys, gpupool; print(os.path.dirname(sys.modules["sitecustomize"].__file__), os.environ["GPUPOOL_LIB"])') ||
+	bad "gpupool-run --torch: exit $?"
+[ "$got" = "$hook $want" ] || bad "installed gpupool-run --torch runs with '$got', not '$hook $want'"
 
 if [ "$run" = yes ]; then
 	# the dynamic loader's own account (LD_DEBUG=files) says which library was preloaded
