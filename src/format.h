@@ -46,8 +46,14 @@ struct gp_format_skip {
 /* "1.5 GiB", "512 B": binary units, one decimal. Returns buf. */
 const char *gp_format_bytes(char *buf, size_t cap, uint64_t bytes);
 
-/* One row per live (or stale) process and active device, with a header line. */
+/* One row per live (or gone: STATE "gone") process and active device, with a header line,
+ * every column; LIMIT and %LIM (reserved / limit) only when some slot has a limit. SEGS
+ * counts real cudaMalloc calls (segment allocations). A line after the rows counts the
+ * processes that are gone. */
 void gp_format_table(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n);
+/* The same, rows at most `width` characters (0: no bound): the columns that matter least give
+ * way first (docs/stats.md lists which); PID, COMMAND, DEV and STATE always stay. */
+void gp_format_table_fit(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n, unsigned width);
 /* Every gauge (current, peak), every counter and the limit of one process. */
 void gp_format_detail(struct gp_format_out *o, const struct gp_format_proc *p);
 /* {"version":1,"processes":[{..., "devices":[{...raw integers...}]}]} */
