@@ -429,10 +429,10 @@ static void json_string(struct gp_format_out *o, const char *s, size_t max)
 	puts_(o, "\"");
 }
 
-/* {"version":1,"processes":[...]: the document without its closing brace */
+/* {"version":N,"processes":[...]: the document without its closing brace */
 static void json_processes(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n)
 {
-	gp_format_printf(o, "{\"version\":%u,\"processes\":[", GPUPOOL_PAGE_VERSION);
+	gp_format_printf(o, "{\"version\":%u,\"processes\":[", GP_FORMAT_JSON_VERSION);
 	for (size_t i = 0; i < n; i++) {
 		const struct gpupool_page *pg = procs[i].page;
 		gp_format_printf(o, "%s\n{\"pid\":%d,\"comm\":", i ? "," : "", (int)pg->pid);
