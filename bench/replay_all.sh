@@ -4,6 +4,10 @@
 # Defaults: bench/traces (bench/traces/README.md), build-trace/tools/gpupool-replay.
 # Extra knobs go through GPUPOOL_CONF as usual.
 set -eu
+case "${1:-}" in
+--help | -h) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+-*) echo "replay_all.sh: unknown option $1 (usage: bench/replay_all.sh [TRACE_DIR] [REPLAY_BIN])" >&2; exit 2 ;;
+esac
 here=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-$here/bench/traces}
 bin=${2:-}

@@ -192,10 +192,20 @@ class MaxBatchTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual({x[2] for x in self.tried()}, {lib})
 
+    def test_never_oom_stops(self):
+        r = self.run_mb(cmd=[sys.executable, FAKE, "{}"], env={"FAKE_OOM_ABOVE": str(1 << 30)})
+        self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+        self.assertIn("batch 16777216 still ran without running out of memory", r.stderr)
+        self.assertEqual(len(self.tried()), 25)
+
     def test_usage(self):
         self.assertEqual(self.run_mb(cmd=[sys.executable, FAKE, "3"]).returncode, 2)
         self.assertEqual(self.run_mb("--min", "0").returncode, 2)
         self.assertEqual(self.run_mb("--min", "5", "--max", "4").returncode, 2)
+        self.assertEqual(self.run_mb("--max", str(1 << 41)).returncode, 2)
+        for t in ("nan", "inf", "0", "-1"):
+            r = self.run_mb("--timeout", t)
+            self.assertEqual((r.returncode, r.stderr.count("\n")), (2, 1), t + ": " + r.stderr)
         r = subprocess.run([sys.executable, MAXBATCH], capture_output=True, text=True)
         self.assertEqual(r.returncode, 2)
         r = subprocess.run([sys.executable, MAXBATCH, "--bogus", "--", "x", "{}"], capture_output=True, text=True)
