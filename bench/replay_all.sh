@@ -1,11 +1,15 @@
 #!/bin/sh
 # Replays every trace (*.csv, *.csv.gz) in a folder through gpupool-replay and prints one
 # markdown table for BENCHMARKS.md. Usage: bench/replay_all.sh [TRACE_DIR] [REPLAY_BIN]
-# Defaults: ../shared/traces next to the repository, build-trace/tools/gpupool-replay.
+# Defaults: bench/traces (bench/traces/README.md), build-trace/tools/gpupool-replay.
 # Extra knobs go through GPUPOOL_CONF as usual.
 set -eu
+case "${1:-}" in
+--help | -h) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+-*) echo "replay_all.sh: unknown option $1 (usage: bench/replay_all.sh [TRACE_DIR] [REPLAY_BIN])" >&2; exit 2 ;;
+esac
 here=$(cd "$(dirname "$0")/.." && pwd)
-dir=${1:-$here/../shared/traces}
+dir=${1:-$here/bench/traces}
 bin=${2:-}
 if [ -z "$bin" ]; then
 	for b in "$here/build-trace/tools/gpupool-replay" "$here/build/tools/gpupool-replay"; do

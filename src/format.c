@@ -193,45 +193,160 @@ static void safe_comm(char *dst, const struct gpupool_page *pg) { safe_text(dst,
 
 /* ---- table ----------------------------------------------------------------------- */
 
-#define ROW_FMT "%7s %-15s %3s %10s %10s %10s %10s %10s %6s %8s %5s  %s\n"
+/* The table's columns, in display order. keep: the order in which they give way when the
+ * width is short (0: never dropped; then the highest number goes first). limit: shown only
+ * when some listed slot has a limit. */
+enum tcol { TC_PID, TC_COMM, TC_DEV, TC_RESERVED, TC_ALLOCATED, TC_PEAK, TC_CACHED, TC_LARGEST, TC_LIMIT,
+	    TC_PCTLIM, TC_HIT, TC_SEGS, TC_OOMS, TC_STATE, TC_COUNT };
+static const struct {
+	const char *head;
+	int width; /* negative: left-aligned */
+	int keep;
+	bool limit;
+} tcols[TC_COUNT] = {
+	[TC_PID] = {"PID", 7, 0, false},         [TC_COMM] = {"COMMAND", -15, 0, false},
+	[TC_DEV] = {"DEV", 3, 0, false},         [TC_RESERVED] = {"RESERVED", 10, 1, false},
+	[TC_ALLOCATED] = {"ALLOCATED", 10, 2, false}, [TC_PEAK] = {"PEAK_RSVD", 10, 8, false},
+	[TC_CACHED] = {"CACHED", 10, 5, false},  [TC_LARGEST] = {"LARGEST", 10, 10, false},
+	[TC_LIMIT] = {"LIMIT", 10, 4, true},     [TC_PCTLIM] = {"%LIM", 5, 3, true},
+	[TC_HIT] = {"HIT%", 5, 7, false},        [TC_SEGS] = {"SEGS", 6, 9, false},
+	[TC_OOMS] = {"OOMS", 5, 6, false},       [TC_STATE] = {"STATE", -5, 0, false},
+};
 
-void gp_format_table(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n)
+/* Characters a row takes with the columns of mask: one space between columns, two before
+ * STATE (the last, whose text may run past its width). */
+static unsigned table_width(unsigned mask)
 {
-	gp_format_printf(o, ROW_FMT, "PID", "COMMAND", "DEV", "RESERVED", "ALLOCATED", "PEAK_RSVD",
-			 "CACHED", "LARGEST", "HIT%", "MALLOCS", "OOMS", "STATE");
+	unsigned w = 0;
+	for (int c = 0; c < TC_COUNT; c++)
+		if (mask & (1u << c))
+			w += (unsigned)(tcols[c].width < 0 ? -tcols[c].width : tcols[c].width) + (w ? 1u : 0u) +
+			     (c == TC_STATE ? 1u : 0u);
+	return w;
+}
+
+/* The columns to show in `width` characters (0: no bound). Columns give way in the order of
+ * `keep` until the row fits; then any that was dropped and fits again comes back, the most
+ * wanted first. The never-dropped columns may still exceed a very narrow width. */
+static unsigned table_columns(const struct gp_format_proc *procs, size_t n, unsigned width)
+{
+	bool any_limit = false;
+	for (size_t i = 0; i < n && !any_limit; i++)
+		for (uint32_t d = 0; d < procs[i].page->ndevices && d < GPUPOOL_MAX_DEVICES; d++)
+			if (procs[i].page->dev[d].active && procs[i].page->dev[d].limit_bytes &&
+			    !(procs[i].inconsistent & (1u << d)))
+				any_limit = true;
+	unsigned mask = 0;
+	for (int c = 0; c < TC_COUNT; c++)
+		if (!tcols[c].limit || any_limit)
+			mask |= 1u << c;
+	if (!width)
+		return mask;
+	unsigned all = mask;
+	int maxkeep = 0;
+	for (int c = 0; c < TC_COUNT; c++)
+		maxkeep = tcols[c].keep > maxkeep ? tcols[c].keep : maxkeep;
+	for (int k = maxkeep; k > 0 && table_width(mask) > width; k--)
+		for (int c = 0; c < TC_COUNT; c++)
+			if (tcols[c].keep == k)
+				mask &= ~(1u << c);
+	for (int k = 1; k <= maxkeep; k++)
+		for (int c = 0; c < TC_COUNT; c++)
+			if (tcols[c].keep == k && (all & ~mask & (1u << c)) && table_width(mask | (1u << c)) <= width)
+				mask |= 1u << c;
+	return mask;
+}
+
+static void table_row(struct gp_format_out *o, unsigned mask, char cells[TC_COUNT][48])
+{
+	bool first = true;
+	for (int c = 0; c < TC_COUNT; c++) {
+		if (!(mask & (1u << c)))
+			continue;
+		const char *sep = first ? "" : c == TC_STATE ? "  " : " ";
+		if (c == TC_STATE) /* last: no padding */
+			gp_format_printf(o, "%s%s", sep, cells[c]);
+		else
+			gp_format_printf(o, "%s%*s", sep, tcols[c].width, cells[c]);
+		first = false;
+	}
+	puts_(o, "\n");
+}
+
+static void table_fill(char cells[TC_COUNT][48], const char *v)
+{
+	for (int c = TC_RESERVED; c < TC_STATE; c++)
+		snprintf(cells[c], 48, "%s", v);
+}
+
+void gp_format_table_fit(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n, unsigned width)
+{
+	unsigned mask = table_columns(procs, n, width);
+	char cells[TC_COUNT][48];
+	for (int c = 0; c < TC_COUNT; c++)
+		snprintf(cells[c], sizeof cells[c], "%s", tcols[c].head);
+	table_row(o, mask, cells);
+	size_t gone = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct gpupool_page *pg = procs[i].page;
-		char pid[16], comm[GPUPOOL_COMM_LEN];
-		snprintf(pid, sizeof pid, "%d", (int)pg->pid);
+		char comm[GPUPOOL_COMM_LEN];
 		safe_comm(comm, pg);
-		const char *state = procs[i].stale ? "stale" : "live";
-		if (pg->ndevices == 0)
-			gp_format_printf(o, ROW_FMT, pid, comm, "-", "-", "-", "-", "-", "-", "-", "-", "-", state);
+		snprintf(cells[TC_PID], sizeof cells[TC_PID], "%d", (int)pg->pid);
+		snprintf(cells[TC_COMM], sizeof cells[TC_COMM], "%s", comm);
+		snprintf(cells[TC_STATE], sizeof cells[TC_STATE], "%s", procs[i].stale ? "gone" : "live");
+		gone += procs[i].stale;
+		if (pg->ndevices == 0) {
+			snprintf(cells[TC_DEV], sizeof cells[TC_DEV], "-");
+			table_fill(cells, "-");
+			table_row(o, mask, cells);
+		}
 		for (uint32_t d = 0; d < pg->ndevices && d < GPUPOOL_MAX_DEVICES; d++) {
 			const struct gpupool_device_stats *s = &pg->dev[d];
-			char dev[16], r[16], a[16], pr[16], c[16], l[16], h[16], m[24], oo[24];
-			snprintf(dev, sizeof dev, "%d", (int)s->device);
+			snprintf(cells[TC_DEV], sizeof cells[TC_DEV], "%d", (int)s->device);
 			if (procs[i].inconsistent & (1u << d)) {
-				gp_format_printf(o, ROW_FMT, pid, comm, dev, "?", "?", "?", "?", "?", "?", "?", "?",
-						 "inconsistent (writer died mid-update?)");
+				table_fill(cells, "?");
+				snprintf(cells[TC_STATE], sizeof cells[TC_STATE], "inconsistent (writer died mid-update?)");
+				table_row(o, mask, cells);
+				snprintf(cells[TC_STATE], sizeof cells[TC_STATE], "%s", procs[i].stale ? "gone" : "live");
 				continue;
 			}
 			if (!s->active)
 				continue;
+			gp_format_bytes(cells[TC_RESERVED], sizeof cells[0], s->reserved_bytes);
+			gp_format_bytes(cells[TC_ALLOCATED], sizeof cells[0], s->allocated_bytes);
+			gp_format_bytes(cells[TC_PEAK], sizeof cells[0], s->reserved_bytes_peak);
+			gp_format_bytes(cells[TC_CACHED], sizeof cells[0], s->cached_bytes);
+			gp_format_bytes(cells[TC_LARGEST], sizeof cells[0], s->largest_free_block);
+			if (s->limit_bytes) {
+				gp_format_bytes(cells[TC_LIMIT], sizeof cells[0], s->limit_bytes);
+				/* a page anyone may have written: no bound on the ratio */
+				double pct = 100.0 * (double)s->reserved_bytes / (double)s->limit_bytes;
+				if (pct < 999.95)
+					snprintf(cells[TC_PCTLIM], sizeof cells[0], "%.1f", pct);
+				else
+					snprintf(cells[TC_PCTLIM], sizeof cells[0], ">999");
+			} else {
+				snprintf(cells[TC_LIMIT], sizeof cells[0], "-");
+				snprintf(cells[TC_PCTLIM], sizeof cells[0], "-");
+			}
 			double hr = gp_format_hit_rate(s);
 			if (hr < 0)
-				snprintf(h, sizeof h, "-");
+				snprintf(cells[TC_HIT], sizeof cells[0], "-");
 			else
-				snprintf(h, sizeof h, "%.1f", hr);
-			snprintf(m, sizeof m, "%llu", (unsigned long long)s->segment_allocs);
-			snprintf(oo, sizeof oo, "%llu", (unsigned long long)s->ooms);
-			gp_format_printf(o, ROW_FMT, pid, comm, dev, gp_format_bytes(r, sizeof r, s->reserved_bytes),
-					 gp_format_bytes(a, sizeof a, s->allocated_bytes),
-					 gp_format_bytes(pr, sizeof pr, s->reserved_bytes_peak),
-					 gp_format_bytes(c, sizeof c, s->cached_bytes),
-					 gp_format_bytes(l, sizeof l, s->largest_free_block), h, m, oo, state);
+				snprintf(cells[TC_HIT], sizeof cells[0], "%.1f", hr);
+			snprintf(cells[TC_SEGS], sizeof cells[0], "%llu", (unsigned long long)s->segment_allocs);
+			snprintf(cells[TC_OOMS], sizeof cells[0], "%llu", (unsigned long long)s->ooms);
+			table_row(o, mask, cells);
 		}
 	}
+	if (gone)
+		gp_format_printf(o, "%zu process%s gone without removing %s page (gpupool-stat --clean removes %s)\n",
+				 gone, gone == 1 ? "" : "es", gone == 1 ? "its" : "their", gone == 1 ? "it" : "them");
+}
+
+void gp_format_table(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n)
+{
+	gp_format_table_fit(o, procs, n, 0);
 }
 
 /* ---- detail ---------------------------------------------------------------------- */
@@ -314,10 +429,10 @@ static void json_string(struct gp_format_out *o, const char *s, size_t max)
 	puts_(o, "\"");
 }
 
-/* {"version":1,"processes":[...]: the document without its closing brace */
+/* {"version":N,"processes":[...]: the document without its closing brace */
 static void json_processes(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n)
 {
-	gp_format_printf(o, "{\"version\":%u,\"processes\":[", GPUPOOL_PAGE_VERSION);
+	gp_format_printf(o, "{\"version\":%u,\"processes\":[", GP_FORMAT_JSON_VERSION);
 	for (size_t i = 0; i < n; i++) {
 		const struct gpupool_page *pg = procs[i].page;
 		gp_format_printf(o, "%s\n{\"pid\":%d,\"comm\":", i ? "," : "", (int)pg->pid);

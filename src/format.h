@@ -43,14 +43,26 @@ struct gp_format_skip {
 	unsigned long count;
 };
 
+/* The "version" of the JSON documents (gp_format_json, gp_format_json_listing): bumped when a
+ * field is removed or renamed or changes meaning, type or unit; never for an added field
+ * (docs/json.md). Independent of the page layout's GPUPOOL_PAGE_VERSION. */
+#define GP_FORMAT_JSON_VERSION 1
+
 /* "1.5 GiB", "512 B": binary units, one decimal. Returns buf. */
 const char *gp_format_bytes(char *buf, size_t cap, uint64_t bytes);
 
-/* One row per live (or stale) process and active device, with a header line. */
+/* One row per live (or gone: STATE "gone") process and active device, with a header line,
+ * every column; LIMIT and %LIM (reserved / limit) only when some slot has a limit. SEGS
+ * counts real cudaMalloc calls (segment allocations). A line after the rows counts the
+ * processes that are gone. */
 void gp_format_table(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n);
+/* The same, rows at most `width` characters (0: no bound): the columns that matter least give
+ * way first (docs/stats.md lists which); PID, COMMAND, DEV and STATE always stay. */
+void gp_format_table_fit(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n, unsigned width);
 /* Every gauge (current, peak), every counter and the limit of one process. */
 void gp_format_detail(struct gp_format_out *o, const struct gp_format_proc *p);
-/* {"version":1,"processes":[{..., "devices":[{...raw integers...}]}]} */
+/* {"version":GP_FORMAT_JSON_VERSION,"processes":[{..., "devices":[{...raw integers...}]}]}:
+ * the exit report's JSON. Every field is listed in docs/json.md (a test keeps them equal). */
 void gp_format_json(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n);
 /* A reader's listing: gp_format_json plus "skipped_pages":N (the sum) and
  * "skipped":{"<reason>":count,...} for the nskips entries of skips[]. */

@@ -1,7 +1,7 @@
 /* gpupool-stat: the live reader of statistics pages ($GPUPOOL_SHM_DIR or /dev/shm).
  * Lists processes, shows one in full, prints JSON, Prometheus or OpenMetrics text, serves
- * /metrics over HTTP (stat_http.c), refreshes like top, asks a process to release its
- * cache, and removes pages of dead processes. Everything
+ * /metrics over HTTP (stat_http.c), refreshes like top (escape codes on a terminal only),
+ * asks a process to release its cache, and removes pages of dead processes. Everything
  * found in the directory is untrusted: a page whose file is not its process's user's is
  * skipped and counted (docs/security.md); a malformed file is one line on stderr. */
 #include <errno.h>
@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,36 +50,61 @@ static void on_sigint(int sig)
 	interrupted = 1;
 }
 
+#define SHORT_USAGE                                                                               \
+	"usage: gpupool-stat [PID] [--wide] [--json | --prometheus | --openmetrics] [--watch SECONDS [--count N]]\n" \
+	"       gpupool-stat [PID] --listen [ADDR:]PORT\n"                                              \
+	"       gpupool-stat --release PID [--timeout SECONDS]\n"                                       \
+	"       gpupool-stat --clean\n"
+
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: gpupool-stat [PID] [--json | --prometheus | --openmetrics] [--watch SECONDS [--count N]]\n"
-		"       gpupool-stat [PID] --listen [ADDR:]PORT\n"
-		"       gpupool-stat --release PID [--timeout SECONDS]\n"
-		"       gpupool-stat --clean\n"
-		"\n"
-		"Reads the statistics pages of processes running with libgpupool.so\n"
-		"($GPUPOOL_SHM_DIR, default /dev/shm, files gpupool.<pid>).\n"
-		"\n"
-		"  (no option)        one row per live process and device\n"
-		"  PID                every gauge (current, peak) and counter of one process\n"
-		"  --json             all fields as raw integers (with PID: that process only)\n"
-		"  --prometheus       text exposition format, for node_exporter's textfile collector\n"
-		"  --openmetrics      the same in OpenMetrics text (ends with # EOF)\n"
-		"  --listen [ADDR:]PORT  serve /metrics over HTTP on ADDR (default 127.0.0.1) until\n"
-		"                     SIGINT or SIGTERM, the pages read afresh for each scrape\n"
-		"  --watch SECONDS    refresh in place every SECONDS (0.1-86400) until Ctrl-C\n"
-		"  --count N          with --watch: stop after N refreshes\n"
-		"  --release PID      ask PID to release its cached memory and wait for the answer;\n"
-		"                     the process acts on its next allocation call, so an idle\n"
-		"                     process does not answer and the request times out\n"
-		"  --timeout SECONDS  how long --release waits (default 5)\n"
-		"  --clean            remove pages of processes that are gone\n"
-		"  --help             this text\n"
-		"  --version          the version of gpupool\n"
-		"\n"
-		"Exit status: 0 when it ran, 1 when PID has no page or a release was not\n"
-		"acknowledged, 2 on bad usage.\n");
+	fputs(SHORT_USAGE, f);
+	fputs("\n"
+	      "Reads the statistics pages of processes running with libgpupool.so\n"
+	      "($GPUPOOL_SHM_DIR, default /dev/shm, files gpupool.<pid>).\n"
+	      "\n"
+	      "  (no option)        one row per process and device, fitted to the terminal's width\n"
+	      "                     (COLUMNS when not a terminal, else 80); SEGS counts real\n"
+	      "                     cudaMalloc calls (segments), LIMIT and %LIM (reserved / limit)\n"
+	      "                     appear when a limit is set, STATE is gone for a process that\n"
+	      "                     ended without removing its page\n"
+	      "  -w, --wide         every column of the table, whatever the width\n"
+	      "  PID                every gauge (current, peak) and counter of one process\n"
+	      "  --json             all fields as raw integers (with PID: that process only)\n"
+	      "  --prometheus       text exposition format, for node_exporter's textfile collector\n"
+	      "  --openmetrics      the same in OpenMetrics text (ends with # EOF)\n"
+	      "  --listen [ADDR:]PORT  serve /metrics over HTTP on ADDR (default 127.0.0.1) until\n"
+	      "                     SIGINT or SIGTERM, the pages read afresh for each scrape\n"
+	      "  --watch SECONDS    refresh every SECONDS (0.1-86400) until Ctrl-C: on a terminal\n"
+	      "                     in place (alternate screen, like top); otherwise each frame\n"
+	      "                     appended after a timestamp line (JSON and Prometheus: the\n"
+	      "                     documents one after the other)\n"
+	      "  --count N          with --watch: stop after N refreshes (1-1000000000)\n"
+	      "  --release PID      ask PID to release its cached memory and wait for the answer;\n"
+	      "                     the process acts on its next allocation call, so an idle\n"
+	      "                     process does not answer and the request times out\n"
+	      "  --timeout SECONDS  how long --release waits (0-3600, default 5)\n"
+	      "  --clean            remove pages of processes that are gone\n"
+	      "  -h, --help         this text\n"
+	      "  --version          the version of gpupool\n"
+	      "\n"
+	      "Exit status: 0 when it ran, 1 when PID has no page, the directory cannot be read\n"
+	      "or a release was not acknowledged, 2 on bad usage.\n",
+	      f);
+}
+
+/* Bad usage: one line naming what is wrong, the short usage, exit status 2. */
+static int bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad_usage(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("gpupool-stat: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	fputs(SHORT_USAGE "(gpupool-stat --help for more)\n", stderr);
+	return 2;
 }
 
 static int parse_pid(const char *s)
@@ -235,7 +261,8 @@ static int load(const char *dir, int want_pid, struct listing *l)
 	return n;
 }
 
-static void render(struct gp_format_out *o, enum mode mode, int pid, const struct listing *l)
+/* width: the table's bound in characters (0: every column). */
+static void render(struct gp_format_out *o, enum mode mode, int pid, unsigned width, const struct listing *l)
 {
 	static struct gp_format_proc procs[MAX_PAGES];
 	struct gp_format_skip skips[GP_SKIP_COUNT];
@@ -252,10 +279,31 @@ static void render(struct gp_format_out *o, enum mode mode, int pid, const struc
 	else if (pid > 0)
 		gp_format_detail(o, &procs[0]);
 	else
-		gp_format_table(o, procs, (size_t)n);
+		gp_format_table_fit(o, procs, (size_t)n, width);
 }
 
-static int show(enum mode mode, int pid, double watch, long count)
+/* The width the table fits in: the terminal's (TIOCGWINSZ on stdout), else $COLUMNS, else 80. */
+static unsigned out_width(void)
+{
+	struct winsize ws;
+	if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+		return ws.ws_col;
+	const char *c = getenv("COLUMNS");
+	char *end;
+	long v = c && *c ? strtol(c, &end, 10) : 0;
+	return v > 0 && v <= 100000 && !*end ? (unsigned)v : 80;
+}
+
+/* Escape codes of a full-screen --watch on a terminal (xterm's; every terminal emulator in
+ * use has them): the alternate screen with the cursor hidden, and back. */
+#define SCREEN_ENTER "\033[?1049h\033[?25l"
+#define SCREEN_LEAVE "\033[?25h\033[?1049l"
+#define SCREEN_CLEAR "\033[H\033[2J"
+
+/* Prints the listing (or one process) once, or every `watch` seconds `count` times (0: until
+ * SIGINT/SIGTERM). Escape codes only for the table and detail views on a terminal; the
+ * terminal is given back its screen however the loop ends. wide: every column. */
+static int show(enum mode mode, int pid, double watch, long count, bool wide)
 {
 	const char *dir = gp_statpage_dir();
 	static struct listing l;
@@ -263,35 +311,68 @@ static int show(enum mode mode, int pid, double watch, long count)
 	struct gp_format_out *o = malloc(sizeof *o);
 	if (!l.infos || !o) {
 		fprintf(stderr, "gpupool-stat: out of memory\n");
+		free(l.infos);
+		free(o);
 		return 1;
 	}
+	bool text = mode == MODE_TABLE;
+	bool screen = watch > 0 && text && isatty(STDOUT_FILENO);
 	int status = 0;
+	char last_err[512] = "";
+	if (screen) {
+		fputs(SCREEN_ENTER, stdout);
+		fflush(stdout);
+	}
 	for (long round = 0; !interrupted; round++) {
 		int n = load(dir, pid, &l);
-		if (mode == MODE_TABLE)
+		if (text)
 			report_skips(&l);
 		gp_format_to_fd(o, STDOUT_FILENO);
-		if (watch > 0) {
+		if (watch > 0 && text) {
 			time_t now = time(NULL);
 			char ts[32];
-			strftime(ts, sizeof ts, "%H:%M:%S", localtime(&now));
-			gp_format_printf(o, "\033[H\033[2J");
-			if (mode == MODE_TABLE)
-				gp_format_printf(o, "gpupool-stat  %s  every %gs  %s  (Ctrl-C to quit)\n\n", dir, watch, ts);
+			strftime(ts, sizeof ts, screen ? "%H:%M:%S" : "%Y-%m-%d %H:%M:%S", localtime(&now));
+			if (screen)
+				gp_format_printf(o, SCREEN_CLEAR "gpupool-stat  %s  every %gs  %s  (Ctrl-C to quit)\n\n", dir,
+						 watch, ts);
+			else
+				gp_format_printf(o, "%s-- gpupool-stat  %s  every %gs  %s\n", round ? "\n" : "", dir, watch, ts);
 		}
-		if (n >= 0 && pid > 0 && n == 0) {
-			if (mode == MODE_TABLE)
-				gp_format_printf(o, "no readable page for pid %d in %s\n", pid, dir);
+		status = n < 0 ? 1 : 0;
+		if (n < 0)
+			snprintf(last_err, sizeof last_err, "%s cannot be read", dir);
+		if (n == 0 && pid > 0) {
+			snprintf(last_err, sizeof last_err, "no readable page for pid %d in %s", pid, dir);
+			if (screen)
+				gp_format_printf(o, "%s\n", last_err);
+			else
+				fprintf(stderr, "gpupool-stat: %s\n", last_err);
 			status = 1;
 		}
-		if (n >= 0 && (n > 0 || pid <= 0 || mode != MODE_TABLE))
-			render(o, mode, pid, &l);
-		gp_format_flush(o);
+		if (n >= 0 && (n > 0 || pid <= 0 || !text))
+			render(o, mode, pid, wide ? 0 : out_width(), &l);
+		errno = 0;
+		if (gp_format_flush(o) != 0) {
+			/* a reader that stopped reading (| head) is no error: stop quietly */
+			if (errno != EPIPE && !interrupted) {
+				snprintf(last_err, sizeof last_err, "writing to stdout failed: %s",
+					 strerror(errno ? errno : EIO));
+				fprintf(stderr, "gpupool-stat: %s\n", last_err);
+				status = 1;
+			}
+			break;
+		}
 		if (watch <= 0 || (count > 0 && round + 1 >= count))
 			break;
 		struct timespec ts = {(time_t)watch, (long)((watch - floor(watch)) * 1e9)};
 		while (!interrupted && nanosleep(&ts, &ts) != 0 && errno == EINTR)
 			;
+	}
+	if (screen) {
+		fputs(SCREEN_LEAVE, stdout);
+		fflush(stdout);
+		if (status) /* what the alternate screen showed is gone with it */
+			fprintf(stderr, "gpupool-stat: %s\n", last_err);
 	}
 	free(o);
 	free(l.infos);
@@ -308,7 +389,7 @@ static void scrape(struct gp_format_out *o, bool openmetrics, void *arg)
 {
 	struct scrape *s = arg;
 	load(gp_statpage_dir(), s->pid, &s->l);
-	render(o, openmetrics ? MODE_OPENMETRICS : MODE_PROMETHEUS, s->pid, &s->l);
+	render(o, openmetrics ? MODE_OPENMETRICS : MODE_PROMETHEUS, s->pid, 0, &s->l);
 }
 
 static int listen_http(const char *spec, int pid)
@@ -394,7 +475,7 @@ static int clean(void)
 		fprintf(stderr, "gpupool-stat: %s: %s\n", dir, strerror(-count));
 		if (dfd >= 0)
 			close(dfd);
-		return 0;
+		return 1;
 	}
 	char why[512];
 	int removed = 0;
@@ -416,10 +497,21 @@ static int clean(void)
 	return 0;
 }
 
+/* A whole number from lo to hi, else -1. */
+static long parse_count(const char *s, long lo, long hi)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return -1;
+	return v;
+}
+
 int main(int argc, char **argv)
 {
 	enum { OPT_JSON = 1, OPT_PROM, OPT_OM, OPT_LISTEN, OPT_WATCH, OPT_COUNT, OPT_RELEASE, OPT_TIMEOUT, OPT_CLEAN,
-	       OPT_HELP, OPT_VERSION };
+	       OPT_HELP, OPT_VERSION, OPT_WIDE };
 	static const struct option opts[] = {
 		{"json", no_argument, NULL, OPT_JSON},         {"prometheus", no_argument, NULL, OPT_PROM},
 		{"openmetrics", no_argument, NULL, OPT_OM},    {"listen", required_argument, NULL, OPT_LISTEN},
@@ -427,63 +519,87 @@ int main(int argc, char **argv)
 		{"release", required_argument, NULL, OPT_RELEASE},
 		{"timeout", required_argument, NULL, OPT_TIMEOUT},
 		{"clean", no_argument, NULL, OPT_CLEAN},       {"help", no_argument, NULL, OPT_HELP},
-		{"version", no_argument, NULL, OPT_VERSION},   {NULL, 0, NULL, 0}};
+		{"version", no_argument, NULL, OPT_VERSION},   {"wide", no_argument, NULL, OPT_WIDE},
+		{NULL, 0, NULL, 0}};
+	static const char *const mode_name[] = {"", "--json", "--prometheus", "--openmetrics"};
 	enum mode mode = MODE_TABLE;
 	double watch = 0, timeout = 5;
 	long count = 0;
 	int pid = 0, release_pid = 0, c;
-	bool do_clean = false;
+	bool do_clean = false, wide = false, has_timeout = false;
 	const char *listen_spec = NULL;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	opterr = 0; /* our own one-line messages */
+	while ((c = getopt_long(argc, argv, ":hw", opts, NULL)) != -1) {
+		enum mode m = MODE_TABLE;
 		switch (c) {
-		case OPT_JSON: mode = MODE_JSON; break;
-		case OPT_PROM: mode = MODE_PROMETHEUS; break;
-		case OPT_OM: mode = MODE_OPENMETRICS; break;
+		case OPT_JSON: m = MODE_JSON; break;
+		case OPT_PROM: m = MODE_PROMETHEUS; break;
+		case OPT_OM: m = MODE_OPENMETRICS; break;
 		case OPT_LISTEN: listen_spec = optarg; break;
 		case OPT_WATCH:
-			if ((watch = parse_seconds(optarg, 0.1, 86400)) < 0) {
-				fprintf(stderr, "gpupool-stat: --watch %s: expected seconds between 0.1 and 86400\n", optarg);
-				return 2;
-			}
+			if ((watch = parse_seconds(optarg, 0.1, 86400)) < 0)
+				return bad_usage("--watch %s: expected seconds from 0.1 to 86400", optarg);
 			break;
 		case OPT_COUNT:
-			count = (long)parse_seconds(optarg, 1, 1e9);
-			if (count < 1) {
-				fprintf(stderr, "gpupool-stat: --count %s: expected a positive number\n", optarg);
-				return 2;
-			}
+			if ((count = parse_count(optarg, 1, 1000000000)) < 0)
+				return bad_usage("--count %s: expected a whole number from 1 to 1000000000", optarg);
 			break;
 		case OPT_RELEASE:
-			if ((release_pid = parse_pid(optarg)) < 0) {
-				fprintf(stderr, "gpupool-stat: --release %s: expected a process id\n", optarg);
-				return 2;
-			}
+			if ((release_pid = parse_pid(optarg)) < 0)
+				return bad_usage("--release %s: expected a process id", optarg);
 			break;
 		case OPT_TIMEOUT:
-			if ((timeout = parse_seconds(optarg, 0, 3600)) < 0) {
-				fprintf(stderr, "gpupool-stat: --timeout %s: expected seconds between 0 and 3600\n", optarg);
-				return 2;
-			}
+			if ((timeout = parse_seconds(optarg, 0, 3600)) < 0)
+				return bad_usage("--timeout %s: expected seconds from 0 to 3600", optarg);
+			has_timeout = true;
 			break;
 		case OPT_CLEAN: do_clean = true; break;
+		case 'w':
+		case OPT_WIDE: wide = true; break;
 		case 'h':
 		case OPT_HELP: usage(stdout); return 0;
 		case OPT_VERSION: printf("gpupool-stat %s\n", GP_VERSION); return 0; /* project() in meson.build */
-		default: usage(stderr); return 2;
+		case ':': return bad_usage("%s needs a value", argv[optind - 1]);
+		default: {
+			/* optopt: the short option; a long one is named by the argument itself */
+			const char *arg = argv[optind - 1];
+			if (optopt && strncmp(arg, "--", 2) != 0)
+				return bad_usage("unknown option -%c", optopt);
+			int len = (int)strcspn(arg, "=");
+			return bad_usage("unknown or ambiguous option %.*s", len, arg);
 		}
+		}
+		if (m != MODE_TABLE && mode != MODE_TABLE && m != mode)
+			return bad_usage("%s and %s cannot be used together", mode_name[mode], mode_name[m]);
+		if (m != MODE_TABLE)
+			mode = m;
 	}
-	if (optind < argc && (pid = parse_pid(argv[optind++])) < 0) {
-		fprintf(stderr, "gpupool-stat: %s: expected a process id\n", argv[optind - 1]);
-		return 2;
-	}
-	if (optind < argc) {
-		usage(stderr);
-		return 2;
-	}
-	if (listen_spec && (mode != MODE_TABLE || watch > 0 || release_pid || do_clean)) {
-		fprintf(stderr, "gpupool-stat: --listen serves Prometheus and OpenMetrics text: it takes no other mode\n");
-		return 2;
-	}
+	if (optind < argc && (pid = parse_pid(argv[optind++])) < 0)
+		return bad_usage("%s: expected a process id", argv[optind - 1]);
+	if (optind < argc)
+		return bad_usage("unexpected argument %s (one PID at most)", argv[optind]);
+	/* the modes that do something else take none of the display options */
+	const char *other = do_clean ? "--clean" : release_pid ? "--release" : listen_spec ? "--listen" : NULL;
+	if (do_clean && release_pid)
+		return bad_usage("--clean and --release cannot be used together");
+	if ((do_clean || release_pid) && listen_spec)
+		return bad_usage("%s and --listen cannot be used together", other);
+	if (other && mode != MODE_TABLE && !listen_spec)
+		return bad_usage("%s and %s cannot be used together", other, mode_name[mode]);
+	if (listen_spec && mode != MODE_TABLE)
+		return bad_usage("--listen serves Prometheus and OpenMetrics text: it takes no %s", mode_name[mode]);
+	if (other && watch > 0)
+		return bad_usage("%s and --watch cannot be used together", other);
+	if (other && wide)
+		return bad_usage("%s and --wide cannot be used together", other);
+	if ((do_clean || release_pid) && pid)
+		return bad_usage("%s takes no PID argument", other);
+	if (count && watch <= 0)
+		return bad_usage("--count goes with --watch");
+	if (has_timeout && !release_pid)
+		return bad_usage("--timeout goes with --release");
+	if (wide && (mode != MODE_TABLE || pid))
+		return bad_usage("--wide is for the table of all processes");
 	struct sigaction sa = {0};
 	sa.sa_handler = on_sigbus;
 	sigaction(SIGBUS, &sa, NULL);
@@ -498,5 +614,5 @@ int main(int argc, char **argv)
 		return release(release_pid, timeout);
 	if (listen_spec)
 		return listen_http(listen_spec, pid);
-	return show(mode, pid, watch, count);
+	return show(mode, pid, watch, count, wide);
 }

@@ -67,12 +67,12 @@ for kind in "symbolic link:ln -s /nonexistent" "fifo:mkfifo"; do
 done
 
 # a forked child that ends with _exit runs no exit handler: its page stays, gpupool-stat
-# shows it as stale and --clean removes it
+# shows it as gone and --clean removes it
 GPUPOOL_REPORT=none run "$prog" fork_exit || bad "fork_exit: exit status $?"
 child=$(cat "$out")
 [ -e "$dir/gpupool.$child" ] || bad "fork_exit: no page of the child $child"
 GPUPOOL_SHM_DIR=$dir "$stat" >"$out" 2>"$err" || bad "gpupool-stat: exit status $?"
-grep -q "^ *$child e2e_outputs .* stale" "$out" || bad "gpupool-stat: the child's page is not shown as stale"
+grep -q "^ *$child e2e_outputs .* gone$" "$out" || bad "gpupool-stat: the child's page is not shown as gone"
 GPUPOOL_SHM_DIR=$dir "$stat" --clean >"$out" 2>"$err" || bad "gpupool-stat --clean: exit status $?"
 grep -q "removed gpupool.$child: pid $child is gone" "$out" || bad "gpupool-stat --clean: the child's page stays"
 

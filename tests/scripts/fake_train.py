@@ -11,7 +11,11 @@ fake_train.py BATCH. Behaviour from the environment:
   FAKE_RETRIED=1     successful runs report ooms=1 too (an OOM the program recovered from)
   FAKE_SLEEP_AT=N    batch >= N sleeps 60 s (for --timeout)
   FAKE_LOG=path      appends "BATCH GPUPOOL_CONF LD_PRELOAD" per run
-Otherwise exits 0 with ooms=0 and reserved_bytes_peak = BATCH MiB.
+  FAKE_WARNING=TEXT  prints "gpupool: warning: TEXT" on stderr, as the shim does
+  FAKE_LIMIT_IGNORED=1  the report's limit_bytes is 0 whatever GPUPOOL_CONF says (a limit
+                     that did not take effect)
+Otherwise exits 0 with ooms=0 and reserved_bytes_peak = BATCH MiB; the report's limit_bytes
+is GPUPOOL_CONF's limit (sizes with K/M/G/T; a percentage of an 80 GiB device).
 """
 import json
 import os
@@ -25,11 +29,31 @@ if env("FAKE_LOG"):
         f.write("%d %s %s\n" % (batch, env("GPUPOOL_CONF", "-"), env("LD_PRELOAD", "-").split(" ")[0]))
 
 
+def conf_limit():
+    limit = 0
+    for item in env("GPUPOOL_CONF", "").split(","):
+        k, _, v = item.partition(":")
+        if k.strip() != "limit" or v.strip().lower() in ("", "none"):
+            continue
+        v = v.strip()
+        if v.endswith("%"):
+            limit = (80 << 30) * int(v[:-1]) // 100
+            continue
+        num = v.rstrip("BbIi")
+        shift = {"K": 10, "M": 20, "G": 30, "T": 40}.get(num[-1:].upper(), 0)
+        limit = int(float(num[:-1] if shift else num) * (1 << shift))
+    return 0 if env("FAKE_LIMIT_IGNORED") == "1" else limit
+
+
+if env("FAKE_WARNING"):
+    print("gpupool: warning: " + env("FAKE_WARNING"), file=sys.stderr)
+
+
 def report(ooms, peak):
     path = env("GPUPOOL_REPORT")
     if not path or env("FAKE_NO_REPORT") == "1":
         return
-    dev = {"device": 0, "consistent": True, "limit_bytes": 0, "reserved_bytes": 0,
+    dev = {"device": 0, "consistent": True, "limit_bytes": conf_limit(), "reserved_bytes": 0,
            "reserved_bytes_peak": peak, "ooms": ooms, "oom_retries": ooms}
     doc = {"version": 1, "processes": [{"pid": os.getpid(), "comm": "fake_train", "stale": False,
                                          "ndevices": 1, "devices": [dev]}]}

@@ -122,6 +122,69 @@ class MaxBatchTest(unittest.TestCase):
         self.assertEqual({x[1] for x in self.tried()}, {"fence:sync,limit:8G"})
         self.assertEqual({x[2] for x in self.tried()}, {"-"})  # --no-preload
 
+    def test_limit_checked_first(self):
+        r = self.run_mb("--limit", "1Q", env={"FAKE_OOM_ABOVE": "2"})
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+        self.assertIn("--limit 1Q: expected a size up to 256T", r.stderr)
+        self.assertFalse(os.path.exists(self.log))  # nothing ran
+
+    def test_limit_rules_are_the_shims(self):
+        """parse_limit accepts exactly what the shim's parser accepts: gpupool-replay --conf
+        runs src/config.c on the value (GPUPOOL_TEST_REPLAY, set by meson)."""
+        cases = ["8G", "8g", "8GiB", "8gib", "8GB", "8Gb", "8Gi", "8iB", "8b", "512", "0", "0.0", "none", "NONE",
+                 " 8G ", "1.5G", "1.5", "0.5K", "1.1234567G", "8.", ".5G", "+8G", "-1G", "1Q", "1e3", "8 G",
+                 "256T", "257T", "256.000001T", "1%", "100%", "101%", "0%", "050%", "%", "50%%", "5%0", "1,2",
+                 "99999999999999999999999T", "\u0668G"]
+        sys.path.insert(0, os.path.dirname(MAXBATCH))
+        import importlib.machinery
+        import importlib.util
+        loader = importlib.machinery.SourceFileLoader("gpupool_maxbatch", MAXBATCH)
+        mod = importlib.util.module_from_spec(importlib.util.spec_from_loader("gpupool_maxbatch", loader))
+        loader.exec_module(mod)
+        self.assertEqual(mod.parse_limit("8G"), ("bytes", 8 << 30))
+        self.assertEqual(mod.parse_limit("1.5K"), ("bytes", 1536))
+        self.assertEqual(mod.parse_limit("80%"), ("percent", 80))
+        self.assertIsNone(mod.parse_limit("1Q"))
+        replay = os.environ.get("GPUPOOL_TEST_REPLAY")
+        if not replay:
+            self.skipTest("GPUPOOL_TEST_REPLAY (a built gpupool-replay) not set")
+        trace = os.path.join(ROOT, "tests", "traces", "simple_sync.csv")
+        for v in cases:
+            with self.subTest(value=v):
+                r = subprocess.run([replay, "--conf", "limit:" + v, trace], capture_output=True, text=True)
+                self.assertIn(r.returncode, (0, 2), r.stderr)
+                self.assertEqual(mod.parse_limit(v) is not None, r.returncode == 0, r.stderr)
+
+    def test_shim_warnings_shown(self):
+        r = self.run_mb(env={"FAKE_OOM_ABOVE": "3", "FAKE_WARNING": "GPUPOOL_LOG: loud: expected a level"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr.count("gpupool: warning: GPUPOOL_LOG: loud: expected a level"), 1, r.stderr)
+        self.assertIn("probe 1: gpupool: warning:", r.stderr)
+
+    def test_limit_not_in_effect(self):
+        r = self.run_mb("--limit", "8G", env={"FAKE_OOM_ABOVE": "5", "FAKE_LIMIT_IGNORED": "1"})
+        self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+        self.assertIn("probe 1 (batch 1): the limit 8G did not take effect (the report shows limit_bytes 0, "
+                      "not 8589934592)", r.stderr)
+        self.assertNotIn("max batch size", r.stdout)
+        self.assertIn("limit not in effect", r.stdout)
+        self.assertEqual(len(self.tried()), 1)
+        # told by the shim's warning (a report that says nothing of it)
+        os.unlink(self.log)
+        r = self.run_mb("--limit", "50%", env={"FAKE_OOM_ABOVE": "5", "FAKE_WARNING":
+                                                "GPUPOOL_CONF: limit:50%: cannot read device memory; no limit"})
+        self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+        self.assertIn("did not take effect (gpupool warned: gpupool: warning: GPUPOOL_CONF: limit:50%", r.stderr)
+        # in effect: the report's limit is the one asked for; the shim's out-of-memory
+        # warnings name the limit, and are no sign of it missing
+        os.unlink(self.log)
+        r = self.run_mb("--limit", "1.5G", env={"FAKE_OOM_ABOVE": "5", "FAKE_WARNING":
+                                                 "device 0: out of memory allocating 2.0 GiB (reserved 1.0 GiB, "
+                                                 "in use 1.0 GiB, limit 1.5 GiB)"})
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("max batch size: 5 under limit 1.5G", r.stdout)
+
     def test_preload(self):
         lib = os.path.join(self.tmp.name, "libgpupool.so")
         open(lib, "w").close()  # ld.so ignores it with a warning; the fake just logs LD_PRELOAD
@@ -129,10 +192,20 @@ class MaxBatchTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual({x[2] for x in self.tried()}, {lib})
 
+    def test_never_oom_stops(self):
+        r = self.run_mb(cmd=[sys.executable, FAKE, "{}"], env={"FAKE_OOM_ABOVE": str(1 << 30)})
+        self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+        self.assertIn("batch 16777216 still ran without running out of memory", r.stderr)
+        self.assertEqual(len(self.tried()), 25)
+
     def test_usage(self):
         self.assertEqual(self.run_mb(cmd=[sys.executable, FAKE, "3"]).returncode, 2)
         self.assertEqual(self.run_mb("--min", "0").returncode, 2)
         self.assertEqual(self.run_mb("--min", "5", "--max", "4").returncode, 2)
+        self.assertEqual(self.run_mb("--max", str(1 << 41)).returncode, 2)
+        for t in ("nan", "inf", "0", "-1"):
+            r = self.run_mb("--timeout", t)
+            self.assertEqual((r.returncode, r.stderr.count("\n")), (2, 1), t + ": " + r.stderr)
         r = subprocess.run([sys.executable, MAXBATCH], capture_output=True, text=True)
         self.assertEqual(r.returncode, 2)
         r = subprocess.run([sys.executable, MAXBATCH, "--bogus", "--", "x", "{}"], capture_output=True, text=True)

@@ -1,9 +1,10 @@
 #!/bin/sh
 # meson install, complete: installs the build into a temporary DESTDIR and checks the files
 # users are told about are there (the wrapper and the tools, the versioned library and its
-# link, the headers, pkg-config, the Python module, the docs, the man pages when scdoc built
-# them); runs the installed tools' --version and gpupool-run --help; runs PROG over the fake
-# runtime under the installed gpupool-run, which must preload the installed library.
+# link, the headers, pkg-config, the Python module, the docs, the bash completion, the man
+# pages when scdoc built them); runs the installed tools' --version and gpupool-run --help;
+# runs PROG over the fake runtime under the installed gpupool-run, which must preload the
+# installed library.
 # usage: install_test.sh MESON BUILDDIR FAKEDIR PROG MAN(yes|no) RUN(yes|no)
 set -u
 meson=$1 build=$2 fake=$3 prog=$4 man=$5 run=$6
@@ -27,6 +28,11 @@ for f in '*/bin/gpupool-run' '*/bin/gpupool-maxbatch' '*/bin/gpupool-stat' '*/bi
 	'*/pkgconfig/gpupool.pc' '*/gpupool.py' '*/gpupool_hook/sitecustomize.py' \
 	'*/share/doc/gpupool/README.md' '*/share/doc/gpupool/knobs.md'; do
 	one "$f" >/dev/null
+done
+# bash completion: one script under each command's name, loadable as bash-completion would
+for t in gpupool-stat gpupool-replay gpupool-run gpupool-maxbatch; do
+	c=$(one "*/bash-completion/completions/$t") || continue
+	bash -c '. "$1" && complete -p "$2"' sh "$c" "$t" >/dev/null 2>&1 || bad "completion of $t from $c"
 done
 if [ "$man" = yes ]; then
 	for f in man7/gpupool.7 man1/gpupool-stat.1 man1/gpupool-replay.1 man1/gpupool-run.1 \

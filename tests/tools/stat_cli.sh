@@ -1,7 +1,7 @@
 #!/bin/sh
 # The gpupool-stat CLI against live pages: a helper writer (stat_writer) in a private
 # GPUPOOL_SHM_DIR; checks the table, the PID view, --json (python3), --prometheus,
-# --watch, --release (acked and idle), --clean, junk in the directory, the exit report.
+# the width, --watch (piped and on a terminal), --release (acked and idle), --clean, junk in the directory, the exit report.
 set -eu
 . "$(dirname "$0")/stat_lib.sh"
 
@@ -64,9 +64,73 @@ bad=$(grep -v '^# \(HELP\|TYPE\) ' "$D/prom" |
 	grep -cv '^gpupool_[a-z_]*{\(pid="[0-9]*",comm="[^"]*"\(,device="[0-9]*"\)\?\|reason="[a-z_]*"\|version="[0-9A-Za-z.+~-]*"\)} [0-9.]*$' || true)
 [ "$bad" -eq 0 ] || fail "prom grammar: $bad bad lines"
 
-# watch: two refreshes with the ANSI clear
+# the table fits the width: 80 columns (no terminal, no COLUMNS) gives one line per row, and
+# LIMIT/%LIM (device 1 has a 64 GiB limit); --wide every column; SEGS, not MALLOCS
+"$STAT" >"$D/t80" 2>/dev/null || fail "table exit status"
+awk 'length > 80 { bad = 1 } END { exit bad }' "$D/t80" || { cat "$D/t80"; fail "table wider than 80"; }
+grep -q "^ *PID COMMAND *DEV *RESERVED *ALLOCATED *LIMIT *%LIM .*STATE$" "$D/t80" || { cat "$D/t80"; fail "80-column header"; }
+grep -q "^ *$WPID stat_writer *1 .* 64.0 GiB *[0-9.]* .* live$" "$D/t80" || fail "limit columns"
+COLUMNS=200 "$STAT" >"$D/t200" 2>/dev/null || fail "table exit status"
+"$STAT" --wide >"$D/twide" 2>/dev/null || fail "wide exit status"
+for t in t200 twide; do
+	grep -q "RESERVED  ALLOCATED  PEAK_RSVD     CACHED    LARGEST      LIMIT  %LIM  HIT%   SEGS  OOMS  STATE" "$D/$t" ||
+		{ cat "$D/$t"; fail "$t: every column"; }
+done
+if grep -q MALLOCS "$D/twide"; then fail "MALLOCS is SEGS now"; fi
+COLUMNS=30 "$STAT" 2>/dev/null | grep -q "^ *PID COMMAND *DEV *STATE$" || fail "narrowest table"
+
+# watch, piped: plain frames one after the other, each after a timestamp line; never an
+# escape code (nor in JSON or Prometheus text)
 "$STAT" --watch 0.2 --count 2 >"$D/watch" 2>/dev/null || fail "watch exit status"
-[ "$(grep -o "$(printf '\033')\[2J" "$D/watch" | wc -l)" -eq 2 ] || fail "watch refreshes"
+cat "$D/watch"
+if grep -q "$(printf '\033')" "$D/watch"; then fail "escape codes in piped --watch"; fi
+[ "$(grep -c '^-- gpupool-stat .* every 0.2s  [0-9-]* [0-9:]*$' "$D/watch")" -eq 2 ] || fail "watch frames"
+[ "$(grep -c '^ *PID COMMAND' "$D/watch")" -eq 2 ] || fail "watch tables"
+for m in --json --prometheus --openmetrics; do
+	"$STAT" $m --watch 0.1 --count 2 >"$D/watchm" 2>/dev/null || fail "watch $m exit status"
+	if grep -q "$(printf '\033')" "$D/watchm"; then fail "escape codes in $m --watch"; fi
+done
+"$STAT" --json --watch 0.1 --count 3 2>/dev/null | python3 -c '
+import json, sys
+dec, text, docs = json.JSONDecoder(), sys.stdin.read(), 0
+i = 0
+while text[i:].strip():
+    while text[i].isspace():
+        i += 1
+    _, i = dec.raw_decode(text, i)
+    docs += 1
+assert docs == 3, docs' || fail "watch --json: three documents"
+# on a terminal (a pty from python3): alternate screen in, clear and home per frame, out
+# again; the same when SIGTERM or SIGINT ends it
+python3 - "$STAT" <<'PYEOF' || fail "watch on a terminal"
+import os, pty, signal, sys
+
+def run(args, sig=None):
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(sys.argv[1], [sys.argv[1]] + args)
+    out = b""
+    while True:
+        if sig and b"PID" in out:
+            os.kill(pid, sig)
+            sig = None
+        try:
+            b = os.read(fd, 65536)
+        except OSError:
+            break
+        if not b:
+            break
+        out += b
+    _, st = os.waitpid(pid, 0)
+    assert os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0, st
+    assert out.startswith(b"\x1b[?1049h"), out[:40]
+    assert out.rstrip(b"\r\n").endswith(b"\x1b[?1049l"), out[-40:]
+    return out
+
+assert run(["--watch", "0.1", "--count", "2"]).count(b"\x1b[H\x1b[2J") == 2
+run(["--watch", "10"], signal.SIGTERM)
+run(["--watch", "10"], signal.SIGINT)
+PYEOF
 
 # release: acked by the busy writer, timed out by the idle one
 "$STAT" --release "$WPID" >"$D/rel" || fail "release exit status"
@@ -79,7 +143,10 @@ grep -q "did not answer release request 1 within" "$D/rel2" || fail "idle releas
 # clean: the killed idle writer's page and the junk file go, the live page stays
 kill -9 "$IPID"
 wait "$IPID" 2>/dev/null || true
-"$STAT" 2>/dev/null | grep -q "^ *$IPID stat_writer .* stale" || fail "stale row"
+"$STAT" >"$D/gone" 2>/dev/null || fail "table exit status with a gone process"
+cat "$D/gone"
+grep -q "^ *$IPID stat_writer .* gone$" "$D/gone" || fail "gone row"
+grep -q "^1 process gone without removing its page (gpupool-stat --clean removes it)$" "$D/gone" || fail "gone line"
 "$STAT" --clean >"$D/clean" 2>/dev/null || fail "clean exit status"
 cat "$D/clean"
 grep -q "removed gpupool.$IPID: pid $IPID is gone" "$D/clean" || fail "clean idle page"

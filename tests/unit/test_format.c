@@ -149,12 +149,55 @@ static void test_table(void **state)
 	assert_non_null(strstr(t, "1.5 GiB"));
 	assert_non_null(strstr(t, "we\"ird\\x??")); /* control and high bytes shown as '?' */
 	assert_non_null(strstr(t, "inconsistent (writer died mid-update?)"));
-	assert_non_null(strstr(t, "stale"));
+	assert_non_null(strstr(t, " gone\n"));
+	assert_non_null(strstr(t, "1 process gone without removing its page"));
+	assert_non_null(strstr(t, " SEGS "));
+	assert_null(strstr(t, "MALLOCS"));
+	/* a limit on device 0 of pid 4242: 1.5 GiB of 40 GiB reserved */
+	assert_non_null(strstr(t, "   40.0 GiB   3.8 "));
 	int lines = 0;
 	for (const char *p = t; *p; p++)
 		lines += *p == '\n';
-	assert_int_equal(lines, 5); /* header + 2 processes x 2 devices */
+	assert_int_equal(lines, 6); /* header + 2 processes x 2 devices + the gone line */
 }
+
+/* Each width gives rows no wider than it, down to the columns that always stay; 0 gives all. */
+static void test_table_fit(void **state)
+{
+	(void)state;
+	static const unsigned widths[] = {0, 200, 120, 100, 80, 79, 60, 40, 10};
+	for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) {
+		struct gp_format_out o;
+		gp_format_to_buf(&o, out, sizeof out);
+		gp_format_table_fit(&o, procs, 1, widths[k]);
+		assert_int_equal(gp_format_flush(&o), 0);
+		unsigned longest = 0, cur = 0;
+		for (const char *p = out; *p; p++) {
+			cur = *p == '\n' ? 0 : cur + 1;
+			longest = cur > longest ? cur : longest;
+		}
+		if (widths[k] == 0 || widths[k] >= 125) {
+			assert_non_null(strstr(out, "LARGEST"));
+			assert_int_equal(longest, 125);
+		} else if (widths[k] >= 60) {
+			assert_true(longest <= widths[k]);
+			assert_non_null(strstr(out, "RESERVED"));
+		}
+		if (widths[k] == 80) { /* what an 80-column terminal shows */
+			assert_non_null(strstr(out, "    PID COMMAND         DEV   RESERVED  ALLOCATED      LIMIT  %LIM"));
+			assert_null(strstr(out, "LARGEST"));
+		}
+		assert_non_null(strstr(out, "PID COMMAND         DEV"));
+		assert_non_null(strstr(out, "STATE"));
+	}
+	/* no limit anywhere: no LIMIT column */
+	uint64_t lim = pages[0].dev[0].limit_bytes;
+	pages[0].dev[0].limit_bytes = 0;
+	const char *t = render(gp_format_table, 1);
+	pages[0].dev[0].limit_bytes = lim;
+	assert_null(strstr(t, "LIMIT"));
+}
+
 
 static void test_detail_and_report(void **state)
 {
@@ -222,7 +265,7 @@ static void test_json(void **state)
 	snprintf(cmd, sizeof cmd,
 		 "python3 -c 'import json,sys\n"
 		 "d=json.load(open(sys.argv[1]))\n"
-		 "assert d[\"version\"]==2\n"
+		 "assert d[\"version\"]==1\n"
 		 "assert d[\"skipped_pages\"]==5 and d[\"skipped\"]=={\"invalid\":2,\"foreign\":3,\"limit\":0}\n"
 		 "for p in d[\"processes\"]:\n"
 		 "  print(\"P\", p[\"pid\"], json.dumps(p[\"comm\"]), p[\"stale\"], len(p[\"devices\"]))\n"
@@ -558,6 +601,7 @@ int main(void)
 		cmocka_unit_test(test_bytes),
 		cmocka_unit_test(test_writer_targets),
 		cmocka_unit_test_setup(test_table, setup),
+		cmocka_unit_test_setup(test_table_fit, setup),
 		cmocka_unit_test_setup(test_detail_and_report, setup),
 		cmocka_unit_test_setup(test_json, setup),
 		cmocka_unit_test_setup(test_prometheus, setup),

@@ -1,0 +1,73 @@
+#!/bin/bash
+# completions/gpupool.bash in a plain bash (no bash-completion package): each command has a
+# completion, --wa completes to --watch, and every option a tool's --help lists completes
+# (so a new option cannot be left out). $1: the source tree, $2 gpupool-stat, $3
+# gpupool-replay.
+set -u
+src=$1 stat=$2 replay=$3
+failed=0
+fail() { echo "FAIL: $*" >&2; failed=1; }
+. "$src/completions/gpupool.bash" || { echo "FAIL: sourcing completions/gpupool.bash"; exit 1; }
+
+# comp WORD...: the completion of the last word, in COMPREPLY
+comp() {
+	COMP_WORDS=("$@")
+	COMP_CWORD=$(($# - 1))
+	COMP_LINE="$*"
+	COMP_POINT=${#COMP_LINE}
+	COMPREPLY=()
+	local spec fn
+	spec=$(complete -p "$1") || { fail "no completion for $1"; return; }
+	fn=$(sed 's/.*-F \([^ ]*\) .*/\1/' <<<"$spec")
+	"$fn" "$1" "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+}
+expect() { # WANT WORD...
+	local want=$1
+	shift
+	comp "$@"
+	[ "${COMPREPLY[*]-}" = "$want" ] || fail "completing '$*': got '${COMPREPLY[*]-}', expected '$want'"
+}
+
+for t in gpupool-stat gpupool-replay gpupool-run gpupool-maxbatch; do
+	complete -p "$t" >/dev/null 2>&1 || fail "complete -p $t"
+done
+complete -p gpupool-stat | grep -q -- '-F _gpupool_stat gpupool-stat$' || fail "complete -p gpupool-stat: $(complete -p gpupool-stat)"
+expect --watch gpupool-stat --wa
+expect "--openmetrics" gpupool-stat --op
+expect "--fence-latency-us" gpupool-replay --fe
+expect "--torch-snapshot" gpupool-replay --to
+expect "--timeline --timeline-rows" gpupool-replay --ti
+expect "--plot" gpupool-replay --pl
+expect "limit:" gpupool-replay --conf lim
+expect "fence:sync,max_split_size:" gpupool-replay --conf fence:sync,max
+expect "--print-lib" gpupool-run --pr
+expect "--limit" gpupool-maxbatch --li
+expect "" gpupool-stat --watch ""
+# pids from the pages in GPUPOOL_SHM_DIR
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+touch "$d/gpupool.4242" "$d/gpupool.77"
+GPUPOOL_SHM_DIR=$d expect "4242" gpupool-stat --release 42
+# after gpupool-run and gpupool-maxbatch's --, commands
+comp gpupool-run bas
+[[ " ${COMPREPLY[*]-} " == *" bash "* ]] || fail "gpupool-run bas: no bash in '${COMPREPLY[*]-}'"
+comp gpupool-maxbatch --limit 8G -- bas
+[[ " ${COMPREPLY[*]-} " == *" bash "* ]] || fail "gpupool-maxbatch -- bas: no bash"
+# every long option of --help completes
+for tool in "$stat" "$replay"; do
+	name=$(basename "$tool")
+	for opt in $("$tool" --help | grep -o -- '--[a-z][a-z-]*' | sort -u); do
+		comp "$name" "$opt"
+		[[ " ${COMPREPLY[*]-} " == *" $opt "* ]] || fail "$name: $opt (in --help) does not complete"
+	done
+done
+for opt in $("$src/scripts/gpupool-maxbatch" --help | grep -o -- '--[a-z][a-z-]*' | sort -u); do
+	comp gpupool-maxbatch "$opt"
+	[[ " ${COMPREPLY[*]-} " == *" $opt "* ]] || fail "gpupool-maxbatch: $opt (in --help) does not complete"
+done
+for opt in $("$src/scripts/gpupool-run" --help | sed -n '/^Options:/,$p' | grep -o -- '--[a-z][a-z-]*' | sort -u); do
+	comp gpupool-run "$opt"
+	[[ " ${COMPREPLY[*]-} " == *" $opt "* ]] || fail "gpupool-run: $opt (in --help) does not complete"
+done
+[ "$failed" -eq 0 ] && echo "completion: all checks passed"
+exit "$failed"
