@@ -33,6 +33,8 @@ struct gp_config {
 	enum gp_fence_policy fence;
 	unsigned fence_interval_us;    /* fence thread: wait this long for more frees before fencing */
 	bool fence_marker;             /* fence at the point of the free (events); false: device syncs */
+	bool legacy_stream;            /* the program's GPU work is all on the legacy default stream:
+					* cudaMalloc/cudaFree are stream-ordered on it (registry.h) */
 	char report[GP_PATH_MAX];      /* "stderr" (default), "none", or a file path */
 	enum gp_report_format report_format;
 	bool stats_page;               /* create /dev/shm/gpupool.<pid> */

@@ -111,11 +111,12 @@ static CUresult capturing(const struct gp_driver *D, const struct gp_registry *r
 	return e;
 }
 
-static inline gp_stream stream_key(CUstream s, enum gp_drv_call call)
+static inline gp_stream stream_key(const struct gp_registry *r, CUstream s, enum gp_drv_call call)
 {
 	/* the driver's stream handles are the runtime's (CU_STREAM_LEGACY is cudaStreamLegacy,
 	 * CU_STREAM_PER_THREAD cudaStreamPerThread): one key space for both layers */
-	return call == GP_DRV_SYNC ? GP_NO_STREAM : gp_cuda_stream_key((cudaStream_t)s, call == GP_DRV_ASYNC_PTSZ);
+	return call == GP_DRV_SYNC ? atomic_load_explicit(&r->sync_key, memory_order_relaxed)
+				   : gp_cuda_stream_key((cudaStream_t)s, call == GP_DRV_ASYNC_PTSZ);
 }
 
 CUresult gp_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, enum gp_drv_call call)
@@ -150,7 +151,7 @@ CUresult gp_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, enum gp
 	}
 	uintptr_t a = 0;
 	bool sync = call == GP_DRV_SYNC;
-	if (gp_registry_alloc(p, dev, size, stream_key(s, call), sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC,
+	if (gp_registry_alloc(p, dev, size, stream_key(r, s, call), sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC,
 			      sync ? 0 : (cudaStream_t)s, &a) != 0) {
 		char msg[256];
 		gp_registry_oom_message(msg, sizeof msg, dev, size);
@@ -186,7 +187,7 @@ CUresult gp_driver_mem_free(CUdeviceptr ptr, CUstream s, enum gp_drv_call call)
 	if (r->drv_off || !ptr)
 		return real_free(D, ptr, s, call);
 	uint64_t t0 = r->tracing ? gp_trace_now_ns() : 0;
-	gp_stream key = stream_key(s, call);
+	gp_stream key = stream_key(r, s, call);
 	bool cap = false;
 	CUresult ce = capturing(D, r, s, call, &cap);
 	if (ce != CUDA_SUCCESS)
@@ -217,7 +218,7 @@ CUresult gp_driver_mem_free(CUdeviceptr ptr, CUstream s, enum gp_drv_call call)
 		e = CUDA_ERROR_INVALID_VALUE;
 	} else {
 		gp_registry_count_driver(dev, GP_DRIVER_FREE);
-		if (call == GP_DRV_SYNC)
+		if (key == GP_NO_STREAM)
 			gp_fence_thread_wake();
 	}
 	if (r->tracing)
@@ -363,10 +364,14 @@ CUresult gp_driver_stream_create(CUstream *ph, unsigned flags, int priority, boo
 	if (!D || (with_priority ? !D->cuStreamCreateWithPriority : !D->cuStreamCreate))
 		return absent(D);
 	CUresult e = with_priority ? D->cuStreamCreateWithPriority(ph, flags, priority) : D->cuStreamCreate(ph, flags);
-	if (e != CUDA_SUCCESS || !(flags & CU_STREAM_NON_BLOCKING))
+	if (e != CUDA_SUCCESS)
+		return e;
+	const struct gp_registry *r = gp_registry_get_driver();
+	if (!r->drv_off)
+		gp_registry_stream_seen(r, "created a stream (cuStreamCreate)");
+	if (!(flags & CU_STREAM_NON_BLOCKING))
 		return e;
 	/* the runtime backend's markers must cover it (the driver backend has none) */
-	const struct gp_registry *r = gp_registry_get_driver();
 	bool primary = false;
 	int d = r->drv_off || !r->rt || !r->cfg.fence_marker ? -1 : current_device(D, r, &primary);
 	if (d >= 0 && primary)

@@ -59,6 +59,7 @@ static void init_once(void)
 	gp_log_set_level(R.cfg.log_level);
 	R.refuse = rc != 0;
 	R.captures = gp_capture_counter();
+	atomic_init(&R.sync_key, R.cfg.legacy_stream ? (gp_stream)0 : GP_NO_STREAM);
 	R.off = true; /* until a runtime is found (use_runtime) */
 	R.drv_off = true; /* until a runtime or the driver is found */
 	if (R.refuse)
@@ -294,6 +295,13 @@ void gp_registry_count_passthrough(int dev, bool alloc)
 		__atomic_add_fetch(&st->passthrough_allocs, 1, __ATOMIC_RELAXED);
 	else
 		__atomic_add_fetch(&st->passthrough_frees, 1, __ATOMIC_RELAXED);
+}
+
+void gp_registry_stream_made(const char *how)
+{
+	if (atomic_exchange(&R.sync_key, GP_NO_STREAM) != GP_NO_STREAM)
+		gp_log(GP_LOG_WARN, "legacy_stream:1, but the program %s: cudaFree'd blocks wait for fences "
+				    "from now on", how);
 }
 
 void gp_registry_count_driver(int dev, enum gp_driver_count what)

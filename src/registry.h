@@ -33,6 +33,10 @@ struct gp_registry {
 	bool tracing;
 	bool drv_off;                /* the driver layer serves nothing (driver.c): disabled, no
 				      * runtime nor driver, or one that lacks what the pool needs */
+	/* The pool stream key of cudaMalloc and cudaFree (and cuMemAlloc, cuMemFree): GP_NO_STREAM,
+	 * a free waits for a fence; or, with legacy_stream:1 until the program makes a stream
+	 * (gp_registry_stream_made), the legacy stream's key 0: stream-ordered on it. */
+	_Atomic gp_stream sync_key;
 	_Atomic(gp_pool *) pools[GPUPOOL_MAX_DEVICES];
 	struct gpupool_device_stats *slots[GPUPOOL_MAX_DEVICES]; /* each pool's page slot, set with it */
 };
@@ -73,6 +77,16 @@ void gp_registry_oom_message(char *buf, size_t cap, int dev, size_t size);
 
 /* One trace row for a call that began at t0 (gp_trace_now_ns). Only while r->tracing. */
 void gp_registry_trace(int op, int dev, cudaStream_t s, size_t size, void *ptr, uint64_t t0, cudaError_t e);
+
+/* The program made a stream (any kind, through either layer) or used the per-thread default
+ * stream: from now on cudaFree'd blocks wait for fences (legacy_stream:1 no longer holds;
+ * warns once). Cheap when legacy_stream is off. */
+void gp_registry_stream_made(const char *how);
+static inline void gp_registry_stream_seen(const struct gp_registry *r, const char *how)
+{
+	if (__builtin_expect(atomic_load_explicit(&r->sync_key, memory_order_relaxed) != GP_NO_STREAM, 0))
+		gp_registry_stream_made(how);
+}
 
 /* Counts a call passed through to the runtime in the page slot of `dev` (-1: none). */
 void gp_registry_count_passthrough(int dev, bool alloc);

@@ -47,6 +47,7 @@ void gp_replay_opts_from_config(struct gp_replay_opts *o, const struct gp_config
 	gp_config_pool_params(c, 0, &o->params);
 	o->fence = (int)c->fence;
 	o->fence_interval_us = c->fence_interval_us;
+	o->legacy_stream = c->legacy_stream;
 }
 
 static const char *no_env(const char *name)
@@ -178,7 +179,7 @@ static int replay_row(struct state *s, const struct gp_replay_opts *o, struct gp
 		gp_pool *p = pool_for(s, o, dev, &rc);
 		if (!p)
 			return row_error(r, path, row, rc, "cannot create a pool");
-		gp_stream sk = row->op == GP_TRACE_MALLOC ? GP_NO_STREAM : stream_key(row);
+		gp_stream sk = row->op != GP_TRACE_MALLOC ? stream_key(row) : o->legacy_stream ? 0 : GP_NO_STREAM;
 		uintptr_t addr;
 		t0 = now_ns();
 		rc = gp_pool_alloc(p, (size_t)row->size, sk, &addr);
@@ -232,7 +233,7 @@ static int replay_row(struct state *s, const struct gp_replay_opts *o, struct gp
 				       path, row->line, (unsigned long)row->ptr);
 			return 0;
 		}
-		gp_stream sk = row->op == GP_TRACE_FREE ? GP_NO_STREAM : stream_key(row);
+		gp_stream sk = row->op != GP_TRACE_FREE ? stream_key(row) : o->legacy_stream ? 0 : GP_NO_STREAM;
 		gp_pool *p = s->pool[m->dev];
 		if (s->ev && (rc = gp_replay_events_free_begin(s->ev, p, m->dev, m->addr,
 							      sk == GP_NO_STREAM ? 0 : row->stream)))

@@ -58,6 +58,8 @@ struct gp_replay_opts {
 	unsigned fence_latency_us;     /* how far the modelled device lags the program: a marker
 					* recorded at clock c is done at c + this, a device_sync at c
 					* returns then (us, 0) */
+	bool legacy_stream;            /* legacy_stream:1: cudaMalloc/cudaFree rows are stream-ordered
+					* on the legacy stream (no fence), as the shim makes them */
 	size_t sort_window;            /* rows buffered to restore t_ns order, 0 = file order */
 	uint64_t limit_rows;           /* stop after this many data rows; 0 = all */
 	/* Told every event, in this order; NULL entries are skipped. The replay does the
@@ -68,7 +70,7 @@ struct gp_replay_opts {
 /* The knobs' defaults (the config table's), everything else off. */
 void gp_replay_opts_default(struct gp_replay_opts *o);
 struct gp_config;
-/* Sets params, fence and fence_interval_us from a parsed config (GPUPOOL_CONF or --conf);
+/* Sets params, fence, fence_interval_us and legacy_stream from a parsed config (GPUPOOL_CONF or --conf);
  * leaves the other fields alone. A percentage limit is ignored (no device size to take
  * it of). */
 void gp_replay_opts_from_config(struct gp_replay_opts *o, const struct gp_config *c);

@@ -18,6 +18,7 @@
 #include "registry.h"
 #include "runtime.h"
 #include "statpage.h"
+#include "streamkey.h"
 #include "trace.h"
 
 /* How long gpupool_stats waits for a device's counters to settle (ns). The pool keeps them
@@ -158,7 +159,10 @@ cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call
 	if (r->ndev > 1 && free_hint != dev)
 		free_hint = dev;
 	bool sync = call == GP_CALL_SYNC;
-	gp_stream key = sync ? GP_NO_STREAM : gp_cuda_stream_key(s, call == GP_CALL_ASYNC_PTSZ);
+	gp_stream key = sync ? atomic_load_explicit(&r->sync_key, memory_order_relaxed)
+			     : gp_cuda_stream_key(s, call == GP_CALL_ASYNC_PTSZ);
+	if (!sync && __builtin_expect(gp_streamkey_tag(key) == GP_STREAMKEY_PTDS, 0))
+		gp_registry_stream_seen(r, "used the per-thread default stream");
 	uintptr_t a = 0;
 	if (__builtin_expect(gp_registry_alloc(p, dev, size, key, sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC,
 					       sync ? 0 : s, &a) != 0, 0))
@@ -193,7 +197,8 @@ cudaError_t gp_shim_free(void *ptr, cudaStream_t s, enum gp_call call)
 		return absent(r); /* a runtime without the stream-ordered allocator */
 	uint64_t t0 = r->tracing ? gp_trace_now_ns() : 0;
 	int first = r->ndev == 1 ? 0 : free_hint;
-	gp_stream key = call == GP_CALL_SYNC ? GP_NO_STREAM : gp_cuda_stream_key(s, call == GP_CALL_ASYNC_PTSZ);
+	gp_stream key = call == GP_CALL_SYNC ? atomic_load_explicit(&r->sync_key, memory_order_relaxed)
+					     : gp_cuda_stream_key(s, call == GP_CALL_ASYNC_PTSZ);
 	int rc = -ENOENT, owner = -1;
 	gp_pool *p = atomic_load_explicit(&r->pools[first], memory_order_acquire);
 	if (p && capture_possible(r, call)) {
@@ -226,7 +231,7 @@ cudaError_t gp_shim_free(void *ptr, cudaStream_t s, enum gp_call call)
 		       call == GP_CALL_SYNC ? "cudaFree" : "cudaFreeAsync", ptr);
 		e = cudaErrorInvalidValue;
 		gp_last_error_set(r->rt, e);
-	} else if (call == GP_CALL_SYNC) {
+	} else if (key == GP_NO_STREAM) {
 		gp_fence_thread_wake();
 	}
 	if (r->tracing && rc != -ENOENT)
@@ -368,6 +373,8 @@ cudaError_t gp_shim_stream_create(cudaStream_t *s, unsigned flags, int priority,
 	/* a non-blocking stream is not covered by the legacy stream: markers record on it too */
 	if (e == cudaSuccess && !r->off && r->cfg.fence_marker && how != GP_STREAM_CREATE)
 		gp_cuda_stream_created(r->rt, *s, flags);
+	if (e == cudaSuccess && !r->off)
+		gp_registry_stream_seen(r, "created a stream");
 	return e;
 }
 
