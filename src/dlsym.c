@@ -15,10 +15,22 @@
 
 typedef void *(*dlsym_fn)(void *, const char *);
 
+/* A sanitizer runtime preloaded ahead of gpupool (the test builds' ASan and TSan) resolves
+ * its interceptors with dlsym before it has initialised itself: the code on that path must
+ * not be instrumented (its shadow memory does not exist yet). */
+#if defined(__has_attribute)
+#if __has_attribute(no_sanitize)
+#define GP_EARLY __attribute__((no_sanitize("address", "thread", "undefined")))
+#endif
+#endif
+#ifndef GP_EARLY
+#define GP_EARLY
+#endif
+
 /* The real dlsym; read by the trampoline below (hidden, so no GOT). */
 __attribute__((visibility("hidden"))) dlsym_fn gp_dlsym_next;
 
-static void *no_dlsym(void *handle, const char *name)
+GP_EARLY static void *no_dlsym(void *handle, const char *name)
 {
 	(void)handle, (void)name;
 	return NULL;
@@ -26,7 +38,7 @@ static void *no_dlsym(void *handle, const char *name)
 
 /* glibc 2.34 moved dlsym into libc under a new version; older glibc (and programs built
  * against it) have it at GLIBC_2.2.5 (x86-64) or GLIBC_2.17 (aarch64). */
-static dlsym_fn next_dlsym(void)
+GP_EARLY static dlsym_fn next_dlsym(void)
 {
 	dlsym_fn f = __atomic_load_n(&gp_dlsym_next, __ATOMIC_ACQUIRE);
 	if (__builtin_expect(f != NULL, 1))
@@ -65,7 +77,7 @@ static bool caller_is_runtime(const void *caller)
  * only on libcuda's handle, RTLD_DEFAULT or RTLD_NEXT: the cost for any other name is a
  * call and two compares. */
 __attribute__((visibility("hidden"))) void *gp_dlsym_answer(void *handle, const char *name, const void *caller);
-void *gp_dlsym_answer(void *handle, const char *name, const void *caller)
+GP_EARLY void *gp_dlsym_answer(void *handle, const char *name, const void *caller)
 {
 	(void)next_dlsym();
 	/* driver names are cu + a capital (cuMemAlloc_v2); the runtime's are cuda... */

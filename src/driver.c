@@ -5,9 +5,11 @@
  * must not depend on the runtime layer's hook bodies (shim.c) or the pool's internals. */
 #include "driver.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "backend_cuda.h"
@@ -358,7 +360,8 @@ CUresult gp_driver_end_capture(CUstream s, CUgraph *graph, bool ptsz)
 	return e;
 }
 
-CUresult gp_driver_stream_create(CUstream *ph, unsigned flags, int priority, bool with_priority)
+CUresult gp_driver_stream_create(CUstream *ph, unsigned flags, int priority, bool with_priority,
+				 const void *caller)
 {
 	const struct gp_driver *D = gp_driver_get();
 	if (!D || (with_priority ? !D->cuStreamCreateWithPriority : !D->cuStreamCreate))
@@ -367,8 +370,13 @@ CUresult gp_driver_stream_create(CUstream *ph, unsigned flags, int priority, boo
 	if (e != CUDA_SUCCESS)
 		return e;
 	const struct gp_registry *r = gp_registry_get_driver();
-	if (!r->drv_off)
-		gp_registry_stream_seen(r, "created a stream (cuStreamCreate)");
+	if (!r->drv_off && atomic_load_explicit(&r->sync_key, memory_order_relaxed) != GP_NO_STREAM) {
+		Dl_info info;
+		char how[320];
+		snprintf(how, sizeof how, "created a stream (cuStreamCreate, called from %s)",
+			 caller && dladdr(caller, &info) && info.dli_fname ? info.dli_fname : "an unknown library");
+		gp_registry_stream_made(how);
+	}
 	if (!(flags & CU_STREAM_NON_BLOCKING))
 		return e;
 	/* the runtime backend's markers must cover it (the driver backend has none) */

@@ -24,8 +24,10 @@ enum gp_drv_begin { GP_DRV_BEGIN_V1, GP_DRV_BEGIN_V1_PTSZ, GP_DRV_BEGIN_V2, GP_D
 CUresult gp_driver_begin_capture(CUstream s, CUstreamCaptureMode mode, enum gp_drv_begin which);
 CUresult gp_driver_end_capture(CUstream s, CUgraph *graph, bool ptsz);
 
-/* cuStreamCreate (with_priority false) and cuStreamCreateWithPriority. */
-CUresult gp_driver_stream_create(CUstream *ph, unsigned flags, int priority, bool with_priority);
+/* cuStreamCreate (with_priority false) and cuStreamCreateWithPriority; `caller`: the return
+ * address of the hooked call (named in the legacy_stream warning). */
+CUresult gp_driver_stream_create(CUstream *ph, unsigned flags, int priority, bool with_priority,
+				 const void *caller);
 CUresult gp_driver_stream_destroy(CUstream s, bool v2);
 CUresult gp_driver_primary_ctx_reset(CUdevice dev, bool v2);
 CUresult gp_driver_ctx_destroy(CUcontext ctx, bool v2);

@@ -86,12 +86,12 @@ GP_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
 
 GP_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
 {
-	return gp_driver_stream_create(phStream, Flags, 0, false);
+	return gp_driver_stream_create(phStream, Flags, 0, false, __builtin_return_address(0));
 }
 
 GP_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
 {
-	return gp_driver_stream_create(phStream, flags, priority, true);
+	return gp_driver_stream_create(phStream, flags, priority, true, __builtin_return_address(0));
 }
 
 GP_EXPORT CUresult cuStreamDestroy(CUstream hStream) { return gp_driver_stream_destroy(hStream, false); }

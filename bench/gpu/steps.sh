@@ -10,6 +10,9 @@
 #   empty_cache     empty_cache() after every step, no gpupool
 #   async-gp        PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync under LD_PRELOAD
 #   pluggable       gpupool as PyTorch's allocator (train.py --mode pluggable)
+#   nocache-gpl     nocache-gp with GPUPOOL_CONF=legacy_stream:1 (PyTorch issues all its work on
+#                   the legacy stream: cudaFree'd blocks reused in its order, no fence)
+#   empty_cache-gpl empty_cache-gp with GPUPOOL_CONF=legacy_stream:1
 # Every gpupool run writes its exit report as JSON (GPUPOOL_REPORT) next to its log; the
 # peak reserved of a gpupool run is the pool's reserved_bytes_peak from it, else PyTorch's
 # max_memory_reserved. bench/gpu/steps_table.py OUTDIR... prints the table.
@@ -55,7 +58,7 @@ MODELS=("$@")
 for m in "${MODELS[@]}"; do
 	case $m in resnet50 | gpt2 | bert | llama) ;; *) echo "steps.sh: unknown model '$m' (resnet50, gpt2, bert, llama)" >&2; exit 2 ;; esac
 done
-ALL=default,nocache-gp,empty_cache-gp,nocache,empty_cache,async-gp,pluggable
+ALL=default,nocache-gp,empty_cache-gp,nocache,empty_cache,async-gp,pluggable,nocache-gpl,empty_cache-gpl
 if [ -n "${CONFIGS:-}" ]; then
 	IFS=, read -ra CFGS <<<"$CONFIGS"
 	for c in "${CFGS[@]}"; do
@@ -126,6 +129,9 @@ for r in $(seq "$ROUND0" $((ROUND0 + ROUNDS - 1))); do
 			*-gp)
 				GPUPOOL_REPORT=$O/$name.json LD_PRELOAD=$GPUPOOL_LIB \
 					run "$name" python3 bench/gpu/train.py --model "$m" --mode "${c%-gp}" --warmup "$w" --steps "$n" ;;
+			*-gpl)
+				GPUPOOL_CONF=legacy_stream:1 GPUPOOL_REPORT=$O/$name.json LD_PRELOAD=$GPUPOOL_LIB \
+					run "$name" python3 bench/gpu/train.py --model "$m" --mode "${c%-gpl}" --warmup "$w" --steps "$n" ;;
 			pluggable)
 				GPUPOOL_REPORT=$O/$name.json \
 					run "$name" python3 bench/gpu/train.py --model "$m" --mode pluggable --warmup "$w" --steps "$n" ;;

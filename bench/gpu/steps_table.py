@@ -17,7 +17,8 @@ import re
 import statistics
 import sys
 
-ORDER = ["default", "nocache-gp", "empty_cache-gp", "nocache", "empty_cache", "async-gp", "pluggable"]
+ORDER = ["default", "nocache-gp", "nocache-gpl", "empty_cache-gp", "empty_cache-gpl", "nocache", "empty_cache", "async-gp",
+         "pluggable"]
 MODELS = ["resnet50", "gpt2", "bert", "llama"]
 NAME = re.compile(r"^r(\d+)-(resnet50|gpt2|bert|llama)-([a-z_-]+)\.log$")
 
@@ -51,7 +52,7 @@ def read(dirs):
                 continue
             kv = dict(t.split("=", 1) for t in line.split() if "=" in t)
             r["ms"].append(float(kv["step_ms"]))
-            peak = report_peak(path[:-4] + ".json") if m.group(3).endswith("-gp") or m.group(3) == "pluggable" else None
+            peak = report_peak(path[:-4] + ".json") if m.group(3).endswith(("-gp", "-gpl")) or m.group(3) == "pluggable" else None
             if peak is None:
                 peak = int(kv.get("peak_reserved", "0"))
             if peak:
