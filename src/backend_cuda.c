@@ -170,6 +170,8 @@ struct cu_marker {
 	unsigned made;          /* events created (reused from marker to marker) */
 	unsigned done;          /* ev[0..done) seen complete (fence_query, under the pool lock) */
 	struct cu_marker *next; /* spares */
+	struct cu_marker *all_prev, *all_next; /* every marker of the device (spare or held by
+						* a pool), for a device reset */
 };
 
 struct cu_device_streams {
@@ -182,6 +184,7 @@ struct cu_device_streams {
 				 * device synchronize */
 	struct cu_marker *spare;
 	unsigned nspare;
+	struct cu_marker *all;  /* every marker made, spare or held */
 };
 
 /* Everything below is guarded by `streams_lock`, taken after the capture gate. */
@@ -330,6 +333,11 @@ static struct cu_marker *marker_get(const struct gp_runtime *rt, struct cu_devic
 		ds->nspare--;
 	} else if (!(m = calloc(1, sizeof *m))) {
 		return NULL;
+	} else {
+		m->all_next = ds->all;
+		if (ds->all)
+			ds->all->all_prev = m;
+		ds->all = m;
 	}
 	if (m->made < n) {
 		cudaEvent_t *ev = realloc(m->ev, n * sizeof *ev);
@@ -361,6 +369,12 @@ static void marker_put(const struct gp_runtime *rt, struct cu_device_streams *ds
 	}
 	for (unsigned i = 0; i < m->made; i++)
 		(void)rt->EventDestroy(m->ev[i]);
+	if (m->all_prev)
+		m->all_prev->all_next = m->all_next;
+	else
+		ds->all = m->all_next;
+	if (m->all_next)
+		m->all_next->all_prev = m->all_prev;
 	free(m->ev);
 	free(m);
 }
@@ -467,20 +481,29 @@ static void cu_fence_drop(void *ctx, int device, uint64_t token)
 	pthread_mutex_unlock(&streams_lock);
 }
 
-void gp_cuda_device_forget(int device)
+void gp_cuda_device_forget(const struct gp_runtime *rt, int device)
 {
 	if (device < 0 || device >= GPUPOOL_MAX_DEVICES)
 		return;
 	pthread_mutex_lock(&streams_lock);
 	struct cu_device_streams *ds = &devs[device];
-	/* the reset destroyed every stream and event of the device: their handles are not
-	 * passed to the runtime again (the pools that held markers are abandoned with it) */
-	while (ds->spare) {
-		struct cu_marker *m = ds->spare;
-		ds->spare = m->next;
+	/* the reset is about to destroy every stream and event of the device: gpupool's own
+	 * events go first (spare markers and those the abandoned pool holds, which it never
+	 * passes back), and no handle is passed to the runtime again */
+	cudaError_t before = rt->PeekAtLastError();
+	int cur = enter_device(rt, device);
+	while (ds->all) {
+		struct cu_marker *m = ds->all;
+		ds->all = m->all_next;
+		for (unsigned i = 0; i < m->made; i++)
+			(void)rt->EventDestroy(m->ev[i]);
 		free(m->ev);
 		free(m);
 	}
+	for (unsigned i = 0; i < ds->ntails; i++)
+		(void)rt->EventDestroy(ds->tails[i]);
+	restore_device(rt, device, cur);
+	keep_last_error(rt, before);
 	free(ds->nb);
 	memset(ds, 0, sizeof *ds);
 	pthread_mutex_unlock(&streams_lock);

@@ -27,8 +27,9 @@ void gp_cuda_stream_created(const struct gp_runtime *rt, cudaStream_t s, unsigne
  * the device's primary context); a stream already known is ignored. */
 void gp_cuda_stream_add(int device, cudaStream_t s);
 void gp_cuda_stream_destroying(const struct gp_runtime *rt, cudaStream_t s);
-/* Before cudaDeviceReset of `device`: its streams, tails and spare markers are forgotten. */
-void gp_cuda_device_forget(int device);
+/* Before cudaDeviceReset of `device`: gpupool's events on it are destroyed (every marker,
+ * spare or held by the pool the reset abandons, and the tails), its streams forgotten. */
+void gp_cuda_device_forget(const struct gp_runtime *rt, int device);
 /* In a forked child: the parent's streams and markers are forgotten. */
 void gp_cuda_backend_after_fork(void);
 

@@ -388,7 +388,7 @@ cudaError_t gp_shim_device_reset(void)
 		int dev = current_device(r);
 		if (dev >= 0) {
 			gp_registry_reset_device(dev);
-			gp_cuda_device_forget(dev);
+			gp_cuda_device_forget(r->rt, dev);
 		}
 	}
 	return fn();
