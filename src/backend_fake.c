@@ -30,6 +30,9 @@ static int fake_segment_alloc(void *ctx, int device, size_t size, uintptr_t *add
 	return 0;
 }
 
+static void wait_until(struct gp_fake_backend *fb, uint64_t t, uint64_t *bill);
+
+/* Like the runtime's cudaFree, a segment given back waits for the device first. */
 static int fake_segment_free(void *ctx, int device, uintptr_t addr, size_t size)
 {
 	struct gp_fake_backend *fb = ctx;
@@ -40,16 +43,19 @@ static int fake_segment_free(void *ctx, int device, uintptr_t addr, size_t size)
 		return -EBUSY;
 	fb->frees++;
 	fb->used[device] -= size;
+	if (fb->latency_ns)
+		wait_until(fb, __atomic_load_n(&fb->now_ns, __ATOMIC_RELAXED) + fb->latency_ns, &fb->free_waited_ns);
 	return 0;
 }
 
-/* The program's clock moves to `t` when it is later: the caller waited for the device. */
-static void wait_until(struct gp_fake_backend *fb, uint64_t t)
+/* The program's clock moves to `t` when it is later: the caller waited for the device,
+ * billed to *bill. */
+static void wait_until(struct gp_fake_backend *fb, uint64_t t, uint64_t *bill)
 {
 	uint64_t now = __atomic_load_n(&fb->now_ns, __ATOMIC_RELAXED);
 	if (fb->background || t <= now)
 		return;
-	__atomic_add_fetch(&fb->waited_ns, t - now, __ATOMIC_RELAXED);
+	__atomic_add_fetch(bill, t - now, __ATOMIC_RELAXED);
 	__atomic_store_n(&fb->now_ns, t, __ATOMIC_RELAXED);
 }
 
@@ -61,7 +67,7 @@ static int fake_device_sync(void *ctx, int device)
 		return -EBUSY;
 	__atomic_add_fetch(&fb->syncs, 1, __ATOMIC_RELAXED);
 	if (fb->latency_ns)
-		wait_until(fb, __atomic_load_n(&fb->now_ns, __ATOMIC_RELAXED) + fb->latency_ns);
+		wait_until(fb, __atomic_load_n(&fb->now_ns, __ATOMIC_RELAXED) + fb->latency_ns, &fb->waited_ns);
 	return 0;
 }
 
@@ -92,7 +98,7 @@ static int fake_fence_wait(void *ctx, int device, uint64_t token)
 	struct gp_fake_backend *fb = ctx;
 	(void)device;
 	__atomic_add_fetch(&fb->mark_waits, 1, __ATOMIC_RELAXED);
-	wait_until(fb, token);
+	wait_until(fb, token, &fb->waited_ns);
 	return 0;
 }
 

@@ -33,6 +33,8 @@ struct gp_fake_backend {
 				* device_sync at now_ns returns then */
 	uint64_t waited_ns;    /* billed waits: fence_wait and device_sync move now_ns forward by
 				* the time left, and add it here (not while background) */
+	uint64_t free_waited_ns; /* the same for segment_free: the runtime's cudaFree synchronizes
+				  * the device, so giving a segment back waits latency_ns too */
 	uint64_t marks, mark_queries, mark_waits, mark_drops; /* calls; marks - mark_drops outstanding */
 };
 

@@ -157,7 +157,7 @@ static int replay_row(struct state *s, const struct gp_replay_opts *o, struct gp
 	if (row->t_ns > s->last_ns)
 		s->last_ns = row->t_ns;
 	/* the program's clock: its own time, delayed by every wait for the device so far */
-	uint64_t clock = sat_add(row->t_ns, s->fb.waited_ns);
+	uint64_t clock = sat_add(sat_add(row->t_ns, s->fb.waited_ns), s->fb.free_waited_ns);
 	s->fb.now_ns = clock;
 	if (s->ev)
 		gp_replay_events_time(s->ev, row->t_ns, row->line, row->op);
@@ -338,6 +338,7 @@ int gp_replay_file(const char *path, const struct gp_replay_opts *o, struct gp_r
 		r->stream_steals += st->stream_steals;
 	}
 	r->wait_ns = s->fb.waited_ns;
+	r->free_wait_ns = s->fb.free_waited_ns;
 	r->duration_ns = s->last_ns - s->first_ns;
 	r->markers = s->fb.marks;
 	r->backend_allocs = s->fb.allocs;
@@ -390,6 +391,7 @@ void gp_replay_print(FILE *f, const struct gp_replay_result *r)
 	U(inline_fences);
 	U(markers);
 	fprintf(f, "wait_ms=%.3f\n", (double)r->wait_ns / 1e6);
+	fprintf(f, "segment_free_wait_ms=%.3f\n", (double)r->free_wait_ns / 1e6);
 	fprintf(f, "duration_ms=%.3f\n", (double)r->duration_ns / 1e6);
 	U(hits);
 	U(misses);

@@ -94,6 +94,8 @@ struct gp_replay_result {
 	uint64_t markers;          /* markers recorded (the thread's and the allocating threads') */
 	uint64_t wait_ns;          /* modelled time the program's threads waited for the device
 				    * (inline device_syncs and marker waits; the fence thread's not) */
+	uint64_t free_wait_ns;     /* modelled time they waited in segment frees (the runtime's
+				    * cudaFree synchronizes the device) */
 	uint64_t duration_ns;      /* the trace's span: last t_ns - first t_ns */
 	uint64_t pool_ns;          /* ns inside gp_pool_alloc/free (clock read around each call) */
 	double ns_per_op;          /* pool_ns / (allocs + frees) */
