@@ -103,7 +103,7 @@ static const struct gp_config_knob knobs[] = {
 	 "an integer from 0 to 1000000",
 	 "Microseconds the fence thread waits for more frees before fencing them together."},
 	{"fence_marker", GP_KNOB_BOOL, F(fence_marker), 0, 0, "1", BOOL_RANGE,
-	 "Fence a cudaFree'd block at the point of the GPU's queue where it was freed (CUDA events on the legacy stream and on each non-blocking stream created through the runtime gpupool sees), so the GPU never idles behind a fence; 0: every fence is a cudaDeviceSynchronize."},
+	 "Fence a cudaFree'd block at the point of the GPU's queue where it was freed (CUDA events on the legacy stream and on each non-blocking stream gpupool saw created, through the runtime or the driver), so the GPU never idles behind a fence; 0: every fence is a cudaDeviceSynchronize."},
 	{"legacy_stream", GP_KNOB_BOOL, F(legacy_stream), 0, 0, "0", BOOL_RANGE,
 	 "A promise that the program issues all its GPU work on the legacy default stream (no per-thread default stream, no peer access; PyTorch without streams of its own): a cudaFree'd block is then reused in that stream's order at once, with no fence. gpupool drops it, with a warning, when the program creates a stream or uses the per-thread one."},
 	{"report", GP_KNOB_REPORT, F(report), 0, 0, "stderr", REPORT_RANGE,

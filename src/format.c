@@ -386,27 +386,27 @@ void gp_format_detail(struct gp_format_out *o, const struct gp_format_proc *p)
 		else
 			snprintf(lim, sizeof lim, "none");
 		gp_format_printf(o, "\ndevice %d  limit %s\n", (int)s->device, lim);
-		gp_format_printf(o, "  %-24s %28s %28s\n", "gauge", "current", "peak");
+		gp_format_printf(o, "  %-25s %28s %28s\n", "gauge", "current", "peak");
 		for (size_t i = 0; i < NMETRICS; i++) {
 			if (!metrics[i].gauge)
 				continue;
 			value_cell(cur, sizeof cur, is_bytes(&metrics[i]), field(s, metrics[i].off));
 			value_cell(pk, sizeof pk, is_bytes(&metrics[i]), field(s, metrics[i].peak_off));
-			gp_format_printf(o, "  %-24s %28s %28s\n", metrics[i].name, cur, pk);
+			gp_format_printf(o, "  %-25s %28s %28s\n", metrics[i].name, cur, pk);
 		}
-		gp_format_printf(o, "  %-24s %28s\n", "counter", "total");
+		gp_format_printf(o, "  %-25s %28s\n", "counter", "total");
 		for (size_t i = 0; i < NMETRICS; i++) {
 			if (metrics[i].gauge)
 				continue;
 			value_cell(cur, sizeof cur, is_bytes(&metrics[i]), field(s, metrics[i].off));
-			gp_format_printf(o, "  %-24s %28s\n", metrics[i].name, cur);
+			gp_format_printf(o, "  %-25s %28s\n", metrics[i].name, cur);
 		}
 		double hr = gp_format_hit_rate(s);
 		if (hr >= 0)
-			gp_format_printf(o, "  %-24s %27.1f%%\n", "hit rate", hr);
+			gp_format_printf(o, "  %-25s %27.1f%%\n", "hit rate", hr);
 		char saved[24];
 		gp_format_calls_saved(saved, sizeof saved, s);
-		gp_format_printf(o, "  %-24s %28s\n", "driver calls saved", saved);
+		gp_format_printf(o, "  %-25s %28s\n", "driver calls saved", saved);
 	}
 }
 

@@ -34,8 +34,8 @@ static const char *conf_lookup(const char *name)
 
 static const char short_usage[] =
 	"usage: gpupool-replay [--conf KNOBS] [--check] [--sort-window ROWS] [--fence-latency-us US]\n"
-	"                      [--limit-rows N] [--torch-snapshot OUT.pickle] [--timeline OUT.csv]\n"
-	"                      [--plot OUT.png] TRACE\n";
+	"                      [--limit-rows N] [--torch-snapshot OUT.pickle [--snapshot-max-entries N]]\n"
+	"                      [--timeline OUT.csv] [--plot OUT.png] [--timeline-rows N] TRACE\n";
 
 static void usage(FILE *f)
 {
@@ -80,16 +80,13 @@ __attribute__((format(printf, 1, 2))) static _Noreturn void bad_usage(const char
 	exit(2);
 }
 
-static unsigned long long num_arg(const char *opt, const char *v, unsigned long long max)
+static unsigned long long num_arg(const char *opt, const char *v, unsigned long long min, unsigned long long max)
 {
 	char *end;
 	errno = 0;
 	unsigned long long x = v ? strtoull(v, &end, 10) : 0;
-	if (!v || errno || end == v || *end || v[0] == '-' || x > max) {
-		fprintf(stderr, "gpupool-replay: %s needs a number from 0 to %llu, got '%s'\n", opt,
-			max, v ? v : "");
-		exit(2);
-	}
+	if (!v || errno || end == v || *end || v[0] == '-' || x < min || x > max)
+		bad_usage("%s needs a number from %llu to %llu, got '%s'", opt, min, max, v ? v : "");
 	return x;
 }
 
@@ -185,18 +182,22 @@ int main(int argc, char **argv)
 		switch (c) {
 		case O_CONF: g_conf = optarg; break;
 		case O_CHECK: check = true; break;
-		case O_SORT: o.sort_window = num_arg("--sort-window", optarg, 1u << 20); break;
-		case O_LAT: o.fence_latency_us = (unsigned)num_arg("--fence-latency-us", optarg, 10000000); break;
-		case O_LIMIT: o.limit_rows = num_arg("--limit-rows", optarg, ULLONG_MAX); break;
+		case O_SORT: o.sort_window = num_arg("--sort-window", optarg, 0, 1u << 20); break;
+		case O_LAT: o.fence_latency_us = (unsigned)num_arg("--fence-latency-us", optarg, 0, 10000000); break;
+		case O_LIMIT: o.limit_rows = num_arg("--limit-rows", optarg, 0, ULLONG_MAX); break;
 		case O_SNAP: snap_path = optarg; break;
 		case O_SNAP_MAX:
-			snap_max = num_arg("--snapshot-max-entries", optarg, 1ull << 32);
-			if (!snap_max)
-				bad_usage("--snapshot-max-entries needs at least 1, got '%s'", optarg);
+			snap_max = num_arg("--snapshot-max-entries", optarg, 1, UINT32_MAX);
 			snap_max_set = true;
 			break;
 		case O_TIMELINE: tl_path = optarg; break;
-		case O_TL_ROWS: tl_rows = num_arg("--timeline-rows", optarg, 1ull << 32); tl_rows_set = true; break;
+		case O_TL_ROWS:
+			/* each device keeps its first and last point: 1 cannot be honoured */
+			tl_rows = num_arg("--timeline-rows", optarg, 0, UINT32_MAX);
+			if (tl_rows == 1)
+				bad_usage("--timeline-rows needs 0 (every change) or at least 2, got '%s'", optarg);
+			tl_rows_set = true;
+			break;
 		case O_PLOT: plot_path = optarg; break;
 		case 'h': usage(stdout); return 0;
 		case O_VERSION: printf("gpupool-replay %s\n", GP_VERSION); return 0;
@@ -229,10 +230,8 @@ int main(int argc, char **argv)
 		if (outs[i] && same_file(outs[i], path))
 			bad_usage("%s would overwrite TRACE", names[i]);
 		for (int j = i + 1; j < 3; j++)
-			if (outs[i] && outs[j] && same_file(outs[i], outs[j])) {
-				fprintf(stderr, "gpupool-replay: %s and %s name the same file\n", names[i], names[j]);
-				return 2;
-			}
+			if (outs[i] && outs[j] && same_file(outs[i], outs[j]))
+				bad_usage("%s and %s name the same file", names[i], names[j]);
 	}
 	/* a bad knob is logged in one line; the shim would run with its default, but a replay
 	 * measures the knobs it was given, so it stops */

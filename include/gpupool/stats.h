@@ -43,7 +43,7 @@
 	X(segment_allocs, count, "real cudaMalloc calls made for segments")                       \
 	X(segment_frees, count, "real cudaFree calls made for segments")                          \
 	X(segment_alloc_failures, count, "real cudaMalloc calls that failed")                     \
-	X(fences, count, "fences completed (device-wide waits that retire pending frees)")        \
+	X(fences, count, "fences completed (marker events, or a device sync, fence_marker:0)")    \
 	X(inline_fences, count, "fences run on an allocating thread")                             \
 	X(stream_steals, count, "blocks taken from another stream's free list behind an event")   \
 	X(releases, count, "cache releases (segments handed back to the runtime)")                \

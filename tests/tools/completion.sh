@@ -53,6 +53,13 @@ comp gpupool-run bas
 [[ " ${COMPREPLY[*]-} " == *" bash "* ]] || fail "gpupool-run bas: no bash in '${COMPREPLY[*]-}'"
 comp gpupool-maxbatch --limit 8G -- bas
 [[ " ${COMPREPLY[*]-} " == *" bash "* ]] || fail "gpupool-maxbatch -- bas: no bash"
+# every knob of the table completes (the list gpupool-replay prints for an unknown key)
+knobs=$("$replay" --conf no_such_knob:1 /dev/null 2>&1 | sed -n 's/.*expected one of \(.*\); ignoring.*/\1/p' | tr -d ,)
+[ -n "$knobs" ] || fail "no knob list from $replay --conf no_such_knob:1"
+for k in $knobs; do
+	comp gpupool-replay --conf "$k"
+	[[ " ${COMPREPLY[*]-} " == *" $k: "* ]] || fail "gpupool-replay --conf $k: got '${COMPREPLY[*]-}'"
+done
 # every long option of --help completes
 for tool in "$stat" "$replay"; do
 	name=$(basename "$tool")

@@ -294,6 +294,12 @@ class Usage(Tmp):
         self.bad("--timeline-rows", "5", t, want="--timeline-rows is for --timeline or --plot")
         self.bad("--torch-snapshot", self.path("x"), "--timeline", self.path("x"), t, want="name the same file")
         self.bad("--timeline", t, t, want="--timeline would overwrite TRACE")
+        p = self.bad("--torch-snapshot", self.path("y"), "--plot", self.path("y"), t, want="name the same file")
+        self.assertIn("usage: gpupool-replay", p.stderr)
+        for v in ("0", "-1", "4294967296"):
+            self.bad("--torch-snapshot", self.path("s"), "--snapshot-max-entries", v, t,
+                     want="--snapshot-max-entries needs a number from 1 to 4294967295")
+        self.bad("--timeline", self.path("t"), "--timeline-rows", "1", t, want="0 (every change) or at least 2")
         for conf in (["--conf", "round:3"], ["--conf=bogus:1"]):
             p = replay(*conf, t, check=False)
             self.assertEqual(p.returncode, 2)

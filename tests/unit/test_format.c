@@ -582,7 +582,7 @@ static void test_extreme_values(void **state)
 			gp_format_json(&o, &p, 1);
 			gp_format_prometheus(&o, &p, 1, NULL, 0, "0.0.0", false);
 			assert_int_equal(gp_format_flush(&o), 0);
-			snprintf(want, sizeof want, "  %-24s %28s\n", "driver calls saved", cases[c].saved);
+			snprintf(want, sizeof want, "  %-25s %28s\n", "driver calls saved", cases[c].saved);
 			assert_non_null(strstr(out, want));
 
 			gp_format_to_buf(&o, out, sizeof out);
