@@ -87,7 +87,12 @@ static int cu_segment_free(void *ctx, int device, uintptr_t addr, size_t size)
 	return e == cudaSuccess ? 0 : -EIO;
 }
 
-static void tails_clear(const struct gp_runtime *rt, int device);
+struct tails_mark {
+	unsigned n;         /* tails recorded before the synchronize */
+	unsigned long lost; /* tails lost before it (cu_device_streams.tails_lost_count) */
+};
+static struct tails_mark tails_before(int device);
+static void tails_clear(const struct gp_runtime *rt, int device, struct tails_mark before);
 
 static int cu_device_sync(void *ctx, int device)
 {
@@ -96,6 +101,8 @@ static int cu_device_sync(void *ctx, int device)
 		return -EBUSY;
 	if (!gp_capture_gate_enter())
 		return -EBUSY;
+	/* only the tails recorded before the synchronize are covered by it */
+	struct tails_mark tb = tails_before(device);
 	int cur = -1;
 	if (rt->GetDevice(&cur) != cudaSuccess)
 		cur = -1;
@@ -112,7 +119,7 @@ static int cu_device_sync(void *ctx, int device)
 		       device, (int)e);
 		return -EIO;
 	}
-	tails_clear(rt, device);
+	tails_clear(rt, device, tb);
 	return 0;
 }
 
@@ -172,6 +179,8 @@ struct cu_marker {
 	struct cu_marker *next; /* spares */
 	struct cu_marker *all_prev, *all_next; /* every marker of the device (spare or held by
 						* a pool), for a device reset */
+	bool orphan;            /* held by a pool when its device was reset: its events died with
+				 * the reset; freed when the pool lets go (marker_put) */
 };
 
 struct cu_device_streams {
@@ -180,6 +189,8 @@ struct cu_device_streams {
 	bool lost;              /* one could not be tracked (host memory): -ENOTSUP for good */
 	cudaEvent_t tails[GP_CUDA_TAILS];
 	unsigned ntails;
+	unsigned long tails_lost_count; /* tails lost so far (tails_clear clears tails_lost only
+					 * when none was lost during its synchronize) */
 	bool tails_lost;        /* a destroyed stream's tail could not be kept: -ENOTSUP until a
 				 * device synchronize */
 	struct cu_marker *spare;
@@ -304,22 +315,40 @@ void gp_cuda_stream_destroying(const struct gp_runtime *rt, cudaStream_t s)
 		restore_device(rt, d, cur);
 		keep_last_error(rt, before);
 	}
-	if (!kept)
+	if (!kept) {
 		ds->tails_lost = true;
+		ds->tails_lost_count++;
+	}
 	pthread_mutex_unlock(&streams_lock);
 }
 
-/* After a device synchronize: every tail of `device` has completed. */
-static void tails_clear(const struct gp_runtime *rt, int device)
+static struct tails_mark tails_before(int device)
+{
+	struct tails_mark m = {0, 0};
+	if (device < 0 || device >= GPUPOOL_MAX_DEVICES)
+		return m;
+	pthread_mutex_lock(&streams_lock);
+	m.n = devs[device].ntails;
+	m.lost = devs[device].tails_lost_count;
+	pthread_mutex_unlock(&streams_lock);
+	return m;
+}
+
+/* After a device synchronize: the tails recorded before it have completed (a stream
+ * destroyed during it may have added more, which stay, as does a loss during it). */
+static void tails_clear(const struct gp_runtime *rt, int device, struct tails_mark before)
 {
 	if (device < 0 || device >= GPUPOOL_MAX_DEVICES)
 		return;
 	pthread_mutex_lock(&streams_lock);
 	struct cu_device_streams *ds = &devs[device];
-	for (unsigned i = 0; i < ds->ntails; i++)
+	unsigned n = before.n < ds->ntails ? before.n : ds->ntails;
+	for (unsigned i = 0; i < n; i++)
 		(void)rt->EventDestroy(ds->tails[i]);
-	ds->ntails = 0;
-	ds->tails_lost = false;
+	memmove(ds->tails, ds->tails + n, (ds->ntails - n) * sizeof ds->tails[0]);
+	ds->ntails -= n;
+	if (ds->tails_lost_count == before.lost)
+		ds->tails_lost = false;
 	pthread_mutex_unlock(&streams_lock);
 }
 
@@ -361,6 +390,11 @@ fail:
 
 static void marker_put(const struct gp_runtime *rt, struct cu_device_streams *ds, struct cu_marker *m)
 {
+	if (m->orphan) { /* no longer the device's: its events are gone */
+		free(m->ev);
+		free(m);
+		return;
+	}
 	if (ds->nspare < GP_CUDA_SPARES) {
 		m->next = ds->spare;
 		ds->spare = m;
@@ -398,6 +432,11 @@ static int cu_fence_mark(void *ctx, int device, uint64_t *token)
 	}
 	cudaError_t before = rt->PeekAtLastError();
 	int cur = enter_device(rt, device);
+	if (cur < 0) { /* the events would go to another device's queue */
+		keep_last_error(rt, before);
+		rc = -ENOTSUP;
+		goto out;
+	}
 	enum cudaStreamCaptureMode mode = gp_capture_relax_begin(rt);
 	struct cu_marker *m = marker_get(rt, ds, 1 + ds->n);
 	bool ok = m != NULL;
@@ -487,14 +526,19 @@ void gp_cuda_device_forget(const struct gp_runtime *rt, int device)
 		return;
 	pthread_mutex_lock(&streams_lock);
 	struct cu_device_streams *ds = &devs[device];
-	/* the reset is about to destroy every stream and event of the device: gpupool's own
-	 * events go first (spare markers and those the abandoned pool holds, which it never
-	 * passes back), and no handle is passed to the runtime again */
+	/* the reset is about to destroy every stream and event of the device. Spare markers
+	 * go now, their events first. A marker the abandoned pool holds may be in use by a
+	 * thread waiting on it (the lock dropped): it is left to the pool, an orphan whose
+	 * events the reset destroys, freed when the pool lets it go */
 	cudaError_t before = rt->PeekAtLastError();
 	int cur = enter_device(rt, device);
-	while (ds->all) {
-		struct cu_marker *m = ds->all;
-		ds->all = m->all_next;
+	for (struct cu_marker *m = ds->all, *next; m; m = next) {
+		next = m->all_next;
+		m->all_prev = m->all_next = NULL;
+		m->orphan = true;
+	}
+	for (struct cu_marker *m = ds->spare, *next; m; m = next) {
+		next = m->next;
 		for (unsigned i = 0; i < m->made; i++)
 			(void)rt->EventDestroy(m->ev[i]);
 		free(m->ev);

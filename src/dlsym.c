@@ -126,12 +126,17 @@ __asm__(".text\n"
 	".cfi_endproc\n"
 	".size dlsym, .-dlsym\n");
 #elif defined(__aarch64__)
-/* x0 = handle, x1 = name; the return address is in x30 on entry. */
+/* x0 = handle, x1 = name; the return address is in x30 on entry. `hint #34` is `bti c`, the
+ * landing pad a BTI-enforcing system requires of a function called indirectly (a no-op
+ * elsewhere), and the tail branch goes through x16, which may land on the real dlsym's own
+ * `bti c`: the compiler marks this object BTI-compatible when built with
+ * -mbranch-protection, so the assembly must be. */
 __asm__(".text\n"
 	".globl dlsym\n"
 	".type dlsym,%function\n"
 	"dlsym:\n"
 	".cfi_startproc\n"
+	"	hint #34\n"
 	"	stp x29, x30, [sp, #-32]!\n"
 	".cfi_def_cfa_offset 32\n"
 	".cfi_offset 29, -32\n"
@@ -149,9 +154,9 @@ __asm__(".text\n"
 	"	cbz x9, 1f\n"
 	"	mov x0, x9\n"
 	"	ret\n"
-	"1:	adrp x9, gp_dlsym_next\n"
-	"	ldr x9, [x9, :lo12:gp_dlsym_next]\n"
-	"	br x9\n"
+	"1:	adrp x16, gp_dlsym_next\n"
+	"	ldr x16, [x16, :lo12:gp_dlsym_next]\n"
+	"	br x16\n"
 	".cfi_endproc\n"
 	".size dlsym, .-dlsym\n");
 #else

@@ -17,6 +17,7 @@
 #include "backend_guard.h"
 #include "capture.h"
 #include "fence_thread.h"
+#include "streamkey.h"
 #include "hooks_driver.h"
 #include "log.h"
 #include "pool.h"
@@ -117,8 +118,12 @@ static inline gp_stream stream_key(const struct gp_registry *r, CUstream s, enum
 {
 	/* the driver's stream handles are the runtime's (CU_STREAM_LEGACY is cudaStreamLegacy,
 	 * CU_STREAM_PER_THREAD cudaStreamPerThread): one key space for both layers */
-	return call == GP_DRV_SYNC ? atomic_load_explicit(&r->sync_key, memory_order_relaxed)
-				   : gp_cuda_stream_key((cudaStream_t)s, call == GP_DRV_ASYNC_PTSZ);
+	if (call == GP_DRV_SYNC)
+		return atomic_load_explicit(&r->sync_key, memory_order_relaxed);
+	gp_stream key = gp_cuda_stream_key((cudaStream_t)s, call == GP_DRV_ASYNC_PTSZ);
+	if (__builtin_expect(gp_streamkey_tag(key) == GP_STREAMKEY_PTDS, 0))
+		gp_registry_stream_seen(r, "used the per-thread default stream");
+	return key;
 }
 
 CUresult gp_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, enum gp_drv_call call)
@@ -415,6 +420,8 @@ static void forget_device(const struct gp_registry *r, int dev)
 		return;
 	gp_registry_reset_device(dev);
 	gp_driver_backend_forget(dev);
+	if (r->rt) /* the runtime backend's markers and streams on that context */
+		gp_cuda_device_forget(r->rt, dev);
 	atomic_store(&primary_seen[dev], NULL);
 }
 

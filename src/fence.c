@@ -215,7 +215,8 @@ static int marks_target(gp_pool *p, size_t rounded)
 #define GP_FENCE_NEAR_NS 20000
 
 /* The waits that spare a segment may take 1/wait_share of the time: the credit grows with
- * the clock, up to the longest wait the pool takes (wait_fence_ns) times 16. */
+ * the clock, up to 64 times wait_fence_ns (four of the longest waits the pool takes, 16 times
+ * wait_fence_ns each). */
 static void accrue(gp_pool *p, uint64_t now)
 {
 	if (!p->credit_at_ns) {

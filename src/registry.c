@@ -299,9 +299,25 @@ void gp_registry_count_passthrough(int dev, bool alloc)
 
 void gp_registry_stream_made(const char *how)
 {
-	if (atomic_exchange(&R.sync_key, GP_NO_STREAM) != GP_NO_STREAM)
-		gp_log(GP_LOG_WARN, "legacy_stream:1, but the program %s: cudaFree'd blocks wait for fences "
-				    "from now on", how);
+	if (atomic_exchange(&R.sync_key, GP_NO_STREAM) == GP_NO_STREAM)
+		return;
+	gp_log(GP_LOG_WARN, "legacy_stream:1, but the program %s: cudaFree'd blocks wait for fences "
+			    "from now on", how);
+	/* Blocks reused in the legacy stream's order so far may still be written by work queued
+	 * before their last free, and their owners may now use them on the new stream, where
+	 * that order does not hold: every pool waits for its device once (the new stream has
+	 * nothing queued yet: its creator has not returned), and the legacy stream's free blocks
+	 * join the ready list through that fence. A cudaFree racing with this call, keyed before
+	 * the switch, is the one case this does not cover (docs/knobs.md). */
+	for (int d = 0; d < R.ndev; d++) {
+		gp_pool *p = atomic_load(&R.pools[d]);
+		if (!p)
+			continue;
+		gp_pool_stream_retire(p, 0);
+		if (gp_pool_fence(p) != 0)
+			gp_log(GP_LOG_WARN, "device %d: could not wait for the device after legacy_stream was dropped "
+					    "(a capture is active?): its blocks wait for the next fence", d);
+	}
 }
 
 void gp_registry_count_driver(int dev, enum gp_driver_count what)

@@ -219,19 +219,22 @@ static int settle(struct gp_replay_events *e, const struct gpupool_device_stats 
 		e->fences[dev] = st->fences;
 		struct pend_list *pl = &e->pend[dev];
 		gp_pool *p = e->pools[dev];
-		size_t kept = 0;
-		for (size_t i = 0; i < pl->n && !rc; i++) {
-			if (p && gp_pool_block_pending(p, pl->v[i].addr)) {
-				pl->v[kept++] = pl->v[i];
-				continue;
-			}
+		/* a fence retires the blocks freed before it: a prefix of this list, in free
+		 * order, so the first block still pending ends it */
+		size_t i = 0;
+		for (; i < pl->n && !rc; i++) {
+			if (p && gp_pool_block_pending(p, pl->v[i].addr))
+				break;
 			struct gp_replay_event ev = {.kind = GP_REPLAY_FREE_COMPLETED, .dev = dev, .t_ns = t_ns,
 						     .addr = pl->v[i].addr, .size = pl->v[i].size,
 						     .requested = pl->v[i].requested, .line = pl->v[i].line,
 						     .op = GP_TRACE_FREE};
 			rc = emit(e, &ev);
 		}
-		pl->n = kept;
+		if (i) {
+			memmove(pl->v, pl->v + i, (pl->n - i) * sizeof *pl->v);
+			pl->n -= i;
+		}
 	}
 	for (size_t i = 0; i < e->nq && !rc; i++) {
 		struct gp_replay_event ev = {.kind = e->q[i].kind, .dev = e->q[i].dev, .t_ns = e->t_ns,

@@ -199,6 +199,8 @@ cudaError_t gp_shim_free(void *ptr, cudaStream_t s, enum gp_call call)
 	int first = r->ndev == 1 ? 0 : free_hint;
 	gp_stream key = call == GP_CALL_SYNC ? atomic_load_explicit(&r->sync_key, memory_order_relaxed)
 					     : gp_cuda_stream_key(s, call == GP_CALL_ASYNC_PTSZ);
+	if (call != GP_CALL_SYNC && __builtin_expect(gp_streamkey_tag(key) == GP_STREAMKEY_PTDS, 0))
+		gp_registry_stream_seen(r, "used the per-thread default stream");
 	int rc = -ENOENT, owner = -1;
 	gp_pool *p = atomic_load_explicit(&r->pools[first], memory_order_acquire);
 	if (p && capture_possible(r, call)) {

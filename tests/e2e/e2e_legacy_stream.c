@@ -6,7 +6,11 @@
  *                event, no device synchronize.
  *   stream-made  the same after the program created a stream: gpupool drops the promise and
  *                the frees wait for fences again (the block is reused after the kernel).
- *   driver-stream the same, the stream made through the driver (cuStreamCreate). */
+ *   driver-stream the same, the stream made through the driver (cuStreamCreate).
+ *   switch       a block reused in the legacy stream's order while the old owner's kernel
+ *                still writes it; then the program makes a non-blocking stream and the new
+ *                owner writes the block there: gpupool waits for the device when it drops
+ *                the promise, so the new owner's data stays. */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
@@ -14,9 +18,34 @@
 
 #include "e2e_util.h"
 
+static int switch_mode(void)
+{
+	const size_t n = (size_t)12 << 20;
+	void *a = NULL, *b = NULL;
+	CK(cudaMalloc(&a, n));
+	CK(gpfake_launch_fill(a, n, 0xAA, 200000, NULL)); /* 200 ms on the legacy stream */
+	CK(cudaFree(a));
+	CK(cudaMalloc(&b, n));
+	CHECK(b == a); /* reused at once, in the legacy stream's order */
+	cudaStream_t s;
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); /* the promise is dropped here */
+	CK(cudaMemsetAsync(b, 0x55, n, s));
+	CK(cudaStreamSynchronize(s));
+	CK(cudaDeviceSynchronize());
+	CHECK(e2e_dev_all(b, n, 0x55)); /* not overwritten by the old owner's fill */
+	CK(cudaFree(b));
+	CK(cudaStreamDestroy(s));
+	printf("mode=switch ok\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "ordered";
+	if (!strcmp(mode, "switch")) {
+		e2e_shm_dir();
+		return switch_mode();
+	}
 	bool ordered = !strcmp(mode, "ordered");
 	e2e_shm_dir();
 	const size_t n = (size_t)12 << 20;
