@@ -278,6 +278,9 @@ void gp_cuda_stream_destroying(const struct gp_runtime *rt, cudaStream_t s)
 {
 	if (!s)
 		return;
+	/* the gate keeps a capture from beginning while the tail is recorded (as for markers;
+	 * taken before streams_lock, in the same order) */
+	bool gate = gp_capture_count() == 0 && gp_capture_gate_enter();
 	pthread_mutex_lock(&streams_lock);
 	int d = -1;
 	for (int i = 0; i < GPUPOOL_MAX_DEVICES && d < 0; i++) {
@@ -292,13 +295,15 @@ void gp_cuda_stream_destroying(const struct gp_runtime *rt, cudaStream_t s)
 	}
 	if (d < 0) {
 		pthread_mutex_unlock(&streams_lock);
+		if (gate)
+			gp_capture_gate_leave();
 		return; /* a blocking stream: the legacy stream covers its work */
 	}
 	/* the work s still has queued: the next marker waits for it through a tail event
 	 * (recording it during a capture could join s to the capture) */
 	struct cu_device_streams *ds = &devs[d];
 	bool kept = false;
-	if (has_marker_calls(rt) && gp_capture_count() == 0 && ds->ntails < GP_CUDA_TAILS) {
+	if (has_marker_calls(rt) && gate && ds->ntails < GP_CUDA_TAILS) {
 		cudaError_t before = rt->PeekAtLastError();
 		int cur = enter_device(rt, d);
 		enum cudaStreamCaptureMode mode = gp_capture_relax_begin(rt);
@@ -320,6 +325,8 @@ void gp_cuda_stream_destroying(const struct gp_runtime *rt, cudaStream_t s)
 		ds->tails_lost_count++;
 	}
 	pthread_mutex_unlock(&streams_lock);
+	if (gate)
+		gp_capture_gate_leave();
 }
 
 static struct tails_mark tails_before(int device)

@@ -31,7 +31,8 @@ enum gp_replay_event_kind {
 struct gp_replay_event {
 	int kind;                 /* enum gp_replay_event_kind */
 	int dev;
-	uint64_t t_ns;            /* trace time: the row's, or the modelled fence's deadline */
+	uint64_t t_ns;            /* trace time: the row's (a free completed by a fence: the row at which the
+				   * replay saw the fence retire it) */
 	uintptr_t addr;           /* the pool's address (not the trace's pointer) */
 	uint64_t size, requested; /* bytes */
 	uint64_t stream;          /* the trace's stream handle; 0 for cudaMalloc/cudaFree and segments */
