@@ -53,7 +53,8 @@ for t in gpupool-stat gpupool-replay gpupool-run gpupool-maxbatch; do
 	v=$("$bin/$t" --version 2>&1) || bad "$t --version: exit $?"
 	case $v in "$t "[0-9]*.[0-9]*.[0-9]*) ;; *) bad "$t --version printed '$v'" ;; esac
 done
-"$bin/gpupool-run" --help | grep -q '^usage: gpupool-run' || bad "gpupool-run --help"
+help=$("$bin/gpupool-run" --help) || bad "gpupool-run --help: exit $?"
+printf '%s\n' "$help" | grep -q '^usage: gpupool-run' || bad "gpupool-run --help"
 want=$(cd "$(dirname "$lib")" && pwd -P)/libgpupool.so
 got=$("$bin/gpupool-run" --print-lib) || bad "gpupool-run --print-lib: exit $?"
 [ "$got" = "$want" ] || bad "installed gpupool-run preloads '$got', not the installed '$want'"
