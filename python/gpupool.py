@@ -450,33 +450,25 @@ def memory_summary(device=None, abbreviated=False, pid=None):
         raise GpupoolError("gpupool holds no pool for device %d in %s" % (
             device, "process %d" % pid if pid is not None else "this process"))
 
-    def fmt_size(sz, pref):
-        if sz is None:
+    def scaled(v, pref, units, step, limit, fmt):
+        # PyTorch's _format_size/_format_count: the unit the reference value `pref` calls for
+        if v is None:
             return "%10s" % "n/a"
-        prefixes = ["B  ", "KiB", "MiB", "GiB", "TiB", "PiB"]
-        prefix = prefixes[0]
-        pref = sz if pref is None else pref
-        for p in prefixes[1:]:
-            if pref < 768 * 1024:
+        unit = units[0]
+        pref = v if pref is None else pref
+        for u in units[1:]:
+            if pref < limit * step:
                 break
-            prefix = p
-            sz //= 1024
-            pref /= 1024
-        return "%6d %s" % (sz, prefix)
+            unit = u
+            v //= step
+            pref /= step
+        return fmt % (v, unit)
+
+    def fmt_size(sz, pref):
+        return scaled(sz, pref, ["B  ", "KiB", "MiB", "GiB", "TiB", "PiB"], 1024, 768, "%6d %s")
 
     def fmt_count(cnt, pref):
-        if cnt is None:
-            return "%10s" % "n/a"
-        prefixes = [" ", "K", "M"]
-        prefix = prefixes[0]
-        pref = cnt if pref is None else pref
-        for p in prefixes[1:]:
-            if pref < 750 * 1000:
-                break
-            prefix = p
-            cnt //= 1000
-            pref /= 1000
-        return "%7d %s " % (cnt, prefix)
+        return scaled(cnt, pref, [" ", "K", "M"], 1000, 750, "%7d %s ")
 
     metrics = [
         ("allocated_bytes", "Allocated memory", fmt_size),

@@ -42,6 +42,21 @@ struct state {
 	struct gp_replay_events *ev;             /* observers' bookkeeping; NULL without one */
 };
 
+int gp_replay_grow(void **v, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	size_t n = *cap ? *cap * 2 : 64;
+	while (n < need)
+		n *= 2;
+	void *nv = realloc(*v, n * elem);
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*cap = n;
+	return 0;
+}
+
 void gp_replay_opts_from_config(struct gp_replay_opts *o, const struct gp_config *c)
 {
 	gp_config_pool_params(c, 0, &o->params);

@@ -68,6 +68,10 @@ struct gp_replay_opts {
 	const struct gp_replay_observer *observers[GP_REPLAY_MAX_OBSERVERS];
 };
 
+/* Makes room for `need` elements of `elem` bytes in the array *v of *cap, doubling (from 64);
+ * 0, or -ENOMEM with *v and *cap unchanged. For the replay's observers and their outputs. */
+int gp_replay_grow(void **v, size_t *cap, size_t need, size_t elem);
+
 /* The knobs' defaults (the config table's), everything else off. */
 void gp_replay_opts_default(struct gp_replay_opts *o);
 struct gp_config;

@@ -48,21 +48,6 @@ struct gp_replay_events {
 	uint64_t cur_stream;
 };
 
-static int grow(void **v, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	size_t n = *cap ? *cap * 2 : 64;
-	while (n < need)
-		n *= 2;
-	void *nv = realloc(*v, n * elem);
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = n;
-	return 0;
-}
-
 static int emit(struct gp_replay_events *e, const struct gp_replay_event *ev)
 {
 	for (int i = 0; i < GP_REPLAY_MAX_OBSERVERS; i++) {
@@ -79,7 +64,7 @@ static int queue_seg(struct gp_replay_events *e, int kind, int dev, uintptr_t ad
 {
 	if (e->closed)
 		return 0;
-	if (grow((void **)&e->q, &e->capq, e->nq + 1, sizeof *e->q)) {
+	if (gp_replay_grow((void **)&e->q, &e->capq, e->nq + 1, sizeof *e->q)) {
 		e->err = -ENOMEM;
 		return 0; /* the pool's call goes on; the replay stops after it */
 	}
@@ -288,7 +273,7 @@ int gp_replay_events_free_end(struct gp_replay_events *e, const struct gpupool_d
 			return rc;
 	} else {
 		struct pend_list *pl = &e->pend[dev];
-		if (grow((void **)&pl->v, &pl->cap, pl->n + 1, sizeof *pl->v))
+		if (gp_replay_grow((void **)&pl->v, &pl->cap, pl->n + 1, sizeof *pl->v))
 			return -ENOMEM;
 		pl->v[pl->n++] = e->cur_free;
 	}

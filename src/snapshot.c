@@ -180,25 +180,10 @@ struct walk {
 	int dev;
 };
 
-static int grow(void **v, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	size_t n = *cap ? *cap * 2 : 64;
-	while (n < need)
-		n *= 2;
-	void *nv = realloc(*v, n * elem);
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = n;
-	return 0;
-}
-
 static int walk_segment(void *ctx, const struct gp_walk_segment *ws)
 {
 	struct walk *w = ctx;
-	if (grow((void **)&w->segs, &w->capsegs, w->nsegs + 1, sizeof *w->segs))
+	if (gp_replay_grow((void **)&w->segs, &w->capsegs, w->nsegs + 1, sizeof *w->segs))
 		return -ENOMEM;
 	w->segs[w->nsegs++] = (struct wseg){.s = *ws, .dev = w->dev, .first = w->nblocks};
 	return 0;
@@ -207,7 +192,7 @@ static int walk_segment(void *ctx, const struct gp_walk_segment *ws)
 static int walk_block(void *ctx, const struct gp_walk_block *wb)
 {
 	struct walk *w = ctx;
-	if (grow((void **)&w->blocks, &w->capblocks, w->nblocks + 1, sizeof *w->blocks))
+	if (gp_replay_grow((void **)&w->blocks, &w->capblocks, w->nblocks + 1, sizeof *w->blocks))
 		return -ENOMEM;
 	w->blocks[w->nblocks++] = *wb;
 	w->segs[w->nsegs - 1].n++;

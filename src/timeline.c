@@ -40,14 +40,8 @@ static int on_event(void *ctx, const struct gp_replay_event *e)
 		if (l->requested == p.requested && l->allocated == p.allocated && l->reserved == p.reserved)
 			return 0;
 	}
-	if (s->n == s->cap) {
-		size_t nc = s->cap ? s->cap * 2 : 1024;
-		struct point *nv = realloc(s->v, nc * sizeof *nv);
-		if (!nv)
-			return -ENOMEM;
-		s->v = nv;
-		s->cap = nc;
-	}
+	if (gp_replay_grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v))
+		return -ENOMEM;
 	s->v[s->n++] = p;
 	return 0;
 }
