@@ -5,6 +5,18 @@
 #ifndef GP_PORT_H
 #define GP_PORT_H
 
+/* Code that may run before a preloaded sanitizer runtime (the test builds' ASan and TSan)
+ * has initialised itself, which resolves its interceptors with dlsym: it must not be
+ * instrumented (its shadow memory does not exist yet). */
+#if defined(__has_attribute)
+#if __has_attribute(no_sanitize)
+#define GP_PORT_EARLY __attribute__((no_sanitize("address", "thread", "undefined")))
+#endif
+#endif
+#ifndef GP_PORT_EARLY
+#define GP_PORT_EARLY
+#endif
+
 /* A hint to the CPU inside a spin loop: lets the sibling hyperthread run (x86 pause) or
  * the core relax (aarch64 yield); a no-op elsewhere. */
 static inline void gp_port_cpu_relax(void)

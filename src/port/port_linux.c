@@ -1,6 +1,6 @@
 /* The port layer on Linux (port.h): waits and wakes on the futex syscall, which exists on
  * every Linux architecture. Depends on nothing of gpupool's. */
-#include "port/port.h"
+#include "port.h"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>

@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "lock.h"
-#include "port/port.h"
+#include "port.h"
 
 #define THREADS 4
 /* enough to interleave the threads thousands of times, short enough for qemu-user */

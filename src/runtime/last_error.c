@@ -11,14 +11,14 @@ void gp_last_error_set(const struct gp_runtime *rt, cudaError_t err)
 	if (!rt)
 		return;
 	void *p = NULL;
-	enum cudaStreamCaptureMode mode = gp_capture_relax_begin(rt);
+	enum cudaStreamCaptureMode mode = gp_runtime_relax_begin(rt);
 	if (err == cudaErrorMemoryAllocation) {
 		/* a request no device can satisfy fails at once and leaves the error behind */
 		(void)rt->Malloc(&p, (size_t)1 << 62);
 	} else {
 		(void)rt->Malloc(NULL, 0);
 	}
-	gp_capture_relax_end(rt, mode);
+	gp_runtime_relax_end(rt, mode);
 }
 
 /* A program's own pending error is put back by repeating a failing call that produces it;

@@ -1,6 +1,5 @@
-/* Stream captures (capture.h): the count and the gate (the relaxed capture mode is inline
- * in the header). Owns the gate and the count; depends on the runtime table only, never on
- * the pool or the registry. */
+/* Stream captures (capture.h): the count and the gate. Owns the gate and the count;
+ * depends on nothing of gpupool's. */
 #include "capture.h"
 
 #include <pthread.h>

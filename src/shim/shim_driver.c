@@ -3,7 +3,7 @@
  * answered in CUresult. Only allocations made while a device's primary context is current
  * are pooled; any other context's pass through. Owns the cache of primary-context handles;
  * must not depend on the runtime layer's hook bodies (shim.c) or the pool's internals. */
-#include "driver.h"
+#include "shim_driver.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -18,7 +18,7 @@
 #include "capture.h"
 #include "fence_thread.h"
 #include "streamkey.h"
-#include "hooks_driver.h"
+#include "entries.h"
 #include "log.h"
 #include "pool.h"
 #include "registry.h"
@@ -30,7 +30,7 @@
 static _Atomic(CUcontext) primary_seen[GPUPOOL_MAX_DEVICES];
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
-static void after_fork(void) { gp_driver_layer_after_fork(); }
+static void after_fork(void) { gp_shim_driver_after_fork(); }
 static void arm_fork(void) { pthread_atfork(NULL, NULL, after_fork); }
 
 /* The answer where the entry point is missing: no driver loaded at all (the program found
@@ -126,9 +126,9 @@ static inline gp_stream stream_key(const struct gp_registry *r, CUstream s, enum
 	return key;
 }
 
-CUresult gp_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, enum gp_drv_call call)
+CUresult gp_shim_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, enum gp_drv_call call)
 {
-	const struct gp_driver *D = gp_driver_get();
+	const struct gp_driver *D = gp_libcuda_get();
 	if (!D)
 		return absent(D);
 	if (gp_backend_guard_inside())
@@ -183,9 +183,9 @@ static gp_pool *owner(const struct gp_registry *r, uintptr_t ptr, struct gp_bloc
 	return NULL;
 }
 
-CUresult gp_driver_mem_free(CUdeviceptr ptr, CUstream s, enum gp_drv_call call)
+CUresult gp_shim_driver_mem_free(CUdeviceptr ptr, CUstream s, enum gp_drv_call call)
 {
-	const struct gp_driver *D = gp_driver_get();
+	const struct gp_driver *D = gp_libcuda_get();
 	if (!D)
 		return absent(D);
 	if (gp_backend_guard_inside())
@@ -235,9 +235,9 @@ CUresult gp_driver_mem_free(CUdeviceptr ptr, CUstream s, enum gp_drv_call call)
 	return e;
 }
 
-CUresult gp_driver_mem_get_info(size_t *free_bytes, size_t *total_bytes)
+CUresult gp_shim_driver_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 {
-	const struct gp_driver *D = gp_driver_get();
+	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || !D->cuMemGetInfo_v2)
 		return absent(D);
 	if (gp_backend_guard_inside())
@@ -266,9 +266,9 @@ CUresult gp_driver_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 	return e;
 }
 
-CUresult gp_driver_ipc_get_mem_handle(CUipcMemHandle *handle, CUdeviceptr ptr)
+CUresult gp_shim_driver_ipc_get_mem_handle(CUipcMemHandle *handle, CUdeviceptr ptr)
 {
-	const struct gp_driver *D = gp_driver_get();
+	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || !D->cuIpcGetMemHandle)
 		return absent(D);
 	const struct gp_registry *r = gp_registry_get_driver();
@@ -288,9 +288,9 @@ CUresult gp_driver_ipc_get_mem_handle(CUipcMemHandle *handle, CUdeviceptr ptr)
 	return CUDA_ERROR_INVALID_VALUE;
 }
 
-CUresult gp_driver_mem_get_address_range(CUdeviceptr *base, size_t *size, CUdeviceptr ptr)
+CUresult gp_shim_driver_mem_get_address_range(CUdeviceptr *base, size_t *size, CUdeviceptr ptr)
 {
-	const struct gp_driver *D = gp_driver_get();
+	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || !D->cuMemGetAddressRange_v2)
 		return absent(D);
 	const struct gp_registry *r = gp_registry_get_driver();
@@ -306,9 +306,9 @@ CUresult gp_driver_mem_get_address_range(CUdeviceptr *base, size_t *size, CUdevi
 	return CUDA_SUCCESS;
 }
 
-CUresult gp_driver_pointer_get_attribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr)
+CUresult gp_shim_driver_pointer_get_attribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr)
 {
-	const struct gp_driver *D = gp_driver_get();
+	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || !D->cuPointerGetAttribute)
 		return absent(D);
 	const struct gp_registry *r = gp_registry_get_driver();
@@ -325,9 +325,9 @@ CUresult gp_driver_pointer_get_attribute(void *data, CUpointer_attribute attr, C
 	return CUDA_SUCCESS;
 }
 
-CUresult gp_driver_begin_capture(CUstream s, CUstreamCaptureMode mode, enum gp_drv_begin which)
+CUresult gp_shim_driver_begin_capture(CUstream s, CUstreamCaptureMode mode, enum gp_drv_begin which)
 {
-	const struct gp_driver *D = gp_driver_get();
+	const struct gp_driver *D = gp_libcuda_get();
 	CUresult (*v1)(CUstream) = !D ? NULL : which == GP_DRV_BEGIN_V1 ? D->cuStreamBeginCapture
 					 : which == GP_DRV_BEGIN_V1_PTSZ ? D->cuStreamBeginCapture_ptsz : NULL;
 	CUresult (*v2)(CUstream, CUstreamCaptureMode) = !D ? NULL : which == GP_DRV_BEGIN_V2 ? D->cuStreamBeginCapture_v2
@@ -345,9 +345,9 @@ CUresult gp_driver_begin_capture(CUstream s, CUstreamCaptureMode mode, enum gp_d
 	return e;
 }
 
-CUresult gp_driver_end_capture(CUstream s, CUgraph *graph, bool ptsz)
+CUresult gp_shim_driver_end_capture(CUstream s, CUgraph *graph, bool ptsz)
 {
-	const struct gp_driver *D = gp_driver_get();
+	const struct gp_driver *D = gp_libcuda_get();
 	CUresult (*end)(CUstream, CUgraph *) = !D ? NULL : ptsz ? D->cuStreamEndCapture_ptsz : D->cuStreamEndCapture;
 	if (!end)
 		return absent(D);
@@ -365,10 +365,10 @@ CUresult gp_driver_end_capture(CUstream s, CUgraph *graph, bool ptsz)
 	return e;
 }
 
-CUresult gp_driver_stream_create(CUstream *ph, unsigned flags, int priority, bool with_priority,
+CUresult gp_shim_driver_stream_create(CUstream *ph, unsigned flags, int priority, bool with_priority,
 				 const void *caller)
 {
-	const struct gp_driver *D = gp_driver_get();
+	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || (with_priority ? !D->cuStreamCreateWithPriority : !D->cuStreamCreate))
 		return absent(D);
 	CUresult e = with_priority ? D->cuStreamCreateWithPriority(ph, flags, priority) : D->cuStreamCreate(ph, flags);
@@ -392,9 +392,9 @@ CUresult gp_driver_stream_create(CUstream *ph, unsigned flags, int priority, boo
 	return e;
 }
 
-CUresult gp_driver_stream_destroy(CUstream s, bool v2)
+CUresult gp_shim_driver_stream_destroy(CUstream s, bool v2)
 {
-	const struct gp_driver *D = gp_driver_get();
+	const struct gp_driver *D = gp_libcuda_get();
 	CUresult (*fn)(CUstream) = !D ? NULL : v2 ? D->cuStreamDestroy_v2 : D->cuStreamDestroy;
 	if (!fn)
 		return absent(D);
@@ -425,9 +425,9 @@ static void forget_device(const struct gp_registry *r, int dev)
 	atomic_store(&primary_seen[dev], NULL);
 }
 
-CUresult gp_driver_primary_ctx_reset(CUdevice dev, bool v2)
+CUresult gp_shim_driver_primary_ctx_reset(CUdevice dev, bool v2)
 {
-	const struct gp_driver *D = gp_driver_get();
+	const struct gp_driver *D = gp_libcuda_get();
 	CUresult (*fn)(CUdevice) = !D ? NULL : v2 ? D->cuDevicePrimaryCtxReset_v2 : D->cuDevicePrimaryCtxReset;
 	if (!fn)
 		return absent(D);
@@ -435,9 +435,9 @@ CUresult gp_driver_primary_ctx_reset(CUdevice dev, bool v2)
 	return fn(dev);
 }
 
-CUresult gp_driver_ctx_destroy(CUcontext ctx, bool v2)
+CUresult gp_shim_driver_ctx_destroy(CUcontext ctx, bool v2)
 {
-	const struct gp_driver *D = gp_driver_get();
+	const struct gp_driver *D = gp_libcuda_get();
 	CUresult (*fn)(CUcontext) = !D ? NULL : v2 ? D->cuCtxDestroy_v2 : D->cuCtxDestroy;
 	if (!fn)
 		return absent(D);
@@ -451,7 +451,8 @@ CUresult gp_driver_ctx_destroy(CUcontext ctx, bool v2)
 /* gpupool's entry point for `symbol` (a name as cuGetProcAddress is asked for it, without
  * a version suffix) as the driver resolves it for `version` and `flags`, or NULL when it is
  * not an interposed one. The versions at which each name gained its _v2 (cuda.h). */
-static void *by_version(const char *symbol, int version, cuuint64_t flags)
+static void *by_version(const struct gp_entries *t, const struct gp_driver *D, const char *symbol, int version,
+			cuuint64_t flags)
 {
 	static const struct {
 		const char *name;
@@ -469,16 +470,16 @@ static void *by_version(const char *symbol, int version, cuuint64_t flags)
 	bool ptsz = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
 	void *ours = NULL;
 	if (ptsz && (size_t)snprintf(name, sizeof name, "%s%s_ptsz", symbol, v2) < sizeof name)
-		ours = gp_hooks_driver_by_name(name);
+		ours = gp_entries_by_name(t, D, name);
 	if (!ours && (size_t)snprintf(name, sizeof name, "%s%s", symbol, v2) < sizeof name)
-		ours = gp_hooks_driver_by_name(name);
+		ours = gp_entries_by_name(t, D, name);
 	return ours;
 }
 
-CUresult gp_driver_get_proc_address(const char *symbol, void **pfn, int version, cuuint64_t flags,
-				    CUdriverProcAddressQueryResult *status, bool v2)
+CUresult gp_shim_driver_get_proc_address(const char *symbol, void **pfn, int version, cuuint64_t flags,
+				    CUdriverProcAddressQueryResult *status, bool v2, const struct gp_entries *t)
 {
-	const struct gp_driver *D = gp_driver_get();
+	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || (v2 ? !D->cuGetProcAddress_v2 : !D->cuGetProcAddress))
 		return absent(D);
 	CUresult e = v2 ? D->cuGetProcAddress_v2(symbol, pfn, version, flags, status)
@@ -487,16 +488,16 @@ CUresult gp_driver_get_proc_address(const char *symbol, void **pfn, int version,
 	 * entry for exactly the one picked, matched by address, or where the driver hands out
 	 * an address other than its exported symbol's, by the name it must have picked. */
 	if (e == CUDA_SUCCESS && pfn && *pfn && symbol) {
-		void *ours = gp_hooks_driver_for_real(*pfn);
+		void *ours = gp_entries_for_real(t, D, *pfn);
 		if (!ours)
-			ours = by_version(symbol, version, flags);
+			ours = by_version(t, D, symbol, version, flags);
 		if (ours)
 			*pfn = ours;
 	}
 	return e;
 }
 
-void gp_driver_layer_after_fork(void)
+void gp_shim_driver_after_fork(void)
 {
 	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++)
 		atomic_store(&primary_seen[d], NULL);

@@ -1,7 +1,7 @@
 /* The CUDA driver's entry points (libcuda.so.1), resolved from the copy the process has
- * loaded through the real dlsym (dlsym.h), never through gpupool's own interposition, so
- * gpupool's calls into the driver never come back into its driver hooks. Owns the table and
- * the list of driver names gpupool interposes; depends on dlsym.h and the log only. */
+ * loaded through the real dlsym (below), never through gpupool's own interposition, so
+ * gpupool's calls into the driver never come back into its driver hooks. Owns the table, the
+ * list of driver names gpupool interposes and the real dlsym; depends on the log only. */
 #ifndef GP_LIBCUDA_H
 #define GP_LIBCUDA_H
 
@@ -63,19 +63,29 @@ struct gp_driver {
 /* The table of the libcuda.so.1 loaded in the process, or NULL while none is (each call
  * looks again, with a lock and dlopen(RTLD_NOLOAD); once found, one acquire load and the
  * table never changes). Thread-safe; no CUDA call. */
-const struct gp_driver *gp_driver_get(void);
+const struct gp_driver *gp_libcuda_get(void);
 
 /* True when `handle` (a dlopen handle) is the loaded libcuda's. Lock-free once libcuda has
  * been found. */
-bool gp_driver_is_handle(void *handle);
+bool gp_libcuda_is_handle(void *handle);
 
 /* The loaded libcuda's dlopen handle, or NULL while none is loaded. */
-void *gp_driver_handle(void);
+void *gp_libcuda_handle(void);
 
 /* NULL when the pool can run over the driver `d`, else the first entry point it lacks. */
-const char *gp_driver_lacks(const struct gp_driver *d);
+const char *gp_libcuda_lacks(const struct gp_driver *d);
+
+/* The real dlsym (glibc's), for gpupool's own look-ups: never answered by gpupool. With
+ * RTLD_NEXT it searches after libgpupool.so. Callable before any initialisation, also
+ * before a preloaded sanitizer runtime has initialised. */
+typedef void *(*gp_dlsym_fn)(void *, const char *);
+void *gp_dlsym_real(void *handle, const char *name);
+/* Finds the real dlsym now, if not yet (gp_dlsym_next is then set). */
+void gp_dlsym_real_resolve(void);
+/* The real dlsym once found (NULL before): what the hooks' dlsym trampoline jumps to. */
+extern __attribute__((visibility("hidden"))) gp_dlsym_fn gp_dlsym_next;
 
 /* In a forked child: the lookup's lock is made free. */
-void gp_driver_after_fork(void);
+void gp_libcuda_after_fork(void);
 
 #endif

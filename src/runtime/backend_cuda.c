@@ -21,32 +21,14 @@
 
 /* ---- stream keys ---------------------------------------------------------------------- */
 
-/* The legacy default stream is key 0. Each thread's per-thread default stream gets a
- * synthetic key (streamkey.h) from a process-wide serial. */
-static _Thread_local gp_stream my_ptds;
-static atomic_ulong ptds_serial;
-
-gp_stream gp_cuda_ptds_key(void)
-{
-	if (!my_ptds)
-		my_ptds = gp_streamkey_make((gp_stream)(atomic_fetch_add(&ptds_serial, 1) + 1), GP_STREAMKEY_PTDS);
-	return my_ptds;
-}
 
 /* The handle this thread can use for a key, or NULL with *ok = false when the key is
  * another thread's per-thread stream. */
 static cudaStream_t key_handle(gp_stream k, bool *ok)
 {
-	*ok = true;
-	if (k == 0)
-		return cudaStreamLegacy;
-	if (gp_streamkey_tag(k) == GP_STREAMKEY_PTDS) {
-		if (k == my_ptds)
-			return cudaStreamPerThread;
-		*ok = false;
-		return NULL;
-	}
-	return (cudaStream_t)k;
+	uintptr_t h = 0;
+	*ok = gp_streamkey_handle(k, &h);
+	return *ok ? (cudaStream_t)h : NULL;
 }
 
 /* ---- the backend ----------------------------------------------------------------------- */
@@ -60,16 +42,16 @@ static int cu_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
 	/* While a stream captures in global mode, cudaMalloc from any thread would be refused
 	 * and would invalidate the capture; in this thread's relaxed mode it is allowed, and a
 	 * new segment has nothing to do with the captured work. */
-	enum cudaStreamCaptureMode mode = gp_capture_relax_begin(rt);
+	enum cudaStreamCaptureMode mode = gp_runtime_relax_begin(rt);
 	cudaError_t e = rt->Malloc(&p, size);
 	if (e != cudaSuccess) {
 		/* the pool may recover (release, retry): leave no stale error behind, and
 		 * the program's own pending error as it was */
 		gp_last_error_restore(rt, before);
-		gp_capture_relax_end(rt, mode);
+		gp_runtime_relax_end(rt, mode);
 		return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
 	}
-	gp_capture_relax_end(rt, mode);
+	gp_runtime_relax_end(rt, mode);
 	*addr = (uintptr_t)p;
 	return 0;
 }
@@ -108,9 +90,9 @@ static int cu_device_sync(void *ctx, int device)
 		cur = -1;
 	if (cur != device)
 		(void)rt->SetDevice(device);
-	enum cudaStreamCaptureMode mode = gp_capture_relax_begin(rt);
+	enum cudaStreamCaptureMode mode = gp_runtime_relax_begin(rt);
 	cudaError_t e = rt->DeviceSynchronize();
-	gp_capture_relax_end(rt, mode);
+	gp_runtime_relax_end(rt, mode);
 	if (cur >= 0 && cur != device)
 		(void)rt->SetDevice(cur);
 	gp_capture_gate_leave();
@@ -306,7 +288,7 @@ void gp_cuda_stream_destroying(const struct gp_runtime *rt, cudaStream_t s)
 	if (has_marker_calls(rt) && gate && ds->ntails < GP_CUDA_TAILS) {
 		cudaError_t before = rt->PeekAtLastError();
 		int cur = enter_device(rt, d);
-		enum cudaStreamCaptureMode mode = gp_capture_relax_begin(rt);
+		enum cudaStreamCaptureMode mode = gp_runtime_relax_begin(rt);
 		cudaEvent_t ev;
 		if (rt->EventCreateWithFlags(&ev, MARK_EVENT_FLAGS) == cudaSuccess) {
 			if (rt->variant[GP_RT_PLAIN].EventRecord(ev, s) == cudaSuccess) {
@@ -316,7 +298,7 @@ void gp_cuda_stream_destroying(const struct gp_runtime *rt, cudaStream_t s)
 				(void)rt->EventDestroy(ev);
 			}
 		}
-		gp_capture_relax_end(rt, mode);
+		gp_runtime_relax_end(rt, mode);
 		restore_device(rt, d, cur);
 		keep_last_error(rt, before);
 	}
@@ -444,7 +426,7 @@ static int cu_fence_mark(void *ctx, int device, uint64_t *token)
 		rc = -ENOTSUP;
 		goto out;
 	}
-	enum cudaStreamCaptureMode mode = gp_capture_relax_begin(rt);
+	enum cudaStreamCaptureMode mode = gp_runtime_relax_begin(rt);
 	struct cu_marker *m = marker_get(rt, ds, 1 + ds->n);
 	bool ok = m != NULL;
 	/* destroyed streams' queued work: the legacy stream waits for it, so ev[0] covers it */
@@ -460,7 +442,7 @@ static int cu_fence_mark(void *ctx, int device, uint64_t *token)
 		ok = v->EventRecord(m->ev[0], cudaStreamLegacy) == cudaSuccess;
 	for (unsigned i = 0; ok && i < ds->n; i++)
 		ok = v->EventRecord(m->ev[1 + i], ds->nb[i]) == cudaSuccess;
-	gp_capture_relax_end(rt, mode);
+	gp_runtime_relax_end(rt, mode);
 	restore_device(rt, device, cur);
 	keep_last_error(rt, before);
 	if (ok) {
@@ -484,7 +466,7 @@ static int cu_fence_query(void *ctx, int device, uint64_t token)
 	const struct gp_runtime *rt = ctx;
 	struct cu_marker *m = (struct cu_marker *)(uintptr_t)token;
 	cudaError_t before = rt->PeekAtLastError();
-	enum cudaStreamCaptureMode mode = gp_capture_relax_begin(rt);
+	enum cudaStreamCaptureMode mode = gp_runtime_relax_begin(rt);
 	int rc = 0;
 	while (m->done < m->n) {
 		cudaError_t e = rt->EventQuery(m->ev[m->done]);
@@ -494,7 +476,7 @@ static int cu_fence_query(void *ctx, int device, uint64_t token)
 		}
 		m->done++;
 	}
-	gp_capture_relax_end(rt, mode);
+	gp_runtime_relax_end(rt, mode);
 	keep_last_error(rt, before);
 	return rc;
 }
@@ -504,11 +486,11 @@ static int cu_fence_wait(void *ctx, int device, uint64_t token)
 	const struct gp_runtime *rt = ctx;
 	const struct cu_marker *m = (const struct cu_marker *)(uintptr_t)token;
 	cudaError_t before = rt->PeekAtLastError();
-	enum cudaStreamCaptureMode mode = gp_capture_relax_begin(rt);
+	enum cudaStreamCaptureMode mode = gp_runtime_relax_begin(rt);
 	cudaError_t e = cudaSuccess;
 	for (unsigned i = 0; i < m->n && e == cudaSuccess; i++)
 		e = rt->EventSynchronize(m->ev[i]);
-	gp_capture_relax_end(rt, mode);
+	gp_runtime_relax_end(rt, mode);
 	keep_last_error(rt, before);
 	if (e != cudaSuccess) {
 		gp_log(GP_LOG_WARN, "device %d: cudaEventSynchronize failed (%d) during a fence; pending frees stay pending",

@@ -1,6 +1,6 @@
 /* The real driver's entry points (libcuda.h): from the libcuda.so.1 the process has loaded,
- * through the real dlsym on its handle, looked for again on each call until it is loaded.
- * Owns the table only; depends on dlsym.h and the log. */
+ * through the real dlsym (glibc's, found here once) on its handle, looked for again on each
+ * call until it is loaded. Owns the table and the real dlsym; depends on the log only. */
 #include "libcuda.h"
 
 #include <dlfcn.h>
@@ -9,8 +9,44 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "dlsym.h"
 #include "log.h"
+#include "port.h"
+
+/* ---- the real dlsym -------------------------------------------------------------------- */
+
+/* The real dlsym; read by the hooks' trampoline (hidden, so no GOT). */
+__attribute__((visibility("hidden"))) gp_dlsym_fn gp_dlsym_next;
+
+GP_PORT_EARLY static void *no_dlsym(void *handle, const char *name)
+{
+	(void)handle, (void)name;
+	return NULL;
+}
+
+/* glibc 2.34 moved dlsym into libc under a new version; older glibc (and programs built
+ * against it) have it at GLIBC_2.2.5 (x86-64) or GLIBC_2.17 (aarch64). */
+GP_PORT_EARLY static gp_dlsym_fn next_dlsym(void)
+{
+	gp_dlsym_fn f = __atomic_load_n(&gp_dlsym_next, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(f != NULL, 1))
+		return f;
+	static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
+	void *s = NULL;
+	for (size_t i = 0; !s && i < sizeof versions / sizeof versions[0]; i++)
+		s = dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+	if (s)
+		memcpy(&f, &s, sizeof f);
+	else
+		f = no_dlsym; /* never seen: every glibc has one of them */
+	__atomic_store_n(&gp_dlsym_next, f, __ATOMIC_RELEASE);
+	return f;
+}
+
+void *gp_dlsym_real(void *handle, const char *name) { return next_dlsym()(handle, name); }
+
+GP_PORT_EARLY void gp_dlsym_real_resolve(void) { (void)next_dlsym(); }
+
+/* ---- the driver's table ---------------------------------------------------------------- */
 
 static struct gp_driver drv;            /* written under `lock` until `found` */
 static atomic_bool found;
@@ -29,7 +65,7 @@ static void resolve(void *h)
 #undef SYM_
 }
 
-const struct gp_driver *gp_driver_get(void)
+const struct gp_driver *gp_libcuda_get(void)
 {
 	if (__builtin_expect(atomic_load_explicit(&found, memory_order_acquire), 1))
 		return &drv;
@@ -49,18 +85,18 @@ const struct gp_driver *gp_driver_get(void)
 	return ok ? &drv : NULL;
 }
 
-bool gp_driver_is_handle(void *h)
+bool gp_libcuda_is_handle(void *h)
 {
 	if (!h)
 		return false;
-	if (!atomic_load_explicit(&found, memory_order_acquire) && !gp_driver_get())
+	if (!atomic_load_explicit(&found, memory_order_acquire) && !gp_libcuda_get())
 		return false;
 	return h == atomic_load_explicit(&handle, memory_order_relaxed);
 }
 
-void *gp_driver_handle(void) { return gp_driver_get() ? atomic_load_explicit(&handle, memory_order_relaxed) : NULL; }
+void *gp_libcuda_handle(void) { return gp_libcuda_get() ? atomic_load_explicit(&handle, memory_order_relaxed) : NULL; }
 
-const char *gp_driver_lacks(const struct gp_driver *d)
+const char *gp_libcuda_lacks(const struct gp_driver *d)
 {
 	static const struct {
 		size_t off;
@@ -85,4 +121,4 @@ const char *gp_driver_lacks(const struct gp_driver *d)
 	return NULL;
 }
 
-void gp_driver_after_fork(void) { pthread_mutex_init(&lock, NULL); }
+void gp_libcuda_after_fork(void) { pthread_mutex_init(&lock, NULL); }

@@ -7,7 +7,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "backend_cuda.h"
 #include "capture.h"
 #include "gpupool/stats.h"
 #include "log.h"
@@ -110,20 +109,15 @@ static int drv_device_sync(void *ctx, int device)
 	return 0;
 }
 
+
 /* The driver's handle for a stream key as this thread names it; false when the key is
  * another thread's per-thread default stream. */
 static bool key_stream(gp_stream k, CUstream *out)
 {
-	if (k == 0) {
-		*out = CU_STREAM_LEGACY;
-		return true;
-	}
-	if (gp_streamkey_tag(k) == GP_STREAMKEY_PTDS) {
-		*out = CU_STREAM_PER_THREAD;
-		return k == gp_cuda_ptds_key();
-	}
-	*out = (CUstream)k;
-	return true;
+	uintptr_t h = 0;
+	bool ok = gp_streamkey_handle(k, &h);
+	*out = (CUstream)h;
+	return ok;
 }
 
 static int drv_stream_wait(void *ctx, int device, gp_stream from, gp_stream to)

@@ -110,7 +110,7 @@ static void use_runtime(const struct gp_runtime *rt)
  * Once, under runtime_lock. */
 static void use_driver(const struct gp_driver *d)
 {
-	const char *lacks = gp_driver_lacks(d);
+	const char *lacks = gp_libcuda_lacks(d);
 	R.drv_off = R.cfg.disable || lacks;
 	if (lacks && !R.cfg.disable)
 		gp_log(GP_LOG_WARN, "the CUDA driver lacks %s, which the pool needs; gpupool is off: every driver "
@@ -136,7 +136,7 @@ static bool driver_settle(void)
 		  atomic_load_explicit(&have_driver, memory_order_relaxed);
 	if (!ok) {
 		const struct gp_runtime *rt = gp_runtime_get();
-		const struct gp_driver *d = rt ? NULL : gp_driver_get();
+		const struct gp_driver *d = rt ? NULL : gp_libcuda_get();
 		if (rt) {
 			use_runtime(rt);
 			atomic_store_explicit(&have_runtime, true, memory_order_release);
@@ -439,7 +439,7 @@ static void registry_after_fork(void)
 static void at_fork_child(void)
 {
 	gp_runtime_after_fork();
-	gp_driver_after_fork();
+	gp_libcuda_after_fork();
 	gp_driver_backend_after_fork();
 	gp_capture_after_fork();
 	gp_fence_thread_after_fork();

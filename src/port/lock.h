@@ -5,7 +5,7 @@
 #ifndef GP_LOCK_H
 #define GP_LOCK_H
 
-#include "port/port.h"
+#include "port.h"
 
 typedef struct {
 	int v;

@@ -69,4 +69,21 @@ void gp_runtime_after_fork(void);
  * end could not be seen, and the pool would synchronize the device during it). */
 const char *gp_runtime_lacks(const struct gp_runtime *rt);
 
+/* Runs the calling thread in relaxed capture mode until gp_runtime_relax_end(the returned
+ * mode): the calls gpupool makes on its own behalf must not be refused (and invalidate a
+ * capture) because another thread captures in global mode. `rt`: the resolved runtime. */
+static inline enum cudaStreamCaptureMode gp_runtime_relax_begin(const struct gp_runtime *rt)
+{
+	enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+	if (rt->ThreadExchangeStreamCaptureMode)
+		(void)rt->ThreadExchangeStreamCaptureMode(&mode);
+	return mode;
+}
+
+static inline void gp_runtime_relax_end(const struct gp_runtime *rt, enum cudaStreamCaptureMode mode)
+{
+	if (rt->ThreadExchangeStreamCaptureMode)
+		(void)rt->ThreadExchangeStreamCaptureMode(&mode);
+}
+
 #endif

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "backend.h"
+#include "streamkey.h"
 
 /* Fills `be` with the backend over the resolved runtime `rt` (runtime.h), which must
  * outlive it (be->ctx is rt). Fences (device_sync, fence_mark) and segment frees are refused
@@ -33,18 +34,11 @@ void gp_cuda_device_forget(const struct gp_runtime *rt, int device);
 /* In a forked child: the parent's streams and markers are forgotten. */
 void gp_cuda_backend_after_fork(void);
 
-/* The stream key (gp_stream) of a runtime stream handle, as the calling thread names it.
- * `ptsz`: the call came through a _ptsz entry point, where stream 0 is the per-thread one.
- * The legacy default stream is key 0; a per-thread default stream gets a synthetic key
- * from gp_cuda_ptds_key() (streamkey.h: never a real handle, which is a pointer). */
-gp_stream gp_cuda_ptds_key(void);
+/* The stream key (gp_stream) of a runtime stream handle, as the calling thread names it
+ * (streamkey.h). `ptsz`: the call came through a _ptsz entry point. */
 static inline gp_stream gp_cuda_stream_key(cudaStream_t s, bool ptsz)
 {
-	if (s == cudaStreamPerThread || (s == 0 && ptsz))
-		return gp_cuda_ptds_key();
-	if (s == 0 || s == cudaStreamLegacy)
-		return 0;
-	return (gp_stream)s;
+	return gp_streamkey_of((uintptr_t)s, ptsz);
 }
 
 #endif
