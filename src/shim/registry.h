@@ -1,7 +1,8 @@
-/* The registry: lazy initialisation (the config, the runtime table, the device count) and
- * one pool per device with its statistics-page slot, the page, release requests from it,
- * the trace switch, and what a fork does to all of them. Starts the fence thread and arms
- * the exit report; must not depend on the hook bodies (shim.c) or the PyTorch entry points. */
+/* The registry: lazy initialisation (init.c: the config, the runtime or the driver, the device
+ * count) and one pool per device with its statistics-page slot, the page, release requests
+ * from it, the trace switch (pools.c), and what a fork does to all of them (fork.c). Starts
+ * the fence thread and arms the exit report; must not depend on the hook bodies or the
+ * PyTorch entry points. */
 #ifndef GP_REGISTRY_H
 #define GP_REGISTRY_H
 
@@ -19,7 +20,7 @@
 /* What the hooks read on every call. Set by the initialisation, except pools and slots
  * (as each device is first used, and cleared by a fork or a device reset), tracing (with
  * the first pool) and exiting (set by the exit handler, before the report: from then on
- * the hooks pass allocations through; a relaxed load per call). Written by registry.c only. */
+ * the hooks pass allocations through; a relaxed load per call). Written by the registry (init.c, pools.c) only. */
 struct gp_registry {
 	const struct gp_runtime *rt; /* NULL: no runtime in the process (yet) */
 	struct gp_config cfg;
@@ -31,7 +32,7 @@ struct gp_registry {
 	const atomic_int *captures;  /* stream captures in progress (capture.h) */
 	atomic_bool exiting;         /* exit has begun: the runtime is being torn down */
 	bool tracing;
-	bool drv_off;                /* the driver layer serves nothing (driver.c): disabled, no
+	bool drv_off;                /* the driver hooks serve nothing (shim_driver.c): disabled, no
 				      * runtime nor driver, or one that lacks what the pool needs */
 	/* The pool stream key of cudaMalloc and cudaFree (and cuMemAlloc, cuMemFree): GP_NO_STREAM,
 	 * a free waits for a fence; or, with legacy_stream:1 until the program makes a stream
@@ -48,7 +49,7 @@ struct gp_registry {
  * another thread was initialising initialises again (glibc's pthread_once). */
 const struct gp_registry *gp_registry_get(void);
 
-/* The registry as the driver layer (driver.c) sees it: like gp_registry_get, but settled
+/* The registry as the driver hooks (shim_driver.c) see it: like gp_registry_get, but settled
  * over the driver (libcuda.h) when the process has no CUDA runtime, with the pools' backend
  * over the driver (backend_driver.h); r->drv_off says whether the driver layer serves
  * anything. A runtime loaded later joins the same pools (the backend stays the driver's).

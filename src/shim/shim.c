@@ -16,6 +16,7 @@
 #include "pool.h"
 #include "proc.h"
 #include "registry.h"
+#include "route.h"
 #include "runtime.h"
 #include "statpage.h"
 #include "streamkey.h"
@@ -133,29 +134,68 @@ static __attribute__((noinline, cold)) cudaError_t alloc_failed(const struct gp_
 	return cudaErrorMemoryAllocation;
 }
 
+/* A runtime allocation as the routing decision (route.h) asks about it. */
+struct rt_call {
+	const struct gp_registry *r;
+	cudaStream_t s;
+	enum gp_call call;
+};
+
+static inline int rt_capturing(const void *c_)
+{
+	const struct rt_call *c = c_;
+	if (!capture_possible(c->r, c->call))
+		return 0;
+	bool cap;
+	if (capturing(c->r, c->s, c->call, &cap) != cudaSuccess)
+		return -1;
+	return cap;
+}
+
+static inline int rt_device(const void *c_, bool *served)
+{
+	const struct rt_call *c = c_;
+	*served = true; /* the runtime's calls run in the device's primary context */
+	return current_device(c->r);
+}
+
+static inline void *rt_pool(const void *c_, int dev)
+{
+	const struct rt_call *c = c_;
+	return gp_registry_pool(c->r, dev);
+}
+
+static const struct gp_route_ask rt_ask = {rt_capturing, rt_device, rt_pool};
+
 cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call call)
 {
 	const struct gp_registry *r = gp_registry_get();
-	if (r->off || exiting(r))
+	bool off = r->off || exiting(r);
+	const struct gp_route_facts f = {
+		.off = off,
+		.has_entry = off || call == GP_CALL_SYNC || variant(r->rt, call)->MallocAsync,
+		.refuse = r->refuse,
+		.args_ok = ptr && size,
+	};
+	const struct rt_call c = {r, s, call};
+	int dev;
+	void *pool;
+	switch (gp_route_alloc(&f, &rt_ask, &c, &dev, &pool)) {
+	case GP_ROUTE_POOL:
+		break;
+	case GP_ROUTE_PASS:
 		return real_malloc(r, ptr, size, s, call);
-	if (call != GP_CALL_SYNC && !variant(r->rt, call)->MallocAsync)
-		return absent(r); /* a runtime without the stream-ordered allocator */
-	if (r->refuse)
-		return cudaErrorInvalidValue;
-	if (!ptr || size == 0)
-		return real_malloc(r, ptr, size, s, call); /* the runtime's own answer */
-	if (capture_possible(r, call)) {
-		bool cap;
-		if (capturing(r, s, call, &cap) != cudaSuccess || cap)
-			return real_malloc(r, ptr, size, s, call); /* the runtime's own semantics */
-	}
-	int dev = current_device(r);
-	gp_pool *p = dev >= 0 ? gp_registry_pool(r, dev) : NULL;
-	if (!p) {
+	case GP_ROUTE_UNPOOLED: {
 		cudaError_t e = real_malloc(r, ptr, size, s, call);
 		gp_registry_count_passthrough(dev, true);
 		return e;
 	}
+	case GP_ROUTE_ABSENT:
+		return absent(r); /* a runtime without the stream-ordered allocator */
+	case GP_ROUTE_REFUSE:
+		return cudaErrorInvalidValue;
+	}
+	gp_pool *p = pool;
 	if (r->ndev > 1 && free_hint != dev)
 		free_hint = dev;
 	bool sync = call == GP_CALL_SYNC;

@@ -22,16 +22,13 @@
 #include "log.h"
 #include "pool.h"
 #include "registry.h"
+#include "route.h"
 #include "trace.h"
 #include "trace_format.h"
 
 /* The primary context of each device, as last seen active (a handle, never retained here:
  * retain + release of an active context does not change it). NULL: not looked up yet. */
 static _Atomic(CUcontext) primary_seen[GPUPOOL_MAX_DEVICES];
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-
-static void after_fork(void) { gp_shim_driver_after_fork(); }
-static void arm_fork(void) { pthread_atfork(NULL, NULL, after_fork); }
 
 /* The answer where the entry point is missing: no driver loaded at all (the program found
  * gpupool's export through RTLD_DEFAULT), or a driver without it. */
@@ -51,7 +48,6 @@ static inline bool exiting(const struct gp_registry *r)
 static int current_device(const struct gp_driver *D, const struct gp_registry *r, bool *primary)
 {
 	*primary = false;
-	pthread_once(&fork_once, arm_fork);
 	CUcontext c = NULL;
 	CUdevice d = -1;
 	if (D->cuCtxGetCurrent(&c) != CUDA_SUCCESS || !c || D->cuCtxGetDevice(&d) != CUDA_SUCCESS || d < 0 ||
@@ -126,6 +122,37 @@ static inline gp_stream stream_key(const struct gp_registry *r, CUstream s, enum
 	return key;
 }
 
+/* A driver allocation as the routing decision (route.h) asks about it. */
+struct drv_call {
+	const struct gp_driver *D;
+	const struct gp_registry *r;
+	CUstream s;
+	enum gp_drv_call call;
+};
+
+static inline int drv_capturing(const void *c_)
+{
+	const struct drv_call *c = c_;
+	bool cap;
+	if (capturing(c->D, c->r, c->s, c->call, &cap) != CUDA_SUCCESS)
+		return -1;
+	return cap;
+}
+
+static inline int drv_device(const void *c_, bool *served)
+{
+	const struct drv_call *c = c_;
+	return current_device(c->D, c->r, served); /* only the primary context is served */
+}
+
+static inline void *drv_pool(const void *c_, int dev)
+{
+	const struct drv_call *c = c_;
+	return gp_registry_pool(c->r, dev);
+}
+
+static const struct gp_route_ask drv_ask = {drv_capturing, drv_device, drv_pool};
+
 CUresult gp_shim_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, enum gp_drv_call call)
 {
 	const struct gp_driver *D = gp_libcuda_get();
@@ -134,28 +161,35 @@ CUresult gp_shim_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, en
 	if (gp_backend_guard_inside())
 		return real_alloc(D, dptr, size, s, call); /* a segment of gpupool's own, via a runtime */
 	const struct gp_registry *r = gp_registry_get_driver();
-	if (r->drv_off || exiting(r) || !dptr || size == 0)
+	bool off = r->drv_off || exiting(r);
+	const struct gp_route_facts f = {
+		.off = off,
+		.has_entry = off || call == GP_DRV_SYNC ||
+			     (call == GP_DRV_ASYNC ? D->cuMemAllocAsync : D->cuMemAllocAsync_ptsz),
+		.refuse = r->refuse,
+		.args_ok = dptr && size,
+	};
+	const struct drv_call c = {D, r, s, call};
+	int dev;
+	void *pool;
+	switch (gp_route_alloc(&f, &drv_ask, &c, &dev, &pool)) {
+	case GP_ROUTE_POOL:
+		break;
+	case GP_ROUTE_PASS:
 		return real_alloc(D, dptr, size, s, call);
-	if (call != GP_DRV_SYNC && !(call == GP_DRV_ASYNC ? D->cuMemAllocAsync : D->cuMemAllocAsync_ptsz))
+	case GP_ROUTE_UNPOOLED: {
+		/* the driver's own semantics: an allocation that belongs to a graph, another
+		 * context than the primary one, or a device without a pool */
+		CUresult e = real_alloc(D, dptr, size, s, call);
+		gp_registry_count_driver(dev, GP_DRIVER_PASSTHROUGH);
+		return e;
+	}
+	case GP_ROUTE_ABSENT:
 		return absent(D);
-	if (r->refuse)
+	case GP_ROUTE_REFUSE:
 		return CUDA_ERROR_INVALID_VALUE;
-	bool cap, primary;
-	CUresult ce = capturing(D, r, s, call, &cap);
-	int dev = current_device(D, r, &primary);
-	if (ce != CUDA_SUCCESS || cap || !primary) {
-		/* the driver's own answer and semantics: an invalid stream, an allocation that
-		 * belongs to a graph, or another context than the primary one */
-		CUresult e = real_alloc(D, dptr, size, s, call);
-		gp_registry_count_driver(dev, GP_DRIVER_PASSTHROUGH);
-		return e;
 	}
-	gp_pool *p = gp_registry_pool(r, dev);
-	if (!p) {
-		CUresult e = real_alloc(D, dptr, size, s, call);
-		gp_registry_count_driver(dev, GP_DRIVER_PASSTHROUGH);
-		return e;
-	}
+	gp_pool *p = pool;
 	uintptr_t a = 0;
 	bool sync = call == GP_DRV_SYNC;
 	if (gp_registry_alloc(p, dev, size, stream_key(r, s, call), sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC,

@@ -23,7 +23,7 @@
  * loaded then; -ENOSYS when it cannot be). Reads the process start time once. The owner
  * calls gp_trace_close at exit (exit_report.c does). Returns 0, -EALREADY when a trace is
  * open, -EINVAL, or gp_outfile_open's or gzdopen's negative errno. Not thread-safe against
- * itself: call it once, from the registry's creation of the first pool (registry.c). */
+ * itself: call it once, from the registry's creation of the first pool (pools.c). */
 int gp_trace_open(const char *path);
 
 /* Records one call. Thread-safe and lock-free in the common case (a per-thread buffer

@@ -1,0 +1,45 @@
+/* After fork, the child starts clean: the one fork handler, and the one ordered list of
+ * what each module resets (DESIGN contract 11: no inherited locks held, no pools, its own
+ * page). Owns nothing but the list; depends on each module's after_fork only. */
+#include <pthread.h>
+
+#include "backend_cuda.h"
+#include "backend_driver.h"
+#include "capture.h"
+#include "fence_thread.h"
+#include "libcuda.h"
+#include "registry_internal.h"
+#include "runtime.h"
+#include "shim_driver.h"
+
+/* The child's reset, lowest layer first:
+ *   1. the runtime table's lock (runtime.c), maybe held by a thread looking for it; the
+ *      driver table's (libcuda.c), the driver backend's retained contexts likewise;
+ *   2. the capture gate and count (capture.c): no capture of the parent's is the child's;
+ *   3. the fence thread (fence_thread.c): gone with the fork, its lock maybe held;
+ *   4. the streams and markers of the CUDA backend (backend_cuda.c): the parent's;
+ *   5. the driver hooks' cache of primary contexts (shim_driver.c): the parent's;
+ *   6. the registry: the lock of finding the runtime (init.c); pools, page slots, page and
+ *      trace (pools.c).
+ * No reset reads another module's state, so the order is a convention, not a constraint;
+ * every module is reset before the child's first call can start the fence thread again or
+ * take the gate. A module with state to reset after a fork adds its line here, never a
+ * pthread_atfork of its own. */
+static void at_fork_child(void)
+{
+	gp_runtime_after_fork();
+	gp_libcuda_after_fork();
+	gp_driver_backend_after_fork();
+	gp_capture_after_fork();
+	gp_fence_thread_after_fork();
+	gp_cuda_backend_after_fork();
+	gp_shim_driver_after_fork();
+	gp_registry_init_after_fork();
+	gp_registry_pools_after_fork();
+}
+
+static pthread_once_t armed = PTHREAD_ONCE_INIT;
+
+static void arm(void) { (void)pthread_atfork(NULL, NULL, at_fork_child); }
+
+void gp_fork_arm(void) { pthread_once(&armed, arm); }

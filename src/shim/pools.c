@@ -1,0 +1,267 @@
+/* The registry's per-device pools (registry.h): each created on first use with its page
+ * slot (the first opens the page and the trace, arms the exit report and starts the fence
+ * thread), release requests from the page, the counters the hooks keep outside the pools,
+ * the out-of-memory message, device reset. Must not depend on the hook bodies or the
+ * PyTorch entry points. */
+#include "registry.h"
+#include "registry_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "exit_report.h"
+#include "fence_thread.h"
+#include "format.h"
+#include "log.h"
+#include "outfile.h"
+#include "proc.h"
+#include "statpage.h"
+#include "stats.h"
+#include "trace.h"
+
+static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER; /* creating and removing pools */
+static gp_pool *parent_pools[GPUPOOL_MAX_DEVICES]; /* after fork: the parent's, left alone */
+static struct gpupool_page *page;  /* the shared page, or `local`; NULL until the first pool */
+static struct gpupool_page local;
+static bool page_shared;
+static _Atomic uint64_t release_seen; /* the latest release request claimed by a thread */
+static bool atexit_set;
+static struct gpupool_device_stats parked; /* where pools abandoned by cudaDeviceReset write */
+static gp_pool *parked_pools[64];   /* the latest pools abandoned by cudaDeviceReset, kept */
+static unsigned nparked;
+static bool tracing; /* R->tracing, read here on every allocation without a call */
+
+/* The registry, writable (init.c owns it). */
+#define R (gp_registry_self())
+
+/* At exit: from now on the runtime may be torn down at any moment (its own exit handlers
+ * and destructors run after this one), so the hooks pass allocations through; then the
+ * report reads the page as it is (a forked child's own, or none). */
+static void at_exit(void)
+{
+	atomic_store(&R->exiting, true);
+	gp_exit_report(&R->cfg, page, page_shared, R->tracing);
+}
+
+gp_pool *gp_registry_pool_create(int dev)
+{
+	pthread_mutex_lock(&pools_lock);
+	gp_pool *p = atomic_load(&R->pools[dev]);
+	if (p)
+		goto out;
+	if (!page) {
+		if (R->cfg.stats_page)
+			page = gp_statpage_open();
+		page_shared = page != NULL;
+		if (!page) {
+			page = &local;
+			gp_statpage_init(page);
+		}
+		atomic_store(&release_seen, __atomic_load_n(&page->release_request, __ATOMIC_ACQUIRE));
+		int trc = R->cfg.trace[0] ? gp_trace_open(R->cfg.trace) : -ENOENT;
+		R->tracing = tracing = trc == 0;
+		if (R->cfg.trace[0] && trc != 0)
+			gp_log(GP_LOG_WARN, "trace: cannot record to %s: %s; not tracing", R->cfg.trace,
+			       trc == -ENOSYS ? "zlib (libz.so.1) cannot be loaded for a .gz trace"
+					      : gp_outfile_strerror(trc));
+		if (!atexit_set)
+			atexit_set = atexit(at_exit) == 0;
+	}
+	size_t dfree = 0, dtotal = 0;
+	if (R->cfg.limit_percent && gp_registry_backend()->mem_info(gp_registry_backend()->ctx, dev, &dfree, &dtotal) != 0)
+		dtotal = 0;
+	struct gp_pool_params prm;
+	gp_config_pool_params(&R->cfg, dtotal, &prm);
+	struct gpupool_device_stats *slot = gp_statpage_slot(page, dev);
+	if (!slot || gp_pool_create(&p, dev, &prm, gp_registry_backend(), slot) != 0) {
+		gp_log(GP_LOG_WARN, "device %d: cannot create a pool; passing its calls through", dev);
+		p = NULL;
+		goto out;
+	}
+	R->slots[dev] = slot; /* before the pool is visible: whoever sees the pool sees its slot */
+	atomic_store(&R->pools[dev], p);
+	if (R->cfg.fence == GP_FENCE_THREAD)
+		gp_fence_thread_start(R->pools, R->ndev, R->cfg.fence_interval_us);
+out:
+	pthread_mutex_unlock(&pools_lock);
+	return p;
+}
+
+long long gp_registry_release(int only)
+{
+	long long total = 0;
+	for (int d = 0; d < R->ndev; d++) {
+		gp_pool *p = atomic_load(&R->pools[d]);
+		if (!p || (only >= 0 && d != only))
+			continue;
+		(void)gp_pool_fence(p);
+		total += (long long)gp_pool_release(p, 0);
+	}
+	return total;
+}
+
+/* A release request is pending (or was answered already): claimed by a compare-exchange of
+ * release_seen, so that one thread releases for it, and a thread still releasing for an
+ * older request cannot undo the answer to a newer one (acks only move forward, statpage.h).
+ * Out of line: the allocation path keeps only check_release_request's two loads. */
+static __attribute__((noinline)) void release_on_request(uint64_t seen)
+{
+	uint64_t req;
+	if (!gp_statpage_release_pending(page, &req) || req == seen ||
+	    !atomic_compare_exchange_strong(&release_seen, &seen, req))
+		return; /* answered already, or another thread claimed it (or a newer one) */
+	long long n = gp_registry_release(-1);
+	gp_log(GP_LOG_INFO, "released %lld bytes of cached memory on request", n);
+	gp_statpage_release_ack(page, req);
+}
+
+/* A release request from gpupool-stat: two loads per call (three with the shared-page
+ * check), the rest only when a request is pending. Every allocating thread checks. */
+static inline void check_release_request(void)
+{
+	if (__builtin_expect(!page_shared, 0))
+		return;
+	uint64_t seen = atomic_load_explicit(&release_seen, memory_order_relaxed);
+	if (__builtin_expect(__atomic_load_n(&page->release_request, __ATOMIC_RELAXED) != seen, 0))
+		release_on_request(seen);
+}
+
+void gp_registry_count_passthrough(int dev, bool alloc)
+{
+	gp_pool *p = dev >= 0 ? atomic_load(&R->pools[dev]) : NULL;
+	struct gpupool_device_stats *st = p ? R->slots[dev] : NULL;
+	if (!st)
+		return;
+	/* not under the pool lock, so no seq bracket (it would race with the pool's own):
+	 * monotonic counters a reader may see one call late */
+	if (alloc)
+		__atomic_add_fetch(&st->passthrough_allocs, 1, __ATOMIC_RELAXED);
+	else
+		__atomic_add_fetch(&st->passthrough_frees, 1, __ATOMIC_RELAXED);
+}
+
+void gp_registry_stream_made(const char *how)
+{
+	if (atomic_exchange(&R->sync_key, GP_NO_STREAM) == GP_NO_STREAM)
+		return;
+	gp_log(GP_LOG_WARN, "legacy_stream:1, but the program %s: cudaFree'd blocks wait for fences "
+			    "from now on", how);
+	/* Blocks reused in the legacy stream's order so far may still be written by work queued
+	 * before their last free, and their owners may now use them on the new stream, where
+	 * that order does not hold: every pool waits for its device once (the new stream has
+	 * nothing queued yet: its creator has not returned), and the legacy stream's free blocks
+	 * join the ready list through that fence. A cudaFree racing with this call, keyed before
+	 * the switch, is the one case this does not cover (docs/knobs.md). */
+	for (int d = 0; d < R->ndev; d++) {
+		gp_pool *p = atomic_load(&R->pools[d]);
+		if (!p)
+			continue;
+		gp_pool_stream_retire(p, 0);
+		if (gp_pool_fence(p) != 0)
+			gp_log(GP_LOG_WARN, "device %d: could not wait for the device after legacy_stream was dropped "
+					    "(a capture is active?): its blocks wait for the next fence", d);
+	}
+}
+
+void gp_registry_count_driver(int dev, enum gp_driver_count what)
+{
+	gp_pool *p = dev >= 0 && dev < GPUPOOL_MAX_DEVICES ? atomic_load(&R->pools[dev]) : NULL;
+	struct gpupool_device_stats *st = p ? R->slots[dev] : NULL;
+	if (!st)
+		return;
+	/* monotonic counters outside the seq bracket, as gp_registry_count_passthrough's */
+	uint64_t *c = what == GP_DRIVER_ALLOC  ? &st->driver_allocs
+		      : what == GP_DRIVER_FREE ? &st->driver_frees
+					       : &st->driver_passthrough_allocs;
+	__atomic_add_fetch(c, 1, __ATOMIC_RELAXED);
+}
+
+void gp_registry_trace(int op, int dev, cudaStream_t s, size_t size, void *ptr, uint64_t t0, cudaError_t e)
+{
+	uint64_t t1 = gp_trace_now_ns();
+	gp_trace_record_at(op, dev < 0 ? 0 : dev, (uintptr_t)s, size, (uintptr_t)ptr, t1, t1 - t0, (int)e);
+}
+
+/* "device 0: out of memory allocating 2.0 GiB (reserved 1.0 GiB, in use 512.0 MiB, limit
+ * 1.0 GiB)": the one wording of an allocation gpupool could not serve. The figures are
+ * "unknown" when the device's counters stayed mid-update for GP_STATPAGE_PATIENCE_NS
+ * (another thread in a slow runtime call). */
+void gp_registry_oom_message(char *buf, size_t cap, int dev, size_t size)
+{
+	struct gpupool_device_stats st;
+	bool known = gp_statpage_snapshot_until(R->slots[dev], &st,
+						gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS);
+	char b[4][32];
+	int n = snprintf(buf, cap, "device %d: out of memory allocating %s (reserved %s, in use %s", dev,
+			 gp_format_bytes(b[0], sizeof b[0], size),
+			 known ? gp_format_bytes(b[1], sizeof b[1], st.reserved_bytes) : "unknown",
+			 known ? gp_format_bytes(b[2], sizeof b[2], st.allocated_bytes) : "unknown");
+	bool limit = known && st.limit_bytes;
+	if (n > 0 && (size_t)n < cap)
+		snprintf(buf + n, cap - (size_t)n, "%s%s)", limit ? ", limit " : "",
+			 limit ? gp_format_bytes(b[3], sizeof b[3], st.limit_bytes) : "");
+}
+
+/* gp_registry_alloc while tracing: the call timed from before the release check. Out of
+ * line, so that the untraced path keeps no frame of its own. */
+static __attribute__((noinline)) int alloc_traced(gp_pool *p, int dev, size_t size, gp_stream key, int op,
+						  cudaStream_t s, uintptr_t *a)
+{
+	uint64_t t0 = gp_trace_now_ns();
+	check_release_request();
+	int rc = gp_pool_alloc(p, size, key, a);
+	gp_registry_trace(op, dev, s, size, rc == 0 ? (void *)*a : NULL, t0,
+			  rc == 0 ? cudaSuccess : cudaErrorMemoryAllocation);
+	return rc;
+}
+
+int gp_registry_alloc(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a)
+{
+	if (__builtin_expect(tracing, 0))
+		return alloc_traced(p, dev, size, key, op, s, a);
+	check_release_request();
+	return gp_pool_alloc(p, size, key, a);
+}
+
+void gp_registry_reset_device(int dev)
+{
+	/* All under pools_lock, so that a cudaMalloc on this device during the reset creates its
+	 * new pool (on the same slot) only after the old pool has stopped writing there and the
+	 * gauges are zero. Lock order: pools_lock, then the pool's own lock (in abandon). */
+	pthread_mutex_lock(&pools_lock);
+	gp_pool *p = atomic_exchange(&R->pools[dev], NULL);
+	if (p) {
+		/* The pool is parked, not freed: the fence thread or another thread may still be
+		 * inside one of its calls (its host memory, a few KiB, is the price of a reset). */
+		struct gpupool_device_stats *st = R->slots[dev];
+		gp_pool_abandon(p, &parked);
+		parked_pools[nparked++ % 64] = p;
+		gp_stats_begin(st);
+#define ZERO_(name, unit, help) GP_STAT_SET(st, name, 0);
+		GPUPOOL_GAUGES(ZERO_)
+#undef ZERO_
+		gp_stats_end(st);
+	}
+	pthread_mutex_unlock(&pools_lock);
+}
+
+
+void gp_registry_pools_after_fork(void)
+{
+	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
+		gp_pool *p = atomic_exchange(&R->pools[d], NULL);
+		if (p) /* still referenced: abandoned on purpose, not leaked (LeakSanitizer) */
+			parent_pools[d] = p;
+		R->slots[d] = NULL; /* the parent's page: the child gets its own */
+	}
+	pthread_mutex_init(&pools_lock, NULL);
+	if (page_shared)
+		gp_statpage_forget(page);
+	page = NULL;
+	page_shared = false;
+	if (R->tracing)
+		gp_trace_forget();
+	R->tracing = tracing = false;
+}
