@@ -1,6 +1,7 @@
 /* Stream captures (capture.h): the count and the gate. Owns the gate and the count;
- * depends on nothing of gpupool's. */
+ * depends on the port's rank.h only. */
 #include "capture.h"
+#include "rank.h"
 
 #include <pthread.h>
 
@@ -13,9 +14,9 @@ static atomic_int captures;
 
 void gp_capture_begin(void)
 {
-	pthread_mutex_lock(&gate);
+	gp_mutex_lock(&gate, GP_RANK_CAPTURE_GATE);
 	atomic_fetch_add(&captures, 1);
-	pthread_mutex_unlock(&gate);
+	gp_mutex_unlock(&gate, GP_RANK_CAPTURE_GATE);
 }
 
 void gp_capture_end(void)
@@ -30,15 +31,15 @@ const atomic_int *gp_capture_counter(void) { return &captures; }
 
 bool gp_capture_gate_enter(void)
 {
-	pthread_mutex_lock(&gate);
+	gp_mutex_lock(&gate, GP_RANK_CAPTURE_GATE);
 	if (atomic_load(&captures) > 0) {
-		pthread_mutex_unlock(&gate);
+		gp_mutex_unlock(&gate, GP_RANK_CAPTURE_GATE);
 		return false;
 	}
 	return true;
 }
 
-void gp_capture_gate_leave(void) { pthread_mutex_unlock(&gate); }
+void gp_capture_gate_leave(void) { gp_mutex_unlock(&gate, GP_RANK_CAPTURE_GATE); }
 
 void gp_capture_after_fork(void)
 {

@@ -1,7 +1,7 @@
 /* Stream captures (CUDA graphs) as gpupool sees them, for both CUDA layers: the count of
  * captures in progress and the gate that keeps a device synchronize out of the start of a
  * capture. No CUDA types: the runtime and the driver layer each count their API's captures
- * here. Depends on nothing of gpupool's. */
+ * here. Depends on the port only (the gate's lock rank). */
 #ifndef GP_CAPTURE_H
 #define GP_CAPTURE_H
 

@@ -11,6 +11,7 @@
 #include "gpupool/stats.h"
 #include "log.h"
 #include "streamkey.h"
+#include "rank.h"
 
 static const struct gp_driver *D;
 static _Atomic(CUcontext) primary[GPUPOOL_MAX_DEVICES]; /* retained by this backend */
@@ -23,11 +24,11 @@ static int enter(int device)
 		return -EIO;
 	CUcontext c = atomic_load_explicit(&primary[device], memory_order_acquire);
 	if (!c) {
-		pthread_mutex_lock(&retain_lock);
+		gp_mutex_lock(&retain_lock, GP_RANK_PRIMARY_RETAIN);
 		c = atomic_load(&primary[device]);
 		if (!c && D->cuDevicePrimaryCtxRetain(&c, device) == CUDA_SUCCESS)
 			atomic_store(&primary[device], c);
-		pthread_mutex_unlock(&retain_lock);
+		gp_mutex_unlock(&retain_lock, GP_RANK_PRIMARY_RETAIN);
 		if (!c)
 			return -EIO;
 	}

@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "port.h"
+#include "rank.h"
 
 /* ---- the real dlsym -------------------------------------------------------------------- */
 
@@ -69,7 +70,7 @@ const struct gp_driver *gp_libcuda_get(void)
 {
 	if (__builtin_expect(atomic_load_explicit(&found, memory_order_acquire), 1))
 		return &drv;
-	pthread_mutex_lock(&lock);
+	gp_mutex_lock(&lock, GP_RANK_LIBCUDA_TABLE);
 	if (!atomic_load_explicit(&found, memory_order_relaxed)) {
 		/* by soname: a libcuda.so.1 loaded from any directory (or as libcuda.so) matches */
 		void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
@@ -81,7 +82,7 @@ const struct gp_driver *gp_libcuda_get(void)
 		}
 	}
 	bool ok = atomic_load_explicit(&found, memory_order_relaxed);
-	pthread_mutex_unlock(&lock);
+	gp_mutex_unlock(&lock, GP_RANK_LIBCUDA_TABLE);
 	return ok ? &drv : NULL;
 }
 

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "runtime.h"
 #include "streamkey.h"
+#include "rank.h"
 
 /* ---- stream keys ---------------------------------------------------------------------- */
 
@@ -231,11 +232,11 @@ void gp_cuda_stream_add(int d, cudaStream_t s)
 {
 	if (!s || d < 0 || d >= GPUPOOL_MAX_DEVICES)
 		return; /* a device no pool serves */
-	pthread_mutex_lock(&streams_lock);
+	gp_mutex_lock(&streams_lock, GP_RANK_STREAMS);
 	struct cu_device_streams *ds = &devs[d];
 	for (unsigned j = 0; j < ds->n; j++) {
 		if (ds->nb[j] == s) { /* told twice (both layers saw it made) */
-			pthread_mutex_unlock(&streams_lock);
+			gp_mutex_unlock(&streams_lock, GP_RANK_STREAMS);
 			return;
 		}
 	}
@@ -244,7 +245,7 @@ void gp_cuda_stream_add(int d, cudaStream_t s)
 		cudaStream_t *nb = realloc(ds->nb, cap * sizeof *nb);
 		if (!nb) {
 			ds->lost = true;
-			pthread_mutex_unlock(&streams_lock);
+			gp_mutex_unlock(&streams_lock, GP_RANK_STREAMS);
 			gp_log(GP_LOG_WARN, "device %d: out of host memory tracking streams: fences are "
 					    "cudaDeviceSynchronize from now on", d);
 			return;
@@ -253,7 +254,7 @@ void gp_cuda_stream_add(int d, cudaStream_t s)
 		ds->cap = cap;
 	}
 	ds->nb[ds->n++] = s;
-	pthread_mutex_unlock(&streams_lock);
+	gp_mutex_unlock(&streams_lock, GP_RANK_STREAMS);
 }
 
 void gp_cuda_stream_destroying(const struct gp_runtime *rt, cudaStream_t s)
@@ -263,7 +264,7 @@ void gp_cuda_stream_destroying(const struct gp_runtime *rt, cudaStream_t s)
 	/* the gate keeps a capture from beginning while the tail is recorded (as for markers;
 	 * taken before streams_lock, in the same order) */
 	bool gate = gp_capture_count() == 0 && gp_capture_gate_enter();
-	pthread_mutex_lock(&streams_lock);
+	gp_mutex_lock(&streams_lock, GP_RANK_STREAMS);
 	int d = -1;
 	for (int i = 0; i < GPUPOOL_MAX_DEVICES && d < 0; i++) {
 		struct cu_device_streams *ds = &devs[i];
@@ -276,7 +277,7 @@ void gp_cuda_stream_destroying(const struct gp_runtime *rt, cudaStream_t s)
 		}
 	}
 	if (d < 0) {
-		pthread_mutex_unlock(&streams_lock);
+		gp_mutex_unlock(&streams_lock, GP_RANK_STREAMS);
 		if (gate)
 			gp_capture_gate_leave();
 		return; /* a blocking stream: the legacy stream covers its work */
@@ -306,7 +307,7 @@ void gp_cuda_stream_destroying(const struct gp_runtime *rt, cudaStream_t s)
 		ds->tails_lost = true;
 		ds->tails_lost_count++;
 	}
-	pthread_mutex_unlock(&streams_lock);
+	gp_mutex_unlock(&streams_lock, GP_RANK_STREAMS);
 	if (gate)
 		gp_capture_gate_leave();
 }
@@ -316,10 +317,10 @@ static struct tails_mark tails_before(int device)
 	struct tails_mark m = {0, 0};
 	if (device < 0 || device >= GPUPOOL_MAX_DEVICES)
 		return m;
-	pthread_mutex_lock(&streams_lock);
+	gp_mutex_lock(&streams_lock, GP_RANK_STREAMS);
 	m.n = devs[device].ntails;
 	m.lost = devs[device].tails_lost_count;
-	pthread_mutex_unlock(&streams_lock);
+	gp_mutex_unlock(&streams_lock, GP_RANK_STREAMS);
 	return m;
 }
 
@@ -329,7 +330,7 @@ static void tails_clear(const struct gp_runtime *rt, int device, struct tails_ma
 {
 	if (device < 0 || device >= GPUPOOL_MAX_DEVICES)
 		return;
-	pthread_mutex_lock(&streams_lock);
+	gp_mutex_lock(&streams_lock, GP_RANK_STREAMS);
 	struct cu_device_streams *ds = &devs[device];
 	unsigned n = before.n < ds->ntails ? before.n : ds->ntails;
 	for (unsigned i = 0; i < n; i++)
@@ -338,7 +339,7 @@ static void tails_clear(const struct gp_runtime *rt, int device, struct tails_ma
 	ds->ntails -= n;
 	if (ds->tails_lost_count == before.lost)
 		ds->tails_lost = false;
-	pthread_mutex_unlock(&streams_lock);
+	gp_mutex_unlock(&streams_lock, GP_RANK_STREAMS);
 }
 
 /* A marker with room for n events, all created (device current, streams_lock held); NULL
@@ -412,7 +413,7 @@ static int cu_fence_mark(void *ctx, int device, uint64_t *token)
 	 * the capture; the gate keeps a capture from beginning meanwhile */
 	if (gp_capture_count() > 0 || !gp_capture_gate_enter())
 		return -EBUSY;
-	pthread_mutex_lock(&streams_lock);
+	gp_mutex_lock(&streams_lock, GP_RANK_STREAMS);
 	struct cu_device_streams *ds = &devs[device];
 	int rc = 0;
 	if (ds->lost || ds->tails_lost || ds->n > GP_CUDA_MARK_STREAMS) {
@@ -453,7 +454,7 @@ static int cu_fence_mark(void *ctx, int device, uint64_t *token)
 		rc = -ENOTSUP; /* the pool fences with a device synchronize instead */
 	}
 out:
-	pthread_mutex_unlock(&streams_lock);
+	gp_mutex_unlock(&streams_lock, GP_RANK_STREAMS);
 	gp_capture_gate_leave();
 	return rc;
 }
@@ -504,16 +505,16 @@ static void cu_fence_drop(void *ctx, int device, uint64_t token)
 {
 	const struct gp_runtime *rt = ctx;
 	struct cu_marker *m = (struct cu_marker *)(uintptr_t)token;
-	pthread_mutex_lock(&streams_lock);
+	gp_mutex_lock(&streams_lock, GP_RANK_STREAMS);
 	marker_put(rt, &devs[device], m);
-	pthread_mutex_unlock(&streams_lock);
+	gp_mutex_unlock(&streams_lock, GP_RANK_STREAMS);
 }
 
 void gp_cuda_device_forget(const struct gp_runtime *rt, int device)
 {
 	if (device < 0 || device >= GPUPOOL_MAX_DEVICES)
 		return;
-	pthread_mutex_lock(&streams_lock);
+	gp_mutex_lock(&streams_lock, GP_RANK_STREAMS);
 	struct cu_device_streams *ds = &devs[device];
 	/* the reset is about to destroy every stream and event of the device. Spare markers
 	 * go now, their events first. A marker the abandoned pool holds may be in use by a
@@ -539,7 +540,7 @@ void gp_cuda_device_forget(const struct gp_runtime *rt, int device)
 	keep_last_error(rt, before);
 	free(ds->nb);
 	memset(ds, 0, sizeof *ds);
-	pthread_mutex_unlock(&streams_lock);
+	gp_mutex_unlock(&streams_lock, GP_RANK_STREAMS);
 }
 
 void gp_cuda_backend_after_fork(void)

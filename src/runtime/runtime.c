@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "rank.h"
 
 static struct gp_runtime rt;           /* written under `lock` until `found` */
 static atomic_bool found;
@@ -107,11 +108,11 @@ const struct gp_runtime *gp_runtime_get(void)
 {
 	if (__builtin_expect(atomic_load_explicit(&found, memory_order_acquire), 1))
 		return &rt;
-	pthread_mutex_lock(&lock);
+	gp_mutex_lock(&lock, GP_RANK_RUNTIME_TABLE);
 	if (!atomic_load_explicit(&found, memory_order_relaxed) && resolve())
 		atomic_store_explicit(&found, true, memory_order_release);
 	bool ok = atomic_load_explicit(&found, memory_order_relaxed);
-	pthread_mutex_unlock(&lock);
+	gp_mutex_unlock(&lock, GP_RANK_RUNTIME_TABLE);
 	return ok ? &rt : NULL;
 }
 

@@ -14,6 +14,7 @@
 #include "capture.h"
 #include "libcuda.h"
 #include "log.h"
+#include "rank.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct gp_registry R;        /* complete once have_runtime */
@@ -111,7 +112,7 @@ static void use_driver(const struct gp_driver *d)
  * else over the driver. True once either is found. */
 static bool driver_settle(void)
 {
-	pthread_mutex_lock(&runtime_lock);
+	gp_mutex_lock(&runtime_lock, GP_RANK_REGISTRY_INIT);
 	bool ok = atomic_load_explicit(&have_runtime, memory_order_relaxed) ||
 		  atomic_load_explicit(&have_driver, memory_order_relaxed);
 	if (!ok) {
@@ -127,7 +128,7 @@ static bool driver_settle(void)
 			ok = true;
 		}
 	}
-	pthread_mutex_unlock(&runtime_lock);
+	gp_mutex_unlock(&runtime_lock, GP_RANK_REGISTRY_INIT);
 	return ok;
 }
 
@@ -144,7 +145,7 @@ const struct gp_registry *gp_registry_get_driver(void)
 /* Looks for the runtime again (a call while the process had none): true once found. */
 static bool runtime_settle(void)
 {
-	pthread_mutex_lock(&runtime_lock);
+	gp_mutex_lock(&runtime_lock, GP_RANK_REGISTRY_INIT);
 	bool ok = atomic_load_explicit(&have_runtime, memory_order_relaxed);
 	if (!ok) {
 		const struct gp_runtime *rt = gp_runtime_get();
@@ -154,7 +155,7 @@ static bool runtime_settle(void)
 			ok = true;
 		}
 	}
-	pthread_mutex_unlock(&runtime_lock);
+	gp_mutex_unlock(&runtime_lock, GP_RANK_REGISTRY_INIT);
 	return ok;
 }
 

@@ -20,6 +20,7 @@
 #include "statpage.h"
 #include "stats.h"
 #include "trace.h"
+#include "rank.h"
 
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER; /* creating and removing pools */
 static gp_pool *parent_pools[GPUPOOL_MAX_DEVICES]; /* after fork: the parent's, left alone */
@@ -47,7 +48,7 @@ static void at_exit(void)
 
 gp_pool *gp_registry_pool_create(int dev)
 {
-	pthread_mutex_lock(&pools_lock);
+	gp_mutex_lock(&pools_lock, GP_RANK_POOLS);
 	gp_pool *p = atomic_load(&R->pools[dev]);
 	if (p)
 		goto out;
@@ -85,7 +86,7 @@ gp_pool *gp_registry_pool_create(int dev)
 	if (R->cfg.fence == GP_FENCE_THREAD)
 		gp_fence_thread_start(R->pools, R->ndev, R->cfg.fence_interval_us);
 out:
-	pthread_mutex_unlock(&pools_lock);
+	gp_mutex_unlock(&pools_lock, GP_RANK_POOLS);
 	return p;
 }
 
@@ -230,7 +231,7 @@ void gp_registry_reset_device(int dev)
 	/* All under pools_lock, so that a cudaMalloc on this device during the reset creates its
 	 * new pool (on the same slot) only after the old pool has stopped writing there and the
 	 * gauges are zero. Lock order: pools_lock, then the pool's own lock (in abandon). */
-	pthread_mutex_lock(&pools_lock);
+	gp_mutex_lock(&pools_lock, GP_RANK_POOLS);
 	gp_pool *p = atomic_exchange(&R->pools[dev], NULL);
 	if (p) {
 		/* The pool is parked, not freed: the fence thread or another thread may still be
@@ -244,7 +245,7 @@ void gp_registry_reset_device(int dev)
 #undef ZERO_
 		gp_stats_end(st);
 	}
-	pthread_mutex_unlock(&pools_lock);
+	gp_mutex_unlock(&pools_lock, GP_RANK_POOLS);
 }
 
 

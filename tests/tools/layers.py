@@ -22,15 +22,15 @@ import sys
 LAYERS = {
     "port": [],
     "base": [],
-    "capture": [],
+    "capture": ["port"],
     "stats": ["base"],
-    "trace": ["base"],
+    "trace": ["port", "base"],
     "pool": ["port", "base", "stats"],
     "config": ["pool", "base"],
     "replay": ["config", "pool", "trace", "base"],
-    "runtime": ["pool", "capture", "base"],
+    "runtime": ["pool", "capture", "port", "base"],
     "driver": ["pool", "capture", "port", "base"],
-    "shim": ["runtime", "driver", "config", "stats", "trace", "pool", "capture", "base"],
+    "shim": ["runtime", "driver", "config", "stats", "trace", "pool", "capture", "port", "base"],
     "hooks": ["shim", "driver", "port", "base"],
 }
 
