@@ -66,6 +66,24 @@ static void resolve(void *h)
 #undef SYM_
 }
 
+/* One line at info level: the driver's file and version (cuDriverGetVersion needs no
+ * cuInit). */
+static void log_found(void *h)
+{
+	Dl_info info;
+	void *m;
+	memcpy(&m, &drv.cuMemAlloc_v2, sizeof m);
+	const char *path = m && dladdr(m, &info) && info.dli_fname ? info.dli_fname : "libcuda.so.1";
+	CUresult (*version)(int *) = NULL;
+	void *s = gp_dlsym_real(h, "cuDriverGetVersion");
+	memcpy(&version, &s, sizeof s);
+	int v = 0;
+	if (version && version(&v) == CUDA_SUCCESS && v > 0)
+		gp_log(GP_LOG_INFO, "CUDA driver %d.%d, from %s", v / 1000, v % 1000 / 10, path);
+	else
+		gp_log(GP_LOG_INFO, "CUDA driver of unknown version, from %s", path);
+}
+
 const struct gp_driver *gp_libcuda_get(void)
 {
 	if (__builtin_expect(atomic_load_explicit(&found, memory_order_acquire), 1))
@@ -78,7 +96,7 @@ const struct gp_driver *gp_libcuda_get(void)
 			resolve(h);
 			atomic_store_explicit(&handle, h, memory_order_relaxed);
 			atomic_store_explicit(&found, true, memory_order_release);
-			gp_log(GP_LOG_DEBUG, "CUDA driver (libcuda.so.1) found");
+			log_found(h);
 		}
 	}
 	bool ok = atomic_load_explicit(&found, memory_order_relaxed);

@@ -39,6 +39,20 @@ static int find_cudart(struct dl_phdr_info *info, size_t size, void *data)
 	return 1;
 }
 
+/* One line at info level: the runtime's file and version. */
+static void log_found(cudaError_t (*version)(int *))
+{
+	Dl_info info;
+	void *m;
+	memcpy(&m, &rt.Malloc, sizeof m);
+	const char *path = m && dladdr(m, &info) && info.dli_fname ? info.dli_fname : "an unknown file";
+	int v = 0;
+	if (version && version(&v) == cudaSuccess && v > 0)
+		gp_log(GP_LOG_INFO, "CUDA runtime %d.%d, from %s", v / 1000, v % 1000 / 10, path);
+	else
+		gp_log(GP_LOG_INFO, "CUDA runtime of unknown version, from %s", path);
+}
+
 /* Fills `rt` from the loaded libcudart: true, or false when none is loaded. */
 static bool resolve(void)
 {
@@ -56,13 +70,13 @@ static bool resolve(void)
 			absent_logged = true;
 			return false;
 		}
-		gp_log(GP_LOG_INFO, "CUDA runtime found at %s", f.path);
 	}
-#define SYM(field, name)                                                            \
+#define SYM_INTO(var, name)                                                         \
 	do {                                                                        \
 		void *s_ = handle ? dlsym(handle, name) : dlsym(RTLD_NEXT, name);   \
-		memcpy(&rt.field, &s_, sizeof s_);                                  \
+		memcpy(&(var), &s_, sizeof s_);                                     \
 	} while (0)
+#define SYM(field, name) SYM_INTO(rt.field, name)
 	/* both variants of an entry point that takes a stream: `name` and name_ptsz; where
 	 * the runtime lacks the latter, the plain one serves in its slot */
 #define STREAMED(field, name)                                                         \
@@ -99,8 +113,13 @@ static bool resolve(void)
 	SYM(ThreadExchangeStreamCaptureMode, "cudaThreadExchangeStreamCaptureMode");
 	SYM(IpcGetMemHandle, "cudaIpcGetMemHandle");
 	SYM(DeviceReset, "cudaDeviceReset");
+	/* what GPUPOOL_LOG=info names: the file the runtime was loaded from and its version
+	 * (cudaRuntimeGetVersion needs no device and makes no context) */
+	cudaError_t (*version)(int *) = NULL;
+	SYM_INTO(version, "cudaRuntimeGetVersion");
 #undef STREAMED
 #undef SYM
+	log_found(version);
 	return true;
 }
 
