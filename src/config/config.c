@@ -389,6 +389,95 @@ static void gp_config_knob_default(const struct gp_config_knob *k, struct gp_con
 	}
 }
 
+/* The value of knob k in cfg, as the parser accepts it (sizes exact, in the largest unit
+ * that divides them), into buf (cap bytes, NUL-terminated). */
+static void gp_config_knob_text(const struct gp_config_knob *k, const struct gp_config *cfg, char *buf, size_t cap)
+{
+	const char *field = (const char *)cfg + k->offset;
+	static const char *const units = "KMGT";
+	size_t v = 0;
+	switch (k->type) {
+	case GP_KNOB_CONF:
+		snprintf(buf, cap, "%s", "");
+		return;
+	case GP_KNOB_BOOL:
+		snprintf(buf, cap, "%d", *(const bool *)field ? 1 : 0);
+		return;
+	case GP_KNOB_LIMIT:
+		if (cfg->limit_percent) {
+			snprintf(buf, cap, "%u%%", cfg->limit_percent);
+			return;
+		}
+		if (!cfg->limit_bytes) {
+			snprintf(buf, cap, "none");
+			return;
+		}
+		v = cfg->limit_bytes;
+		break;
+	case GP_KNOB_SIZE_NONE:
+		if (*(const size_t *)field == SIZE_MAX) {
+			snprintf(buf, cap, "none");
+			return;
+		}
+		/* fall through */
+	case GP_KNOB_SIZE:
+	case GP_KNOB_POW2:
+		v = *(const size_t *)field;
+		break;
+	case GP_KNOB_UINT:
+		snprintf(buf, cap, "%u", *(const unsigned *)field);
+		return;
+	case GP_KNOB_FENCE:
+		snprintf(buf, cap, "%s", cfg->fence == GP_FENCE_INLINE ? "inline" : cfg->fence == GP_FENCE_SYNC ? "sync" : "thread");
+		return;
+	case GP_KNOB_LEVEL:
+		snprintf(buf, cap, "%s", gp_log_level_name(*(const int *)field));
+		return;
+	case GP_KNOB_FORMAT:
+		snprintf(buf, cap, "%s", cfg->report_format == GP_REPORT_JSON ? "json" : "text");
+		return;
+	case GP_KNOB_REPORT:
+	case GP_KNOB_PATH:
+		snprintf(buf, cap, "%s", field[0] ? field : "none");
+		return;
+	}
+	int u = -1;
+	while (u < 3 && v && v % 1024 == 0) {
+		v /= 1024;
+		u++;
+	}
+	if (u < 0)
+		snprintf(buf, cap, "%zu", v);
+	else
+		snprintf(buf, cap, "%zu%c", v, units[u]);
+}
+
+size_t gp_config_describe(const struct gp_config *cfg, char *buf, size_t cap)
+{
+	struct gp_config def;
+	memset(&def, 0, sizeof def);
+	for (size_t i = 0; i < GP_NKNOBS; i++)
+		gp_config_knob_default(&knobs[i], &def);
+	size_t n = 0;
+	if (cap)
+		buf[0] = '\0';
+	for (size_t i = 0; i < GP_NKNOBS; i++) {
+		const struct gp_config_knob *k = &knobs[i];
+		/* the GPUPOOL_* variables set the fields of the report and log keys */
+		if (k->type == GP_KNOB_CONF || strncmp(k->name, "GPUPOOL_", 8) == 0)
+			continue;
+		char a[GP_PATH_MAX + 8], b[GP_PATH_MAX + 8];
+		gp_config_knob_text(k, cfg, a, sizeof a);
+		gp_config_knob_text(k, &def, b, sizeof b);
+		if (strcmp(a, b) == 0)
+			continue;
+		int w = snprintf(buf + (n < cap ? n : cap), n < cap ? cap - n : 0, "%s%s:%s", n ? "," : "", k->name, a);
+		if (w > 0)
+			n += (size_t)w;
+	}
+	return n;
+}
+
 static const struct gp_config_knob *gp_config_find(const char *name)
 {
 	for (size_t i = 0; i < GP_NKNOBS; i++)

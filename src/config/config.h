@@ -61,6 +61,11 @@ void gp_config_pool_params(const struct gp_config *c, size_t device_total, struc
  * percentage needs the device's size: with device_total 0 it gives limit_bytes (0). */
 size_t gp_config_limit(const struct gp_config *c, size_t device_total);
 
+/* The knobs of `cfg` that differ from their defaults, as GPUPOOL_CONF would set them
+ * ("limit:8G,fence_interval_us:100"; "" when all are defaults), into buf (cap bytes,
+ * NUL-terminated when cap > 0, cut where it does not fit). Returns the length it needs. */
+size_t gp_config_describe(const struct gp_config *cfg, char *buf, size_t cap);
+
 /* The knob table as the README shows it (markdown), written to f. */
 void gp_config_print_knobs(FILE *f);
 

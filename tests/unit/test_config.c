@@ -119,6 +119,35 @@ static void test_defaults(void **state)
 	assert_int_equal(log_lines(), 0);
 }
 
+/* The knobs in effect as the exit report prints them: only those off their defaults, in the
+ * syntax GPUPOOL_CONF takes, and parsing that text back gives the same configuration. */
+static void test_describe(void **state)
+{
+	(void)state;
+	struct gp_config c, back;
+	char buf[512];
+	assert_int_equal(parse_capture(&c), 0);
+	assert_int_equal(gp_config_describe(&c, buf, sizeof buf), 0);
+	assert_string_equal(buf, "");
+	env_conf = "limit:50%,max_split_size:256MiB,fence_interval_us:100,round:1024,release_threshold:0";
+	env_log = "info";
+	assert_int_equal(parse_capture(&c), 0);
+	size_t n = gp_config_describe(&c, buf, sizeof buf);
+	assert_string_equal(buf, "limit:50%,round:1K,max_split_size:256M,release_threshold:0,fence_interval_us:100,"
+				 "log:info");
+	assert_int_equal(n, strlen(buf));
+	env_conf = buf;
+	env_log = NULL;
+	assert_int_equal(parse_capture(&back), 0);
+	assert_false(back.bad);
+	assert_memory_equal(&back, &c, sizeof c);
+	env_conf = "limit:3000,trace:/tmp/x.csv";
+	assert_int_equal(parse_capture(&c), 0);
+	n = gp_config_describe(&c, buf, 10); /* cut, NUL-terminated, the full length returned */
+	assert_string_equal(buf, "limit:300");
+	assert_int_equal(n, strlen("limit:3000,trace:/tmp/x.csv"));
+}
+
 static void test_every_key_valid(void **state)
 {
 	(void)state;
@@ -686,6 +715,7 @@ int main(int argc, char **argv)
 	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_defaults, reset_env),
+		cmocka_unit_test_setup(test_describe, reset_env),
 		cmocka_unit_test_setup(test_every_key_valid, reset_env),
 		cmocka_unit_test_setup(test_more_valid_values, reset_env),
 		cmocka_unit_test_setup(test_empty_items_tolerated, reset_env),
