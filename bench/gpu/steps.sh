@@ -3,6 +3,7 @@
 # allocators and under gpupool, interleaved: in each round, for each model, each
 # configuration runs once, in this order (one process each):
 #   default         PyTorch's caching allocator
+#   expandable      PyTorch's caching allocator with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 #   nocache-gp      PYTORCH_NO_CUDA_MEMORY_CACHING=1 under LD_PRELOAD=libgpupool.so
 #   empty_cache-gp  torch.cuda.empty_cache() after every step, under LD_PRELOAD
 #   nocache         caching off, no gpupool: every tensor a cudaMalloc/cudaFree (slow; only
@@ -58,7 +59,7 @@ MODELS=("$@")
 for m in "${MODELS[@]}"; do
 	case $m in resnet50 | gpt2 | bert | llama) ;; *) echo "steps.sh: unknown model '$m' (resnet50, gpt2, bert, llama)" >&2; exit 2 ;; esac
 done
-ALL=default,nocache-gp,empty_cache-gp,nocache,empty_cache,async-gp,pluggable,nocache-gpl,empty_cache-gpl
+ALL=default,expandable,nocache-gp,empty_cache-gp,nocache,empty_cache,async-gp,pluggable,nocache-gpl,empty_cache-gpl
 if [ -n "${CONFIGS:-}" ]; then
 	IFS=, read -ra CFGS <<<"$CONFIGS"
 	for c in "${CFGS[@]}"; do
@@ -124,7 +125,7 @@ for r in $(seq "$ROUND0" $((ROUND0 + ROUNDS - 1))); do
 			name=r$r-$m-$c
 			nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw --format=csv,noheader >>"$O/smi.csv" 2>&1
 			case $c in
-			default | nocache | empty_cache)
+			default | expandable | nocache | empty_cache)
 				run "$name" python3 bench/gpu/train.py --model "$m" --mode "$c" --warmup "$w" --steps "$n" ;;
 			*-gp)
 				GPUPOOL_REPORT=$O/$name.json LD_PRELOAD=$GPUPOOL_LIB \

@@ -17,7 +17,7 @@ import re
 import statistics
 import sys
 
-ORDER = ["default", "nocache-gp", "nocache-gpl", "empty_cache-gp", "empty_cache-gpl", "nocache", "empty_cache", "async-gp",
+ORDER = ["default", "expandable", "nocache-gp", "nocache-gpl", "empty_cache-gp", "empty_cache-gpl", "nocache", "empty_cache", "async-gp",
          "pluggable"]
 MODELS = ["resnet50", "gpt2", "bert", "llama"]
 NAME = re.compile(r"^r(\d+)-(resnet50|gpt2|bert|llama)-([a-z_-]+)\.log$")
@@ -44,7 +44,7 @@ def read(dirs):
             m = NAME.match(os.path.basename(path))
             if not m or m.group(3) not in ORDER:
                 continue
-            r = runs.setdefault((m.group(2), m.group(3)), {"ms": [], "peak": [], "failed": 0})
+            r = runs.setdefault((m.group(2), m.group(3)), {"ms": [], "peak": [], "alloc": [], "failed": 0})
             with open(path, errors="replace") as f:
                 line = next((ln for ln in f if ln.startswith("model=")), None)
             if line is None:
@@ -57,6 +57,8 @@ def read(dirs):
                 peak = int(kv.get("peak_reserved", "0"))
             if peak:
                 r["peak"].append(peak)
+            if int(kv.get("peak_allocated", "0")):
+                r["alloc"].append(int(kv["peak_allocated"]))
     return runs
 
 
@@ -67,8 +69,8 @@ def main():
     runs = read(sys.argv[1:])
     if not runs:
         sys.exit("steps_table: no r<round>-<model>-<config>.log in %s" % " ".join(sys.argv[1:]))
-    print("| model | configuration | runs | step ms, median (min-max) | peak reserved GiB | ÷ default |")
-    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    print("| model | configuration | runs | step ms, median (min-max) | peak reserved GiB | peak allocated GiB | ÷ default |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     for model in MODELS:
         base = runs.get((model, "default"), {}).get("ms")
         base_med = statistics.median(base) if base else None
@@ -78,13 +80,14 @@ def main():
                 continue
             fail = " (%d failed)" % r["failed"] if r["failed"] else ""
             if not r["ms"]:
-                print("| %s | %s | 0%s | failed | | |" % (model, cfg, fail))
+                print("| %s | %s | 0%s | failed | | | |" % (model, cfg, fail))
                 continue
             med = statistics.median(r["ms"])
             peak = "%.2f" % (statistics.median(r["peak"]) / 2**30) if r["peak"] else "n/a"
+            alloc = "%.2f" % (statistics.median(r["alloc"]) / 2**30) if r["alloc"] else "n/a"
             ratio = "%.2f" % (med / base_med) if base_med else "n/a"
-            print("| %s | %s | %d%s | %.1f (%.1f-%.1f) | %s | %s |" % (
-                model, cfg, len(r["ms"]), fail, med, min(r["ms"]), max(r["ms"]), peak, ratio))
+            print("| %s | %s | %d%s | %.1f (%.1f-%.1f) | %s | %s | %s |" % (
+                model, cfg, len(r["ms"]), fail, med, min(r["ms"]), max(r["ms"]), peak, alloc, ratio))
 
 
 if __name__ == "__main__":

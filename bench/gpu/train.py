@@ -1,6 +1,6 @@
 """Time per step of one workload (workloads.py) under one PyTorch allocator mode.
 
-  python3 train.py --model resnet50|gpt2|bert|llama --mode default|empty_cache|nocache|async|pluggable
+  python3 train.py --model resnet50|gpt2|bert|llama --mode default|expandable|empty_cache|nocache|async|pluggable
                    [--warmup 5] [--steps 15]
 
 Workloads (workloads.py says what one step is): resnet50 and gpt2 training, bert dynamic-shape
@@ -23,7 +23,7 @@ import time
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--model", choices=["resnet50", "gpt2", "bert", "llama"], required=True)
-ap.add_argument("--mode", choices=["default", "empty_cache", "nocache", "async", "pluggable"], required=True)
+ap.add_argument("--mode", choices=["default", "expandable", "empty_cache", "nocache", "async", "pluggable"], required=True)
 ap.add_argument("--warmup", type=int, default=5)
 ap.add_argument("--steps", type=int, default=15)
 args = ap.parse_args()
@@ -36,6 +36,8 @@ if args.mode == "nocache":
     os.environ["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
 elif args.mode == "async":
     os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "backend:cudaMallocAsync"
+elif args.mode == "expandable":
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
 
 import torch  # noqa: E402
 
@@ -71,6 +73,11 @@ for i in range(args.warmup + args.steps):
     if i >= args.warmup:
         times.append((time.perf_counter() - t0) * 1e3)
 
-peak = gpupool.stats()[0]["reserved_bytes_peak"] if args.mode == "pluggable" else torch.cuda.max_memory_reserved()
+if args.mode == "pluggable":
+    st = gpupool.stats()[0]
+    peak, peak_alloc = st["reserved_bytes_peak"], st["allocated_bytes_peak"]
+else:
+    peak, peak_alloc = torch.cuda.max_memory_reserved(), torch.cuda.max_memory_allocated()
 print(f"model={args.model} mode={args.mode} shim={shim} step_ms={statistics.median(times):.2f} "
-      f"step_ms_min={min(times):.2f} step_ms_max={max(times):.2f} steps={len(times)} peak_reserved={peak}", flush=True)
+      f"step_ms_min={min(times):.2f} step_ms_max={max(times):.2f} steps={len(times)} peak_reserved={peak} "
+      f"peak_allocated={peak_alloc}", flush=True)

@@ -53,19 +53,21 @@ PY
 # steps_table.py: medians over rounds, the report's peak for gpupool runs, a failed run
 o=$tmp/steps
 mkdir -p "$o"
-line() { echo "model=$1 mode=x shim=0 step_ms=$2 step_ms_min=1 step_ms_max=1 steps=3 peak_reserved=$3"; }
+line() { echo "model=$1 mode=x shim=0 step_ms=$2 step_ms_min=1 step_ms_max=1 steps=3 peak_reserved=$3 peak_allocated=${4:-0}"; }
 line bert 500.00 2147483648 >"$o/r1-bert-default.log"
 line bert 540.00 2147483648 >"$o/r2-bert-default.log"
 line bert 700.00 2147483648 >"$o/r3-bert-default.log"
+line bert 520.00 1610612736 1073741824 >"$o/r1-bert-expandable.log"
 line bert 400.00 0 >"$o/r1-bert-nocache-gp.log"
 line bert 300.00 0 >"$o/r2-bert-nocache-gp.log"
 echo '{"version":1,"processes":[{"pid":1,"devices":[{"device":0,"reserved_bytes_peak":1073741824}]}]}' >"$o/r1-bert-nocache-gp.json"
 echo '{"version":1,"processes":[{"pid":1,"devices":[{"device":0,"reserved_bytes_peak":3221225472}]}]}' >"$o/r2-bert-nocache-gp.json"
 echo "Traceback (most recent call last):" >"$o/r1-llama-pluggable.log"
 t=$(python3 "$g/steps_table.py" "$o" 2>&1)
-grep -qF '| bert | default | 3 | 540.0 (500.0-700.0) | 2.00 | 1.00 |' <<<"$t" &&
-	grep -qF '| bert | nocache-gp | 2 | 350.0 (300.0-400.0) | 2.00 | 0.65 |' <<<"$t" &&
-	grep -qF '| llama | pluggable | 0 (1 failed) | failed | | |' <<<"$t" && ok "steps_table" || bad "steps_table: $t"
+grep -qF '| bert | default | 3 | 540.0 (500.0-700.0) | 2.00 | n/a | 1.00 |' <<<"$t" &&
+	grep -qF '| bert | expandable | 1 | 520.0 (520.0-520.0) | 1.50 | 1.00 | 0.96 |' <<<"$t" &&
+	grep -qF '| bert | nocache-gp | 2 | 350.0 (300.0-400.0) | 2.00 | n/a | 0.65 |' <<<"$t" &&
+	grep -qF '| llama | pluggable | 0 (1 failed) | failed | | | |' <<<"$t" && ok "steps_table" || bad "steps_table: $t"
 expect2 "steps_table.py without OUTDIR" python3 "$g/steps_table.py"
 python3 "$g/steps_table.py" "$tmp/none" >/dev/null 2>&1
 [ $? = 1 ] && ok "steps_table.py missing dir" || bad "steps_table.py missing dir"
