@@ -1,6 +1,7 @@
 # bash completion for gpupool's commands: gpupool-stat, gpupool-replay, gpupool-run,
-# gpupool-maxbatch. Installed once and linked under each command's name in bash-completion's
-# directory (completions/meson.build), or sourced by hand:  . completions/gpupool.bash
+# gpupool-maxbatch, gpupool-plot. Installed once and linked under each command's name in
+# bash-completion's directory (completions/meson.build; a wheel has a copy under each name),
+# or sourced by hand:  . completions/gpupool.bash
 # Uses bash builtins only; with the bash-completion package loaded, a command after
 # gpupool-run or gpupool-maxbatch's -- is completed as that command would be.
 
@@ -25,6 +26,18 @@ _gpupool_files()
 {
 	local IFS=$'\n'
 	COMPREPLY=($(compgen -f -- "$1"))
+	compopt -o filenames 2>/dev/null
+}
+
+# Directories, and files ending in one of the extensions $2..., for the word $1.
+_gpupool_files_ext()
+{
+	local IFS=$'\n' cur=$1 ext
+	shift
+	COMPREPLY=($(compgen -d -- "$cur"))
+	for ext; do
+		COMPREPLY+=($(compgen -f -X "!*.$ext" -- "$cur"))
+	done
 	compopt -o filenames 2>/dev/null
 }
 
@@ -110,7 +123,30 @@ _gpupool_maxbatch()
 		--help --" "$cur"
 }
 
+_gpupool_plot()
+{
+	local i n=0 cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
+	[ "$prev" = --title ] && { COMPREPLY=(); return; }
+	if [[ $cur == -* ]]; then
+		_gpupool_words "--title --version --help" "$cur"
+		return
+	fi
+	for ((i = 1; i < COMP_CWORD; i++)); do # the arguments before this one
+		case ${COMP_WORDS[i]} in
+		--title) i=$((i + 1)) ;;
+		-*) ;;
+		*) n=$((n + 1)) ;;
+		esac
+	done
+	case $n in
+	0) _gpupool_files_ext "$cur" csv ;;         # TIMELINE: gpupool-replay --timeline's CSV
+	1) _gpupool_files_ext "$cur" png svg pdf ;; # OUT: the format follows the extension
+	*) COMPREPLY=() ;;
+	esac
+}
+
 complete -F _gpupool_stat gpupool-stat
 complete -F _gpupool_replay gpupool-replay
 complete -F _gpupool_run gpupool-run
 complete -F _gpupool_maxbatch gpupool-maxbatch
+complete -F _gpupool_plot gpupool-plot

@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
-"""gen_man.py SCDOC IN.scd OUT [README.md]: OUT = scdoc's rendering of IN.scd, where a line
-'@KNOBS@' becomes the knob table of README.md (between <!-- knobs:begin --> and
-<!-- knobs:end -->, which tests/unit/test_config keeps identical to src/config.c's table)."""
+"""gen_man.py SCDOC IN.scd OUT README.md DOCDIR [wheel]: OUT = scdoc's rendering of IN.scd,
+where a line '@KNOBS@' becomes the knob table of README.md (between <!-- knobs:begin --> and
+<!-- knobs:end -->, which tests/unit/test_config keeps identical to src/config.c's table),
+'@DOCDIR@' the folder the documentation is installed to, and '@DOCDIR_WHERE@' nothing, or
+with `wheel` (DOCDIR then relative) where that folder lies."""
 import subprocess
 import sys
+
+# A wheel's data files land under the prefix of the environment pip installs into.
+WHEEL_WHERE = (" (under the prefix pip installed gpupool into: the virtual environment,"
+               " /usr/local for a system-wide pip, ~/.local with pip install --user)")
 
 
 def scd(text):
@@ -24,14 +30,20 @@ def knobs(readme):
 
 
 def main():
-    scdoc, src, out = sys.argv[1:4]
+    if len(sys.argv) not in (6, 7) or sys.argv[6:] not in ([], ["wheel"]):
+        print("usage: gen_man.py SCDOC IN.scd OUT README.md DOCDIR [wheel]", file=sys.stderr)
+        return 2
+    scdoc, src, out, readme, docdir = sys.argv[1:6]
     with open(src) as f:
         text = f.read()
     if "@KNOBS@" in text:
-        text = text.replace("@KNOBS@", knobs(sys.argv[4]))
+        text = text.replace("@KNOBS@", knobs(readme))
+    text = text.replace("@DOCDIR_WHERE@", scd(WHEEL_WHERE) if sys.argv[6:] else "")
+    text = text.replace("@DOCDIR@", scd(docdir))
     with open(out, "wb") as f:
         subprocess.run([scdoc], input=text.encode(), stdout=f, check=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,8 +1,10 @@
 #!/bin/bash
-# completions/gpupool.bash in a plain bash (no bash-completion package): each command has a
-# completion, --wa completes to --watch, and every option a tool's --help lists completes
-# (so a new option cannot be left out). $1: the source tree, $2 gpupool-stat, $3
-# gpupool-replay.
+# completions/gpupool.bash in a plain bash (no bash-completion package): each of the five
+# commands has a completion and the file completes no other, --wa completes to --watch, every
+# knob of the table completes after --conf, every option a command's --help lists completes
+# (so a new option cannot be left out), gpupool-plot's arguments complete to timelines (.csv)
+# and to the figures it can write (.png, .svg, .pdf). $1: the source tree, $2 gpupool-stat,
+# $3 gpupool-replay.
 set -u
 src=$1 stat=$2 replay=$3
 failed=0
@@ -28,8 +30,17 @@ expect() { # WANT WORD...
 	[ "${COMPREPLY[*]-}" = "$want" ] || fail "completing '$*': got '${COMPREPLY[*]-}', expected '$want'"
 }
 
-for t in gpupool-stat gpupool-replay gpupool-run gpupool-maxbatch; do
+cmds="gpupool-stat gpupool-replay gpupool-run gpupool-maxbatch gpupool-plot"
+for t in $cmds; do
 	complete -p "$t" >/dev/null 2>&1 || fail "complete -p $t"
+done
+got=$(complete -p | sed -n 's/.* \(gpupool-[a-z]*\)$/\1/p' | sort | tr '\n' ' ')
+[ "$got" = "$(tr ' ' '\n' <<<"$cmds" | sort | tr '\n' ' ')" ] || fail "the file completes '$got', not '$cmds'"
+# the header and completions/meson.build name the same commands
+for f in "$src/completions/gpupool.bash" "$src/completions/meson.build"; do
+	for t in $cmds; do
+		grep -q -- "$t" "$f" || fail "$f does not name $t"
+	done
 done
 complete -p gpupool-stat | grep -q -- '-F _gpupool_stat gpupool-stat$' || fail "complete -p gpupool-stat: $(complete -p gpupool-stat)"
 expect --watch gpupool-stat --wa
@@ -43,11 +54,23 @@ expect "fence:sync,max_split_size:" gpupool-replay --conf fence:sync,max
 expect "--print-lib" gpupool-run --pr
 expect "--limit" gpupool-maxbatch --li
 expect "" gpupool-stat --watch ""
+expect "--title" gpupool-plot --ti
+expect "" gpupool-plot run.csv --title ""
 # pids from the pages in GPUPOOL_SHM_DIR
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 touch "$d/gpupool.4242" "$d/gpupool.77"
 GPUPOOL_SHM_DIR=$d expect "4242" gpupool-stat --release 42
+# gpupool-plot TIMELINE OUT: timelines, then the formats it writes; directories for both
+mkdir "$d/plots" "$d/plots/sub.d"
+touch "$d/plots/run.csv" "$d/plots/run.csv.gz" "$d/plots/run.png" "$d/plots/run.svg" "$d/plots/run.pdf" \
+	"$d/plots/run.jpg" "$d/plots/notes.txt"
+cd "$d/plots" || exit 1
+expect "sub.d run.csv" gpupool-plot ""
+expect "sub.d run.png run.svg run.pdf" gpupool-plot run.csv ""
+expect "sub.d run.png run.svg run.pdf" gpupool-plot --title "a b" run.csv ""
+expect "" gpupool-plot run.csv run.png ""
+cd - >/dev/null || exit 1
 # after gpupool-run and gpupool-maxbatch's --, commands
 comp gpupool-run bas
 [[ " ${COMPREPLY[*]-} " == *" bash "* ]] || fail "gpupool-run bas: no bash in '${COMPREPLY[*]-}'"
@@ -71,6 +94,11 @@ done
 for opt in $("$src/scripts/gpupool-maxbatch" --help | grep -o -- '--[a-z][a-z-]*' | sort -u); do
 	comp gpupool-maxbatch "$opt"
 	[[ " ${COMPREPLY[*]-} " == *" $opt "* ]] || fail "gpupool-maxbatch: $opt (in --help) does not complete"
+done
+help=$(python3 "$src/scripts/gpupool-plot" --help) || fail "gpupool-plot --help: exit $?"
+for opt in $(grep -E '^  -' <<<"$help" | grep -o -- '--[a-z][a-z-]*' | sort -u); do # argparse's option lines
+	comp gpupool-plot "$opt"
+	[[ " ${COMPREPLY[*]-} " == *" $opt "* ]] || fail "gpupool-plot: $opt (in --help) does not complete"
 done
 for opt in $("$src/scripts/gpupool-run" --help | sed -n '/^Options:/,$p' | grep -o -- '--[a-z][a-z-]*' | sort -u); do
 	comp gpupool-run "$opt"

@@ -42,6 +42,9 @@ bad fuzz "0 seconds" 0
 bad fuzz "no harness nope" 5 nope
 bad wheel-test --bogus --bogus
 bad wheel-test "one BUILD_DIR" a b
+bad wheel-test "needs a directory" --dist
+bad wheel-test "needs a directory" --dist=
+bad wheel-test "not a directory" --dist "$0"
 bad gpupool-run --bogus --bogus
 bad gpupool-maxbatch --limit --limit 1Q -- x "{}"
 [ "$failed" -eq 0 ] && echo "scripts_help: all checks passed"
