@@ -1,7 +1,7 @@
-"""gpupool from Python: find libgpupool.so, make it PyTorch's CUDA allocator, read its
-statistics in PyTorch's terms (memory_stats, memory_allocated, ..., memory_summary,
-reset_peak_memory_stats), write PyTorch's memory snapshot of the run so far (dump_snapshot),
-release its cache.
+"""gpupool from Python: find libgpupool.so, make it PyTorch's CUDA allocator (and then answer
+torch.cuda's memory functions from gpupool's figures), read its statistics in PyTorch's terms
+(memory_stats, memory_allocated, ..., memory_summary, reset_peak_memory_stats), write
+PyTorch's memory snapshot of the run so far (dump_snapshot), release its cache.
 
 Pure Python (stdlib only; torch is imported only by use_as_torch_allocator). Copy this file
 next to your script or put python/ on sys.path.
@@ -14,6 +14,7 @@ next to your script or put python/ on sys.path.
     gpupool.release()
 """
 
+import collections
 import ctypes
 import errno
 import os
@@ -26,7 +27,7 @@ import tempfile
 import time
 import zlib
 
-__all__ = ["GpupoolError", "find_library", "use_as_torch_allocator", "stats",
+__all__ = ["GpupoolError", "TorchModeRefused", "find_library", "use_as_torch_allocator", "stats",
            "page_path", "read_page", "memory_stats", "memory_summary", "memory_allocated",
            "max_memory_allocated", "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
            "dump_snapshot", "trace_flush", "find_replay", "release", "GAUGES", "COUNTERS",
@@ -75,6 +76,12 @@ SNAPSHOT_TRIES = 2000  # bounded like gpupool-stat: a dead writer leaves seq odd
 
 class GpupoolError(RuntimeError):
     """A gpupool problem with a message that says what to do."""
+
+
+class TorchModeRefused(GpupoolError):
+    """Something PyTorch cannot do with gpupool as its allocator (CUDA graphs, CUDA tensors
+    shared between processes): one line saying what to do instead. Under gpupool-run --torch
+    an uncaught one ends the program with that line alone, no traceback."""
 
 
 # ---- the library ----------------------------------------------------------------------
@@ -136,7 +143,14 @@ _torch_allocator = None  # keep the CUDAPluggableAllocator object alive
 
 def use_as_torch_allocator(path=None):
     """Make gpupool PyTorch's CUDA allocator (CUDAPluggableAllocator with gpupool_malloc /
-    gpupool_free). Call before anything allocates CUDA memory. Returns the library path."""
+    gpupool_free). Call before anything allocates CUDA memory. Returns the library path.
+    Then torch.cuda's memory functions, which PyTorch refuses under a pluggable allocator,
+    answer from gpupool's figures (memory_allocated, max_memory_allocated, memory_reserved,
+    max_memory_reserved, memory_stats, memory_stats_as_nested_dict, memory_summary,
+    reset_peak_memory_stats, reset_accumulated_memory_stats); torch.backends.cudnn.benchmark
+    stays off (said once on stderr: the autotuner asks the allocator what PyTorch's pluggable
+    interface cannot answer); CUDA graph capture and CUDA tensors shared between processes
+    raise TorchModeRefused, one line saying what to do instead (docs/pytorch.md)."""
     global _torch_allocator
     import torch  # lazily: the rest of this module works without torch
     path = os.path.abspath(path) if path else (_loaded_path() or find_library())
@@ -151,6 +165,7 @@ def use_as_torch_allocator(path=None):
             ".cuda()/.to('cuda'), or anything that initialises CUDA. Or run the whole program "
             "under LD_PRELOAD instead (scripts/gpupool-run)." % e) from e
     _torch_allocator = alloc
+    _answer_torch(torch)
     return path
 
 
@@ -708,3 +723,184 @@ def _stats_from_library(device):
     s["consistent"] = True
     return s
 
+
+# ---- torch.cuda's memory functions with gpupool as PyTorch's allocator -----------------------
+# Under a pluggable allocator PyTorch refuses its memory statistics (getDeviceStats,
+# resetPeakStats: RuntimeError "does not yet support"), stops a benchmarked convolution
+# (cacheInfo), and has no graph pools or IPC. _answer_torch, run once the switch is made,
+# puts gpupool's figures behind the first, keeps the cuDNN autotuner off, and turns the last
+# two into one line saying what to do. Each function is replaced in torch.cuda.memory (whose
+# own functions, wherever they were imported, look their helpers up there) and in torch.cuda.
+
+_torch_baseline = {}  # device: accumulated figures at reset_accumulated_memory_stats()
+_said = set()         # warnings already printed (each once per process)
+# what torch.cuda.reset_accumulated_memory_stats restarts: the .allocated and .freed totals
+# and these counters
+_TORCH_ACCUMULATED = ("num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_device_alloc",
+                      "num_device_free")
+
+
+def _say_once(key, msg):
+    if key not in _said:
+        _said.add(key)
+        sys.stderr.write("gpupool: %s\n" % msg)
+
+
+class _TorchStats(collections.OrderedDict):
+    """torch.cuda.memory_stats()'s answer: a key gpupool does not keep raises a KeyError that
+    says why (a figure left out is never reported as 0)."""
+
+    def __missing__(self, key):
+        why = MEMORY_STATS_ABSENT.get(key)
+        if why is None:
+            raise KeyError(key)
+        raise KeyError("%s: gpupool, PyTorch's allocator here, does not keep this figure (%s)" % (key, why))
+
+
+def _torch_device(torch, device):
+    """torch's device index (its rules: None is the current device), checked as torch does."""
+    idx = torch.cuda._get_device_index(device, optional=True)
+    if idx is None:  # no current device known without initialising CUDA: as torch, initialise it
+        idx = torch.cuda.current_device()
+    n = torch.cuda.device_count()
+    if not 0 <= idx < n:
+        raise GpupoolError("invalid device argument %d: this process has %d CUDA device%s"
+                           % (idx, n, "" if n == 1 else "s"))
+    return idx
+
+
+def _torch_memory_stats(device=None):
+    torch = sys.modules["torch"]
+    out = _TorchStats()
+    if not torch.cuda.is_initialized():
+        return out  # as torch: nothing yet, and asking would initialise CUDA
+    idx = _torch_device(torch, device)
+    st = memory_stats(idx) or {k: 0 for k, _ in TORCH_KEYS}  # no pool yet: nothing allocated
+    base = _torch_baseline.get(idx, {})
+    for k in sorted(st):
+        if not k.startswith("gpupool."):
+            out[k] = st[k] - base.get(k, 0)
+    return out
+
+
+def _torch_memory_stats_as_nested_dict(device=None):
+    nested = {}
+    for k, v in _torch_memory_stats(device).items():
+        parts = k.split(".")
+        d = nested
+        for part in parts[:-1]:
+            d = d.setdefault(part, {})
+        d[parts[-1]] = v
+    return nested
+
+
+def _torch_memory_allocated(device=None):
+    return _torch_memory_stats(device).get("allocated_bytes.all.current", 0)
+
+
+def _torch_max_memory_allocated(device=None):
+    return _torch_memory_stats(device).get("allocated_bytes.all.peak", 0)
+
+
+def _torch_memory_reserved(device=None):
+    return _torch_memory_stats(device).get("reserved_bytes.all.current", 0)
+
+
+def _torch_max_memory_reserved(device=None):
+    return _torch_memory_stats(device).get("reserved_bytes.all.peak", 0)
+
+
+def _torch_reset_peak_memory_stats(device=None):
+    reset_peak_memory_stats(_torch_device(sys.modules["torch"], device))
+
+
+def _torch_reset_accumulated_memory_stats(device=None):
+    idx = _torch_device(sys.modules["torch"], device)
+    st = memory_stats(idx)
+    _torch_baseline[idx] = {k: v for k, v in st.items() if not k.startswith("gpupool.") and (
+        k.endswith((".allocated", ".freed")) or k in _TORCH_ACCUMULATED)}
+
+
+def _torch_memory_summary(device=None, abbreviated=False):
+    idx = _torch_device(sys.modules["torch"], device)
+    return _summary_table(idx, _torch_memory_stats(idx), abbreviated)
+
+
+_TORCH_MEMORY = {
+    "memory_stats": _torch_memory_stats,
+    "memory_stats_as_nested_dict": _torch_memory_stats_as_nested_dict,
+    "memory_allocated": _torch_memory_allocated,
+    "max_memory_allocated": _torch_max_memory_allocated,
+    "memory_reserved": _torch_memory_reserved,
+    "max_memory_reserved": _torch_max_memory_reserved,
+    "reset_peak_memory_stats": _torch_reset_peak_memory_stats,
+    "reset_accumulated_memory_stats": _torch_reset_accumulated_memory_stats,
+    "memory_summary": _torch_memory_summary,
+}
+
+BENCHMARK_OFF = (
+    "torch.backends.cudnn.benchmark = True is left off: cuDNN's autotuner asks PyTorch's allocator "
+    "for its largest free block (cacheInfo), which PyTorch's pluggable allocator interface cannot "
+    "answer, and the first benchmarked convolution would stop the program; convolutions use "
+    "cuDNN's heuristics instead (to autotune, run gpupool under LD_PRELOAD: gpupool-run without --torch)")
+GRAPHS_REFUSED = (
+    "CUDA graph capture needs PyTorch's own allocator, which keeps the memory a graph uses apart "
+    "for its replays; with gpupool as PyTorch's allocator it would be reused under the graph: "
+    "run this program with gpupool under LD_PRELOAD instead (gpupool-run without --torch)")
+IPC_REFUSED = (
+    "CUDA tensors shared between processes need PyTorch's own allocator (the block's base and "
+    "offset in its segment); with gpupool as PyTorch's allocator the other process would get the "
+    "wrong memory: run this program with gpupool under LD_PRELOAD instead (gpupool-run without --torch)")
+
+
+def _refuse(msg):
+    def refused(*args, **kwargs):
+        raise TorchModeRefused(msg)
+    return refused
+
+
+def _answer_torch(torch):
+    """With gpupool as PyTorch's allocator: torch.cuda's memory functions answer from
+    gpupool's figures; cudnn.benchmark stays off (one line, once); graph capture and CUDA IPC
+    raise TorchModeRefused. Once per process; a part that this torch lacks is left alone."""
+    if getattr(torch, "_gpupool_answered", False):
+        return
+    mods = [m for m in (getattr(torch.cuda, "memory", None), torch.cuda) if m is not None]
+    for name, fn in _TORCH_MEMORY.items():
+        for m in mods:
+            if hasattr(m, name):
+                setattr(m, name, fn)
+
+    # cuDNN's autotuner: every way to turn it on goes through torch._C._set_cudnn_benchmark
+    # (torch.backends.cudnn.flags) or the module's benchmark property, which holds its own
+    # reference to it
+    C = getattr(torch, "_C", None)
+    set_bench = getattr(C, "_set_cudnn_benchmark", None)
+    get_bench = getattr(C, "_get_cudnn_benchmark", None)
+    if set_bench is not None and get_bench is not None:
+        def _set_cudnn_benchmark(value, _set=set_bench):
+            if value:
+                _say_once("benchmark", BENCHMARK_OFF)
+            return _set(False)
+        C._set_cudnn_benchmark = _set_cudnn_benchmark
+        try:
+            import torch.backends.cudnn as cudnn
+            prop = type(cudnn).__dict__.get("benchmark")
+            if prop is not None and hasattr(prop, "setter"):
+                prop.setter = _set_cudnn_benchmark
+        except Exception:  # a torch without cuDNN's module: _C's setter is patched anyway
+            pass
+        if get_bench():
+            _set_cudnn_benchmark(True)
+
+    graphs = getattr(torch.cuda, "graphs", None)
+    graph_cls = getattr(graphs, "CUDAGraph", None) or getattr(torch.cuda, "CUDAGraph", None)
+    if graph_cls is not None and hasattr(graph_cls, "capture_begin"):
+        graph_cls.capture_begin = _refuse(GRAPHS_REFUSED)
+    storage = getattr(torch, "UntypedStorage", None)
+    if storage is not None:
+        for name in ("_share_cuda_", "_new_shared_cuda"):
+            if hasattr(storage, name):
+                setattr(storage, name, staticmethod(_refuse(IPC_REFUSED)) if name == "_new_shared_cuda"
+                        else _refuse(IPC_REFUSED))
+    torch._gpupool_answered = True

@@ -5,7 +5,10 @@ that cannot run (one line, 127 or 126), and --torch: the startup hook (python/gp
 makes gpupool PyTorch's allocator when the program imports torch, here a stand-in torch
 package that records what PyTorch would be asked. With a built library (GPUPOOL_TEST_LIB,
 GPUPOOL_TEST_STAT, GPUPOOL_TEST_CUDA_INC: Meson sets them) also --fake: README's "Try it
-without a GPU", a C program and a Python one over the bundled fake runtime.
+without a GPU", a C program and a Python one over the bundled fake runtime; and --torch with
+the real library over that fake runtime, under tests/scripts/fake_torch (a stand-in with
+PyTorch's shape and its refusals under a pluggable allocator): torch.cuda's memory functions
+answer from gpupool's figures, cudnn.benchmark stays off, graphs and IPC are one line.
 Run: python3 tests/scripts/test_gpupool_run.py"""
 import json
 import os
@@ -291,6 +294,158 @@ class FakeRunTest(unittest.TestCase):
         self.assertLess(dev["segment_allocs"], 100)  # served from the pool
         if os.environ.get("GPUPOOL_TEST_STAT"):
             self.assertIsNotNone(seen, "gpupool-stat did not list the program's allocations while it ran")
+
+
+FAKE_TORCH_DIR = os.path.join(HERE, "fake_torch")
+
+
+@unittest.skipUnless(os.environ.get("GPUPOOL_TEST_LIB"), "set GPUPOOL_TEST_LIB to a built libgpupool.so (Meson does)")
+class TorchModeTest(unittest.TestCase):
+    """gpupool-run --torch over the real library: a script written for plain PyTorch runs to
+    its end, or stops with one line saying why."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.tmp)
+        env = dict(os.environ, GPUPOOL_LIB=os.environ["GPUPOOL_TEST_LIB"])
+        fake = subprocess.run([RUN, "--fake", "--print-lib"], env=env, capture_output=True, text=True,
+                              check=True).stdout.splitlines()[1]
+        self.env = dict(env, GPUPOOL_SHM_DIR=self.tmp, PYTHONPATH=FAKE_TORCH_DIR,
+                        LD_LIBRARY_PATH=os.path.dirname(fake), FAKECUDA_DEVICES="1", GPUPOOL_REPORT="none")
+        for k in ("LD_PRELOAD", "GPUPOOL_CONF"):
+            self.env.pop(k, None)
+
+    def run_torch(self, code):
+        return subprocess.run([RUN, "--torch", sys.executable, "-c", textwrap.dedent(code)], env=self.env,
+                              capture_output=True, text=True, timeout=120)
+
+    def test_memory_functions_answer_from_gpupool(self):
+        r = self.run_torch("""
+            import json, warnings
+            import torch
+            from torch.cuda import memory_allocated            # imported before anything ran
+            from torch.cuda.memory import max_memory_allocated as peak
+            import gpupool
+            out = {"before": [torch.cuda.memory_allocated(), dict(torch.cuda.memory_stats()),
+                              torch.cuda.is_initialized()]}
+            MB = 1 << 20
+            x = torch.empty(8 * MB, device="cuda")
+            y = torch.empty(16 * MB, device="cuda")
+            z = torch.empty(4 * MB, device="cuda")
+            del y
+            g = gpupool.memory_stats(0)
+            out["torch"] = [torch.cuda.memory_allocated(), memory_allocated(0), torch.cuda.max_memory_allocated(),
+                            peak("cuda:0"), torch.cuda.memory_reserved(), torch.cuda.max_memory_reserved(),
+                            torch.cuda.memory_cached()]
+            out["gpupool"] = [g["allocated_bytes.all.current"], g["allocated_bytes.all.peak"],
+                              g["reserved_bytes.all.current"], g["reserved_bytes.all.peak"]]
+            st = torch.cuda.memory_stats()
+            out["stats"] = {k: v for k, v in st.items()}
+            out["nested"] = torch.cuda.memory_stats_as_nested_dict()["allocated_bytes"]["all"]
+            try:
+                st["active_bytes.all.peak"]
+            except KeyError as e:
+                out["absent"] = str(e)
+            out["summary"] = torch.cuda.memory_summary(abbreviated=True).splitlines()[1]
+            torch.cuda.reset_peak_memory_stats()
+            out["after_reset"] = [torch.cuda.max_memory_allocated(), torch.cuda.memory_allocated(),
+                                  gpupool.stats()[0]["allocated_bytes_peak"]]
+            w = torch.empty(2 * MB, device="cuda"); del w
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                torch.cuda.reset_max_memory_allocated()        # PyTorch's own, through the reset above
+            out["deprecated"] = [str(c.message) for c in caught]
+            out["after_reset_max"] = torch.cuda.max_memory_allocated()
+            torch.cuda.reset_accumulated_memory_stats(0)
+            out["accumulated"] = [torch.cuda.memory_stats()["allocation.all.allocated"],
+                                  torch.cuda.memory_stats()["num_device_alloc"],
+                                  gpupool.memory_stats()["allocation.all.allocated"]]
+            try:
+                torch.cuda.memory_allocated(5)
+            except RuntimeError as e:
+                out["bad_device"] = str(e)
+            print(json.dumps(out))
+            """)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr, "")
+        out, MB = json.loads(r.stdout), 1 << 20
+        self.assertEqual(out["before"], [0, {}, False])  # as PyTorch: no figures, no CUDA initialised
+        alloc, alloc_imported, max_alloc, max_imported, res, max_res, cached = out["torch"]
+        self.assertEqual([alloc, max_alloc, res, max_res], out["gpupool"])
+        self.assertEqual((alloc, alloc_imported), (12 * MB, 12 * MB))
+        self.assertEqual((max_alloc, max_imported), (28 * MB, 28 * MB))
+        self.assertEqual(cached, res)
+        st = out["stats"]
+        self.assertEqual(st["allocated_bytes.all.current"], 12 * MB)
+        self.assertEqual(st["allocation.all.current"], 2)
+        self.assertFalse([k for k in st if k.startswith("gpupool.") or k in gpupool_absent()])
+        self.assertEqual(out["nested"], {k.split(".")[-1]: v for k, v in st.items()
+                                         if k.startswith("allocated_bytes.all.")})
+        self.assertIn("active_bytes.all.peak: gpupool, PyTorch's allocator here, does not keep this figure", out["absent"])
+        self.assertIn("gpupool CUDA memory summary, device ID 0", out["summary"])
+        self.assertEqual(out["after_reset"], [12 * MB, 12 * MB, 12 * MB])
+        self.assertEqual(len(out["deprecated"]), 1)
+        self.assertIn("reset_max_memory_allocated now calls torch.cuda.reset_peak_memory_stats", out["deprecated"][0])
+        self.assertEqual(out["after_reset_max"], 12 * MB)
+        self.assertEqual(out["accumulated"][:2], [0, 0])
+        self.assertEqual(out["accumulated"][2], 4)  # gpupool's own figures are the whole run's
+        self.assertIn("invalid device argument 5: this process has 1 CUDA device", out["bad_device"])
+
+    def test_cudnn_benchmark_stays_off_said_once(self):
+        r = self.run_torch("""
+            import torch
+            torch.backends.cudnn.benchmark = True
+            x = torch.empty(1 << 20, device="cuda")
+            for _ in range(3):
+                y = torch.cudnn_convolution(x)
+            with torch.backends.cudnn.flags(enabled=True, benchmark=True):
+                y = torch.cudnn_convolution(x)
+            torch.backends.cudnn.benchmark = True
+            print("ran to the end; benchmark", torch.backends.cudnn.benchmark)
+            """)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "ran to the end; benchmark False\n")
+        lines = r.stderr.splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertTrue(lines[0].startswith("gpupool: torch.backends.cudnn.benchmark = True is left off: "), lines[0])
+        self.assertIn("gpupool-run without --torch", lines[0])
+
+    def test_graphs_and_ipc_are_one_line(self):
+        for code, what in (("""
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    y = torch.empty(1 << 20, device="cuda")
+                """, "CUDA graph capture needs PyTorch's own allocator"),
+                           ("""
+                x.untyped_storage()._share_cuda_()
+                """, "CUDA tensors shared between processes need PyTorch's own allocator"),
+                           ("""
+                torch.UntypedStorage._new_shared_cuda("dev", "handle")
+                """, "CUDA tensors shared between processes need PyTorch's own allocator")):
+            with self.subTest(what=what):
+                r = self.run_torch("import torch\nx = torch.empty(1 << 20, device='cuda')\n"
+                                   + textwrap.dedent(code) + "print('not reached')\n")
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertEqual(r.stdout, "")
+                lines = r.stderr.splitlines()
+                self.assertEqual(len(lines), 1, r.stderr)
+                self.assertTrue(lines[0].startswith("gpupool-run --torch: " + what), lines[0])
+                self.assertIn("gpupool-run without --torch", lines[0])
+        # a program that catches it goes on
+        r = self.run_torch("""
+            import torch, gpupool
+            try:
+                torch.cuda.CUDAGraph().capture_begin()
+            except RuntimeError as e:
+                print("caught", type(e).__name__)
+            """)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "caught TorchModeRefused\n", ""))
+
+
+def gpupool_absent():
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import gpupool
+    return gpupool.MEMORY_STATS_ABSENT
 
 
 if __name__ == "__main__":
