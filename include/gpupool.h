@@ -30,6 +30,16 @@ long long gpupool_release(int device);
  * runtime call that took longer: call again). */
 int gpupool_stats(int device, struct gpupool_device_stats *out);
 
+/* Restarts the peak of every gauge of `device` (-1: every device) from its current value:
+ * reserved_bytes_peak becomes reserved_bytes, allocated_bytes_peak allocated_bytes, and so on
+ * for each gauge of gpupool/stats.h, in gpupool_stats, the statistics page and the exit report
+ * alike (what torch.cuda.reset_peak_memory_stats does to PyTorch's peaks). Counters (allocs,
+ * ooms, ...) are left alone, and so is the pool's policy, which keeps to the highest reserved
+ * figure of the whole run. Returns 0, also for a device gpupool holds no pool for yet (its
+ * peaks are its current values, 0); -ENODEV for a device out of range; -ENOSYS when the pool
+ * is off (as for gpupool_release). */
+int gpupool_reset_peak_stats(int device);
+
 /* Writes every row of the trace this process records (the trace knob, GPUPOOL_CONF=
  * trace:PATH) to its file so far, from every thread; recording goes on. A .gz trace is
  * flushed to a byte boundary: its rows can be read (zlib's inflate, Python's zlib module)

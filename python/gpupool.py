@@ -1,6 +1,7 @@
-"""gpupool from Python: find libgpupool.so, make it PyTorch's CUDA allocator, read its
-statistics page in PyTorch's terms (memory_stats, memory_summary), write PyTorch's memory
-snapshot of the run so far (dump_snapshot), release its cache.
+"""gpupool from Python: find libgpupool.so, make it PyTorch's CUDA allocator (and then answer
+torch.cuda's memory functions from gpupool's figures), read its statistics in PyTorch's terms
+(memory_stats, memory_allocated, ..., memory_summary, reset_peak_memory_stats), write
+PyTorch's memory snapshot of the run so far (dump_snapshot), release its cache.
 
 Pure Python (stdlib only; torch is imported only by use_as_torch_allocator). Copy this file
 next to your script or put python/ on sys.path.
@@ -8,15 +9,17 @@ next to your script or put python/ on sys.path.
     import gpupool
     gpupool.use_as_torch_allocator()      # before the first CUDA allocation
     ...
-    print(gpupool.memory_stats()["reserved_bytes.all.peak"])
+    print(gpupool.max_memory_reserved())  # = gpupool.memory_stats()["reserved_bytes.all.peak"]
     print(gpupool.memory_summary())
     gpupool.release()
 """
 
+import collections
 import ctypes
-import mmap
+import errno
 import os
 import shutil
+import stat as statmod
 import struct
 import subprocess
 import sys
@@ -24,9 +27,14 @@ import tempfile
 import time
 import zlib
 
-__all__ = ["GpupoolError", "find_library", "use_as_torch_allocator", "stats", "page_path",
-           "memory_stats", "memory_summary", "dump_snapshot", "trace_flush", "find_replay", "release", "GAUGES", "COUNTERS",
-           "MEMORY_STATS_ABSENT"]
+__all__ = ["GpupoolError", "TorchModeRefused", "find_library", "use_as_torch_allocator", "stats",
+           "page_path", "read_page", "memory_stats", "memory_summary", "memory_allocated",
+           "max_memory_allocated", "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
+           "dump_snapshot", "trace_flush", "find_replay", "release", "GAUGES", "COUNTERS",
+           "MEMORY_STATS_ABSENT", "__version__"]
+
+# gpupool's version (project() in meson.build; python/test_gpupool.py keeps them equal)
+__version__ = "0.1.0"
 
 LIB_NAME = "libgpupool.so"
 
@@ -68,6 +76,12 @@ SNAPSHOT_TRIES = 2000  # bounded like gpupool-stat: a dead writer leaves seq odd
 
 class GpupoolError(RuntimeError):
     """A gpupool problem with a message that says what to do."""
+
+
+class TorchModeRefused(GpupoolError):
+    """Something PyTorch cannot do with gpupool as its allocator (CUDA graphs, CUDA tensors
+    shared between processes): one line saying what to do instead. Under gpupool-run --torch
+    an uncaught one ends the program with that line alone, no traceback."""
 
 
 # ---- the library ----------------------------------------------------------------------
@@ -129,7 +143,14 @@ _torch_allocator = None  # keep the CUDAPluggableAllocator object alive
 
 def use_as_torch_allocator(path=None):
     """Make gpupool PyTorch's CUDA allocator (CUDAPluggableAllocator with gpupool_malloc /
-    gpupool_free). Call before anything allocates CUDA memory. Returns the library path."""
+    gpupool_free). Call before anything allocates CUDA memory. Returns the library path.
+    Then torch.cuda's memory functions, which PyTorch refuses under a pluggable allocator,
+    answer from gpupool's figures (memory_allocated, max_memory_allocated, memory_reserved,
+    max_memory_reserved, memory_stats, memory_stats_as_nested_dict, memory_summary,
+    reset_peak_memory_stats, reset_accumulated_memory_stats); torch.backends.cudnn.benchmark
+    stays off (said once on stderr: the autotuner asks the allocator what PyTorch's pluggable
+    interface cannot answer); CUDA graph capture and CUDA tensors shared between processes
+    raise TorchModeRefused, one line saying what to do instead (docs/pytorch.md)."""
     global _torch_allocator
     import torch  # lazily: the rest of this module works without torch
     path = os.path.abspath(path) if path else (_loaded_path() or find_library())
@@ -144,6 +165,7 @@ def use_as_torch_allocator(path=None):
             ".cuda()/.to('cuda'), or anything that initialises CUDA. Or run the whole program "
             "under LD_PRELOAD instead (scripts/gpupool-run)." % e) from e
     _torch_allocator = alloc
+    _answer_torch(torch)
     return path
 
 
@@ -243,6 +265,16 @@ def dump_snapshot(path, conf=None, replay=None, timeout=600):
 
 
 # ---- the statistics page ---------------------------------------------------------------
+# Read as gpupool-stat reads it (src/statpage.c): a regular file opened without following
+# links and without blocking, owned by the reader (root reads any), whose owner is the user of
+# the process it names (the page of a process that is gone: only the reader's own file), with
+# the exact size and a header of the right magic, version, size, device count and pid; each
+# slot copied under its seqlock. Read with pread on the descriptor, never mapped: a file
+# truncated while it is read is an error, not a SIGBUS. /dev/shm is shared by every user, who
+# may create any name there first (docs/security.md, "Statistics pages").
+
+START_SLACK_NS = 2 * 10**9  # src/statpage.c: a process started this much after a page was made is not its writer
+
 
 def page_path(pid=None):
     """$GPUPOOL_SHM_DIR (default /dev/shm)/gpupool.<pid>."""
@@ -256,13 +288,22 @@ def _decode_slot(raw):
     return d
 
 
-def _snapshot(buf, off, tries=SNAPSHOT_TRIES):
+def _pread(fd, n, off, path):
+    """Exactly n bytes at off, or GpupoolError (the file shrank while it was read)."""
+    b = os.pread(fd, n, off)
+    if len(b) != n:
+        raise GpupoolError("%s: truncated while being read (%d bytes at offset %d, expected %d): "
+                           "not a page" % (path, len(b), off, n))
+    return b
+
+
+def _snapshot(fd, off, path, tries=SNAPSHOT_TRIES):
     """Seqlock copy of the slot at `off`: (dict, True) or (None, False) when it never settled."""
     for i in range(tries):
-        a = struct.unpack_from("=Q", buf, off)[0]
+        a = struct.unpack("=Q", _pread(fd, 8, off, path))[0]
         if not a & 1:
-            raw = bytes(buf[off:off + DEV_STRUCT.size])
-            b = struct.unpack_from("=Q", buf, off)[0]
+            raw = _pread(fd, DEV_STRUCT.size, off, path)
+            b = struct.unpack("=Q", _pread(fd, 8, off, path))[0]
             if a == b and struct.unpack_from("=Q", raw)[0] == a:
                 return _decode_slot(raw), True
         if i >= 10:
@@ -270,25 +311,86 @@ def _snapshot(buf, off, tries=SNAPSHOT_TRIES):
     return None, False
 
 
-def read_page(pid=None, path=None, tries=SNAPSHOT_TRIES):
-    """The whole page: (header dict, {device: stats dict}). Each stats dict has
-    'consistent' (False: the slot stayed odd, writer died mid-update; counters absent)."""
-    path = path or page_path(pid)
+def _proc_owner(pid):
+    """The uid owning /proc/<pid> (the user of that process), or None when there is none."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        return os.stat("/proc/%d" % pid).st_uid
+    except (OSError, ValueError, OverflowError):
+        return None
+
+
+def _pid_stale(pid, start_time_ns):
+    """True when process `pid` is gone, a zombie, or started well after a page made at
+    start_time_ns (CLOCK_REALTIME), so is not that page's writer (src/statpage.c)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):
+        pass
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+        if rest[0] in ("Z", "X"):
+            return True
+        since_boot = int(rest[19]) * 10**9 // os.sysconf("SC_CLK_TCK")  # field 22: starttime
+        start = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.clock_gettime_ns(time.CLOCK_BOOTTIME) + since_boot
+    except (OSError, IndexError, ValueError, AttributeError):
+        return False  # alive by kill(2); /proc hidden or another pid namespace
+    return bool(start_time_ns) and start > start_time_ns + START_SLACK_NS
+
+
+def _page_pid(path):
+    """The pid of a page name "gpupool.<digits>" (no sign, no leading zero), else None."""
+    name = os.path.basename(path)
+    digits = name[len("gpupool."):]
+    if not name.startswith("gpupool.") or not digits.isascii() or not digits.isdigit() or digits[0] == "0":
+        return None
+    return int(digits)
+
+
+def read_page(pid=None, path=None, tries=SNAPSHOT_TRIES):
+    """The whole page of process `pid` (default this one; or the page file `path`, named
+    gpupool.<pid>): (header dict, {device: stats dict}). Each stats dict has 'consistent'
+    (False: the slot stayed odd, writer died mid-update; counters absent); the header has
+    'stale' (the process is gone, or is not the page's writer). GpupoolError, one line, for
+    anything that is not a page of that process: missing, not a regular file, a symbolic
+    link, owned by another user than the process's, wrong size or header, another pid. A
+    page of this process's pid left by an earlier process is not this process's."""
+    if path is None:
+        pid = os.getpid() if pid is None else int(pid)
+        path = page_path(pid)
+    elif pid is None:
+        pid = _page_pid(path)
+        if pid is None:
+            raise GpupoolError("%s: not a page name (gpupool.<pid>)" % path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except FileNotFoundError:
         raise GpupoolError("%s: no statistics page; the process has not allocated through "
-                           "gpupool yet (or is not using it, or GPUPOOL_SHM_DIR differs)" % path)
+                           "gpupool yet (or is not using it, or GPUPOOL_SHM_DIR differs)" % path) from None
+    except OSError as e:
+        why = "a symbolic link (not followed)" if e.errno == errno.ELOOP else e.strerror
+        raise GpupoolError("%s: %s: not a page" % (path, why)) from None
     try:
-        size = os.fstat(fd).st_size
-        if size != PAGE_SIZE:
+        st = os.fstat(fd)
+        euid = os.geteuid()
+        if not statmod.S_ISREG(st.st_mode):
+            raise GpupoolError("%s: not a regular file: not a page" % path)
+        if euid != 0 and st.st_uid != euid:
+            raise GpupoolError("%s: owned by uid %d, not by you: only root reads other users' pages"
+                               % (path, st.st_uid))
+        owner = _proc_owner(pid)
+        if owner is not None and owner != st.st_uid:
+            raise GpupoolError("%s: owned by uid %d, but process %d is uid %d's: not that process's "
+                               "page (another user made the file)" % (path, st.st_uid, pid, owner))
+        if owner is None and st.st_uid != euid:
+            raise GpupoolError("%s: owned by uid %d and process %d is gone: nothing to check the "
+                               "file against, so it is not read" % (path, st.st_uid, pid))
+        if st.st_size != PAGE_SIZE:
             raise GpupoolError("%s: wrong size (%d bytes, expected %d): not a gpupool page of "
-                               "this version" % (path, size, PAGE_SIZE))
-        buf = mmap.mmap(fd, PAGE_SIZE, mmap.MAP_SHARED, mmap.PROT_READ)
-    finally:
-        os.close(fd)
-    try:
-        hdr = dict(zip(HDR_FIELDS, HDR_STRUCT.unpack_from(buf, 0)))
+                               "this version" % (path, st.st_size, PAGE_SIZE))
+        hdr = dict(zip(HDR_FIELDS, HDR_STRUCT.unpack(_pread(fd, HDR_STRUCT.size, 0, path))))
         if hdr["magic"] != PAGE_MAGIC:
             raise GpupoolError("%s: bad magic 0x%016x%s" % (path, hdr["magic"],
                                " (being created?)" if hdr["magic"] == 0 else ""))
@@ -299,21 +401,30 @@ def read_page(pid=None, path=None, tries=SNAPSHOT_TRIES):
             raise GpupoolError("%s: header size %d, expected %d" % (path, hdr["size"], PAGE_SIZE))
         if hdr["ndevices"] > MAX_DEVICES:
             raise GpupoolError("%s: ndevices %d > %d" % (path, hdr["ndevices"], MAX_DEVICES))
+        if hdr["pid"] != pid:
+            raise GpupoolError("%s: the page names pid %d, not %d: not that process's page"
+                               % (path, hdr["pid"], pid))
+        hdr["stale"] = _pid_stale(pid, hdr["start_time_ns"])
+        if hdr["stale"] and pid == os.getpid():
+            raise GpupoolError("%s: left by an earlier process with this pid: this process has "
+                               "no statistics page yet" % path)
         for k in ("comm", "lib_version"):
             hdr[k] = hdr[k].split(b"\0", 1)[0].decode("utf-8", "replace")
         devs = {}
         for i in range(hdr["ndevices"]):
             off = HDR_STRUCT.size + i * DEV_STRUCT.size
-            if not struct.unpack_from("=I", buf, off + 12)[0]:  # active
+            head = _pread(fd, 16, off, path)
+            if not struct.unpack_from("=I", head, 12)[0]:  # active
                 continue
-            s, ok = _snapshot(buf, off, tries)
+            # a writer that is gone will never finish an update: one round of tries
+            s, ok = _snapshot(fd, off, path, min(tries, 200) if hdr["stale"] else tries)
             if not ok:
-                s = {"device": struct.unpack_from("=i", buf, off + 8)[0]}
+                s = {"device": struct.unpack_from("=i", head, 8)[0]}
             s["consistent"] = ok
             devs[s["device"]] = s
         return hdr, devs
     finally:
-        buf.close()
+        os.close(fd)
 
 
 def stats(pid=None):
@@ -421,24 +532,111 @@ def _device_index(device):
     return _current_device() if idx is None else int(idx)
 
 
+def _device_count():
+    """CUDA devices this process sees, or None when that is not known: torch's count once
+    torch is imported, else the count of the CUDA runtime the process has loaded (gpupool
+    pools only in a process that has one)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            return int(torch.cuda.device_count())
+        except Exception:  # a torch without CUDA, or a stand-in: ask the runtime
+            pass
+    try:
+        fn = ctypes.CDLL(None).cudaGetDeviceCount
+    except (AttributeError, OSError):
+        return None
+    fn.argtypes = [ctypes.POINTER(ctypes.c_int)]
+    fn.restype = ctypes.c_int
+    n = ctypes.c_int(0)
+    return n.value if fn(ctypes.byref(n)) == 0 else None
+
+
+def _check_device(device, pid=None):
+    """GpupoolError (a RuntimeError, as torch.cuda.memory_stats raises) for a device that
+    does not exist: outside 0..15 (what gpupool serves), or, for this process, at or past
+    the number of CUDA devices it sees."""
+    if not 0 <= device < MAX_DEVICES:
+        raise GpupoolError("invalid device argument %d: gpupool serves CUDA devices 0 to %d"
+                           % (device, MAX_DEVICES - 1))
+    if pid is None or int(pid) == os.getpid():
+        n = _device_count()
+        if n is not None and device >= n:
+            raise GpupoolError("invalid device argument %d: this process has %d CUDA device%s"
+                               % (device, n, "" if n == 1 else "s"))
+
+
+def _slot(device, pid=None):
+    """The counters of `device` (a dict as stats() gives), or None when gpupool holds no pool
+    for it. This process's come from the library when it is loaded (gpupool_stats: exact, and
+    no file another user could have made first), else from the page."""
+    if pid is None or int(pid) == os.getpid():
+        if _loaded_path():
+            return _stats_from_library(device)
+        pid = None
+    return stats(pid).get(device)
+
+
 def memory_stats(device=None, pid=None):
     """torch.cuda.memory_stats()-style dict for `device` (default: the current device, as
-    PyTorch's; an int, 'cuda:N' or a torch.device): PyTorch's keys where gpupool keeps the
-    figure (TORCH_KEYS), plus every raw counter as 'gpupool.<name>'. Keys gpupool does not
-    keep are left out, never reported as 0: MEMORY_STATS_ABSENT says which and why.
-    {} when gpupool holds no pool for the device."""
+    PyTorch's; an int, 'cuda:N' or a torch.device) of this process (or process `pid`, from
+    its page): PyTorch's keys where gpupool keeps the figure (TORCH_KEYS), plus every raw
+    counter as 'gpupool.<name>'. Keys gpupool does not keep are left out, never reported as
+    0: MEMORY_STATS_ABSENT says which and why. {} when gpupool holds no pool for the device
+    (nothing allocated there yet); GpupoolError, a RuntimeError as torch raises, for a device
+    that does not exist."""
     device = _device_index(device)
-    try:
-        s = stats(pid).get(device)
-    except GpupoolError:
-        if pid is not None or not _loaded_path():
-            raise
-        s = _stats_from_library(device)  # page could not be created: private counters
-    if not s or not s.get("consistent", True):
+    s = _slot(device, pid)
+    if s is None:
+        _check_device(device, pid)
+        return {}
+    if not s.get("consistent", True):
         return {}
     out = {k: (f(s) if callable(f) else s[f]) for k, f in TORCH_KEYS}
     out.update(("gpupool." + k, v) for k, v in s.items() if k not in ("device", "consistent"))
     return dict(sorted(out.items()))
+
+
+def memory_allocated(device=None):
+    """torch.cuda.memory_allocated(): bytes in live blocks of `device` (after rounding)."""
+    return memory_stats(device).get("allocated_bytes.all.current", 0)
+
+
+def max_memory_allocated(device=None):
+    """torch.cuda.max_memory_allocated(): the peak of memory_allocated() since the process
+    began, or since the last reset_peak_memory_stats()."""
+    return memory_stats(device).get("allocated_bytes.all.peak", 0)
+
+
+def memory_reserved(device=None):
+    """torch.cuda.memory_reserved(): bytes of the segments gpupool holds on `device`."""
+    return memory_stats(device).get("reserved_bytes.all.current", 0)
+
+
+def max_memory_reserved(device=None):
+    """torch.cuda.max_memory_reserved(): the peak of memory_reserved() since the process
+    began, or since the last reset_peak_memory_stats()."""
+    return memory_stats(device).get("reserved_bytes.all.peak", 0)
+
+
+def reset_peak_memory_stats(device=None):
+    """torch.cuda.reset_peak_memory_stats(): every peak of `device` (each gauge's _peak,
+    *.peak in memory_stats) restarts from its current value (gpupool_reset_peak_stats), in
+    this process's figures, its statistics page and its exit report. Counters are kept."""
+    device = _device_index(device)
+    _check_device(device)
+    fn = _handle().gpupool_reset_peak_stats
+    fn.argtypes = [ctypes.c_int]
+    fn.restype = ctypes.c_int
+    rc = fn(device)
+    if rc == -errno.ENODEV:
+        raise GpupoolError("invalid device argument %d: gpupool found fewer CUDA devices in this process"
+                           % device)
+    if rc == -errno.ENOSYS:
+        raise GpupoolError("gpupool is off in this process (GPUPOOL_DISABLE, or no CUDA runtime): "
+                           "no peaks to reset")
+    if rc < 0:
+        raise GpupoolError("gpupool_reset_peak_stats(%d) failed: %s" % (device, os.strerror(-rc)))
 
 
 def memory_summary(device=None, abbreviated=False, pid=None):
@@ -449,6 +647,11 @@ def memory_summary(device=None, abbreviated=False, pid=None):
     if not st:
         raise GpupoolError("gpupool holds no pool for device %d in %s" % (
             device, "process %d" % pid if pid is not None else "this process"))
+    return _summary_table(device, st, abbreviated)
+
+
+def _summary_table(device, st, abbreviated):
+    """The table of memory_summary for the stats dict st (PyTorch's keys)."""
 
     def scaled(v, pref, units, step, limit, fmt):
         # PyTorch's _format_size/_format_count: the unit the reference value `pref` calls for
@@ -519,3 +722,185 @@ def _stats_from_library(device):
     s = _decode_slot(buf.raw)
     s["consistent"] = True
     return s
+
+
+# ---- torch.cuda's memory functions with gpupool as PyTorch's allocator -----------------------
+# Under a pluggable allocator PyTorch refuses its memory statistics (getDeviceStats,
+# resetPeakStats: RuntimeError "does not yet support"), stops a benchmarked convolution
+# (cacheInfo), and has no graph pools or IPC. _answer_torch, run once the switch is made,
+# puts gpupool's figures behind the first, keeps the cuDNN autotuner off, and turns the last
+# two into one line saying what to do. Each function is replaced in torch.cuda.memory (whose
+# own functions, wherever they were imported, look their helpers up there) and in torch.cuda.
+
+_torch_baseline = {}  # device: accumulated figures at reset_accumulated_memory_stats()
+_said = set()         # warnings already printed (each once per process)
+# what torch.cuda.reset_accumulated_memory_stats restarts: the .allocated and .freed totals
+# and these counters
+_TORCH_ACCUMULATED = ("num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_device_alloc",
+                      "num_device_free")
+
+
+def _say_once(key, msg):
+    if key not in _said:
+        _said.add(key)
+        sys.stderr.write("gpupool: %s\n" % msg)
+
+
+class _TorchStats(collections.OrderedDict):
+    """torch.cuda.memory_stats()'s answer: a key gpupool does not keep raises a KeyError that
+    says why (a figure left out is never reported as 0)."""
+
+    def __missing__(self, key):
+        why = MEMORY_STATS_ABSENT.get(key)
+        if why is None:
+            raise KeyError(key)
+        raise KeyError("%s: gpupool, PyTorch's allocator here, does not keep this figure (%s)" % (key, why))
+
+
+def _torch_device(torch, device):
+    """torch's device index (its rules: None is the current device), checked as torch does."""
+    idx = torch.cuda._get_device_index(device, optional=True)
+    if idx is None:  # no current device known without initialising CUDA: as torch, initialise it
+        idx = torch.cuda.current_device()
+    n = torch.cuda.device_count()
+    if not 0 <= idx < n:
+        raise GpupoolError("invalid device argument %d: this process has %d CUDA device%s"
+                           % (idx, n, "" if n == 1 else "s"))
+    return idx
+
+
+def _torch_memory_stats(device=None):
+    torch = sys.modules["torch"]
+    out = _TorchStats()
+    if not torch.cuda.is_initialized():
+        return out  # as torch: nothing yet, and asking would initialise CUDA
+    idx = _torch_device(torch, device)
+    st = memory_stats(idx) or {k: 0 for k, _ in TORCH_KEYS}  # no pool yet: nothing allocated
+    base = _torch_baseline.get(idx, {})
+    for k in sorted(st):
+        if not k.startswith("gpupool."):
+            out[k] = st[k] - base.get(k, 0)
+    return out
+
+
+def _torch_memory_stats_as_nested_dict(device=None):
+    nested = {}
+    for k, v in _torch_memory_stats(device).items():
+        parts = k.split(".")
+        d = nested
+        for part in parts[:-1]:
+            d = d.setdefault(part, {})
+        d[parts[-1]] = v
+    return nested
+
+
+def _torch_memory_allocated(device=None):
+    return _torch_memory_stats(device).get("allocated_bytes.all.current", 0)
+
+
+def _torch_max_memory_allocated(device=None):
+    return _torch_memory_stats(device).get("allocated_bytes.all.peak", 0)
+
+
+def _torch_memory_reserved(device=None):
+    return _torch_memory_stats(device).get("reserved_bytes.all.current", 0)
+
+
+def _torch_max_memory_reserved(device=None):
+    return _torch_memory_stats(device).get("reserved_bytes.all.peak", 0)
+
+
+def _torch_reset_peak_memory_stats(device=None):
+    reset_peak_memory_stats(_torch_device(sys.modules["torch"], device))
+
+
+def _torch_reset_accumulated_memory_stats(device=None):
+    idx = _torch_device(sys.modules["torch"], device)
+    st = memory_stats(idx)
+    _torch_baseline[idx] = {k: v for k, v in st.items() if not k.startswith("gpupool.") and (
+        k.endswith((".allocated", ".freed")) or k in _TORCH_ACCUMULATED)}
+
+
+def _torch_memory_summary(device=None, abbreviated=False):
+    idx = _torch_device(sys.modules["torch"], device)
+    return _summary_table(idx, _torch_memory_stats(idx), abbreviated)
+
+
+_TORCH_MEMORY = {
+    "memory_stats": _torch_memory_stats,
+    "memory_stats_as_nested_dict": _torch_memory_stats_as_nested_dict,
+    "memory_allocated": _torch_memory_allocated,
+    "max_memory_allocated": _torch_max_memory_allocated,
+    "memory_reserved": _torch_memory_reserved,
+    "max_memory_reserved": _torch_max_memory_reserved,
+    "reset_peak_memory_stats": _torch_reset_peak_memory_stats,
+    "reset_accumulated_memory_stats": _torch_reset_accumulated_memory_stats,
+    "memory_summary": _torch_memory_summary,
+}
+
+BENCHMARK_OFF = (
+    "torch.backends.cudnn.benchmark = True is left off: cuDNN's autotuner asks PyTorch's allocator "
+    "for its largest free block (cacheInfo), which PyTorch's pluggable allocator interface cannot "
+    "answer, and the first benchmarked convolution would stop the program; convolutions use "
+    "cuDNN's heuristics instead (to autotune, run gpupool under LD_PRELOAD: gpupool-run without --torch)")
+GRAPHS_REFUSED = (
+    "CUDA graph capture needs PyTorch's own allocator, which keeps the memory a graph uses apart "
+    "for its replays; with gpupool as PyTorch's allocator it would be reused under the graph: "
+    "run this program with gpupool under LD_PRELOAD instead (gpupool-run without --torch)")
+IPC_REFUSED = (
+    "CUDA tensors shared between processes need PyTorch's own allocator (the block's base and "
+    "offset in its segment); with gpupool as PyTorch's allocator the other process would get the "
+    "wrong memory: run this program with gpupool under LD_PRELOAD instead (gpupool-run without --torch)")
+
+
+def _refuse(msg):
+    def refused(*args, **kwargs):
+        raise TorchModeRefused(msg)
+    return refused
+
+
+def _answer_torch(torch):
+    """With gpupool as PyTorch's allocator: torch.cuda's memory functions answer from
+    gpupool's figures; cudnn.benchmark stays off (one line, once); graph capture and CUDA IPC
+    raise TorchModeRefused. Once per process; a part that this torch lacks is left alone."""
+    if getattr(torch, "_gpupool_answered", False):
+        return
+    mods = [m for m in (getattr(torch.cuda, "memory", None), torch.cuda) if m is not None]
+    for name, fn in _TORCH_MEMORY.items():
+        for m in mods:
+            if hasattr(m, name):
+                setattr(m, name, fn)
+
+    # cuDNN's autotuner: every way to turn it on goes through torch._C._set_cudnn_benchmark
+    # (torch.backends.cudnn.flags) or the module's benchmark property, which holds its own
+    # reference to it
+    C = getattr(torch, "_C", None)
+    set_bench = getattr(C, "_set_cudnn_benchmark", None)
+    get_bench = getattr(C, "_get_cudnn_benchmark", None)
+    if set_bench is not None and get_bench is not None:
+        def _set_cudnn_benchmark(value, _set=set_bench):
+            if value:
+                _say_once("benchmark", BENCHMARK_OFF)
+            return _set(False)
+        C._set_cudnn_benchmark = _set_cudnn_benchmark
+        try:
+            import torch.backends.cudnn as cudnn
+            prop = type(cudnn).__dict__.get("benchmark")
+            if prop is not None and hasattr(prop, "setter"):
+                prop.setter = _set_cudnn_benchmark
+        except Exception:  # a torch without cuDNN's module: _C's setter is patched anyway
+            pass
+        if get_bench():
+            _set_cudnn_benchmark(True)
+
+    graphs = getattr(torch.cuda, "graphs", None)
+    graph_cls = getattr(graphs, "CUDAGraph", None) or getattr(torch.cuda, "CUDAGraph", None)
+    if graph_cls is not None and hasattr(graph_cls, "capture_begin"):
+        graph_cls.capture_begin = _refuse(GRAPHS_REFUSED)
+    storage = getattr(torch, "UntypedStorage", None)
+    if storage is not None:
+        for name in ("_share_cuda_", "_new_shared_cuda"):
+            if hasattr(storage, name):
+                setattr(storage, name, staticmethod(_refuse(IPC_REFUSED)) if name == "_new_shared_cuda"
+                        else _refuse(IPC_REFUSED))
+    torch._gpupool_answered = True

@@ -105,10 +105,17 @@ def build_slot(device, values=None, seq=2, active=1):
     return struct.pack(H.dev_format(), *vals)
 
 
-def build_page(slots, pid=4242, magic=None, version=None, size=None, comm=b"trainer"):
+# A pid no process can have (above the kernel's largest pid_max, 2^22): a page for it is the
+# page of a process that is gone, read (as stale) when the file is the reader's own.
+GONE = (1 << 22) + 4242
+
+
+def build_page(slots, pid=GONE, magic=None, version=None, size=None, comm=b"trainer", start_time_ns=None,
+               header_pid=None):
     hdr_vals = {"magic": gpupool.PAGE_MAGIC if magic is None else magic,
                 "version": H._num("GPUPOOL_PAGE_VERSION") if version is None else version,
-                "pid": pid, "ndevices": len(slots), "start_time_ns": 123456789, "comm": comm,
+                "pid": pid if header_pid is None else header_pid, "ndevices": len(slots),
+                "start_time_ns": time.time_ns() if start_time_ns is None else start_time_ns, "comm": comm,
                 "release_request": 0, "release_done": 0, "lib_version": b"9.8.7"}
     hfmt = H.page_header_format()
     dsize = struct.calcsize(H.dev_format())
@@ -179,7 +186,9 @@ class LayoutTest(unittest.TestCase):
             shutil.rmtree(d)
 
 
-class PageTest(unittest.TestCase):
+class PageDir:
+    """A private page directory (GPUPOOL_SHM_DIR) and page files written into it."""
+
     def setUp(self):
         self.dir = tempfile.mkdtemp()
         env = mock.patch.dict(os.environ, GPUPOOL_SHM_DIR=self.dir)
@@ -189,7 +198,7 @@ class PageTest(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.dir)
 
-    def write(self, data, pid=4242):
+    def write(self, data, pid=GONE):
         p = os.path.join(self.dir, "gpupool.%d" % pid)
         with open(p, "wb") as f:
             f.write(data)
@@ -199,43 +208,50 @@ class PageTest(unittest.TestCase):
         # distinct value per field so a shifted field shows
         return {n: 1000 * k + i for i, (n, _) in enumerate(H.dev) if n not in ("seq", "device", "active")}
 
+
+class PageTest(PageDir, unittest.TestCase):
     def test_two_devices(self):
         v0, v1 = self.values(1), self.values(2)
         self.write(build_page([build_slot(0, v0), build_slot(3, v1, seq=10)]))
-        s = gpupool.stats(4242)
+        s = gpupool.stats(GONE)
         self.assertEqual(sorted(s), [0, 3])
         for dev, v in ((0, v0), (3, v1)):
             self.assertTrue(s[dev]["consistent"])
             self.assertEqual(s[dev]["device"], dev)
             for k, x in v.items():
                 self.assertEqual(s[dev][k], x, k)
-        hdr, _ = gpupool.read_page(4242)
+        hdr, _ = gpupool.read_page(GONE)
         self.assertEqual(hdr["comm"], "trainer")
         self.assertEqual(hdr["lib_version"], "9.8.7")
-        self.assertEqual(hdr["pid"], 4242)
+        self.assertEqual(hdr["pid"], GONE)
 
     def test_default_pid_is_self(self):
-        self.write(build_page([build_slot(0, self.values(1))]), pid=os.getpid())
+        self.write(build_page([build_slot(0, self.values(1))], pid=os.getpid()), pid=os.getpid())
         self.assertIn(0, gpupool.stats())
+        hdr, _ = gpupool.read_page()
+        self.assertFalse(hdr["stale"])
+        self.assertEqual(hdr["pid"], os.getpid())
 
     def test_inactive_slot_skipped(self):
         self.write(build_page([build_slot(0, active=0), build_slot(1)]))
-        self.assertEqual(list(gpupool.stats(4242)), [1])
+        self.assertEqual(list(gpupool.stats(GONE)), [1])
 
     def test_odd_seq_reported_inconsistent(self):
         self.write(build_page([build_slot(0, self.values(1), seq=7), build_slot(1, self.values(2))]))
         t = time.monotonic()
-        _, s = gpupool.read_page(4242, tries=50)
+        _, s = gpupool.read_page(GONE, tries=50)
         self.assertLess(time.monotonic() - t, 5)
         self.assertFalse(s[0]["consistent"])
         self.assertEqual(s[0]["device"], 0)
         self.assertNotIn("allocs", s[0])
         self.assertTrue(s[1]["consistent"])
-        self.assertEqual(gpupool.memory_stats(0, pid=4242), {})
+        self.assertEqual(gpupool.memory_stats(0, pid=GONE), {})
 
     def test_odd_seq_retried_until_writer_finishes(self):
+        # a live writer (this process) mid-update is waited for; a gone one would not be
         v = self.values(1)
-        path = self.write(build_page([build_slot(0, v, seq=5)]))
+        me = os.getpid()
+        path = self.write(build_page([build_slot(0, v, seq=5)], pid=me), pid=me)
         hsize = gpupool.HDR_STRUCT.size
 
         def finish():
@@ -246,7 +262,7 @@ class PageTest(unittest.TestCase):
                 m.close()
         th = threading.Thread(target=finish)
         th.start()
-        s = gpupool.stats(4242)  # default tries: well over 30 ms
+        s = gpupool.stats(me)  # default tries: well over 30 ms
         th.join()
         self.assertTrue(s[0]["consistent"])
         self.assertEqual(s[0]["allocs"], v["allocs"])
@@ -254,23 +270,23 @@ class PageTest(unittest.TestCase):
     def test_bad_magic(self):
         self.write(build_page([build_slot(0)], magic=0x1234))
         with self.assertRaisesRegex(gpupool.GpupoolError, "bad magic 0x0000000000001234"):
-            gpupool.stats(4242)
+            gpupool.stats(GONE)
         self.write(build_page([build_slot(0)], magic=0))
         with self.assertRaisesRegex(gpupool.GpupoolError, "being created"):
-            gpupool.stats(4242)
+            gpupool.stats(GONE)
 
     def test_wrong_file_size(self):
         self.write(build_page([build_slot(0)])[:100])
         with self.assertRaisesRegex(gpupool.GpupoolError, r"wrong size \(100 bytes, expected 6128\)"):
-            gpupool.stats(4242)
+            gpupool.stats(GONE)
 
     def test_wrong_header_size_and_version(self):
         self.write(build_page([build_slot(0)], size=4096))
         with self.assertRaisesRegex(gpupool.GpupoolError, "header size 4096"):
-            gpupool.stats(4242)
+            gpupool.stats(GONE)
         self.write(build_page([build_slot(0)], version=1))
         with self.assertRaisesRegex(gpupool.GpupoolError, "page version 1"):
-            gpupool.stats(4242)
+            gpupool.stats(GONE)
 
     def test_missing_page(self):
         with self.assertRaisesRegex(gpupool.GpupoolError, "no statistics page"):
@@ -279,7 +295,7 @@ class PageTest(unittest.TestCase):
     def test_memory_stats_mapping(self):
         v = self.values(1)
         self.write(build_page([build_slot(0, v)]))
-        m = gpupool.memory_stats(0, pid=4242)
+        m = gpupool.memory_stats(0, pid=GONE)
         self.assertEqual(m["reserved_bytes.all.peak"], v["reserved_bytes_peak"])
         self.assertEqual(m["allocated_bytes.all.current"], v["allocated_bytes"])
         self.assertEqual(m["requested_bytes.all.peak"], v["requested_bytes_peak"])
@@ -293,8 +309,8 @@ class PageTest(unittest.TestCase):
         self.assertEqual(m["requested_bytes.all.allocated"] - m["requested_bytes.all.freed"], v["requested_bytes"])
         self.assertEqual(m["num_sync_all_streams"], v["fences"])
         self.assertEqual(m["gpupool.fences"], v["fences"])
-        self.assertEqual(gpupool.memory_stats(5, pid=4242), {})
-        self.assertEqual(gpupool.memory_stats("cuda:0", pid=4242), m)
+        self.assertEqual(gpupool.memory_stats(5, pid=GONE), {})
+        self.assertEqual(gpupool.memory_stats("cuda:0", pid=GONE), m)
         # figures gpupool does not keep are absent, never 0, and each says why
         for k in m:
             self.assertNotIn(k, gpupool.MEMORY_STATS_ABSENT)
@@ -305,16 +321,16 @@ class PageTest(unittest.TestCase):
 
     def test_memory_stats_device(self):
         self.write(build_page([build_slot(0, self.values(1)), build_slot(1, self.values(2))]))
-        self.assertEqual(gpupool.memory_stats(pid=4242)["gpupool.allocs"], self.values(1)["allocs"])  # no torch: 0
-        self.assertEqual(gpupool.memory_stats("cuda:1", pid=4242)["gpupool.allocs"], self.values(2)["allocs"])
+        self.assertEqual(gpupool.memory_stats(pid=GONE)["gpupool.allocs"], self.values(1)["allocs"])  # no torch: 0
+        self.assertEqual(gpupool.memory_stats("cuda:1", pid=GONE)["gpupool.allocs"], self.values(2)["allocs"])
         for bad in ("cpu", "cuda:x", True):
             with self.assertRaises(gpupool.GpupoolError):
-                gpupool.memory_stats(bad, pid=4242)
+                gpupool.memory_stats(bad, pid=GONE)
 
     def test_memory_summary_shape(self):
         v = self.values(3)
         self.write(build_page([build_slot(0, v)]))
-        text = gpupool.memory_summary(0, pid=4242)
+        text = gpupool.memory_summary(0, pid=GONE)
         lines = text.splitlines()
         # torch.cuda.memory_summary()'s shape: 77 columns, a title, the OOM line, 9 metrics
         # of 3 rows, 2 oversize rows
@@ -327,13 +343,167 @@ class PageTest(unittest.TestCase):
         self.assertEqual(row.split("|")[2].split(), [str(v["live_blocks"])])
         self.assertIn("n/a", next(ln for ln in lines if "from small pool" in ln))
         self.assertIn("n/a", next(ln for ln in lines if ln.startswith("| Non-releasable memory")))
-        short = gpupool.memory_summary(0, abbreviated=True, pid=4242).splitlines()
+        short = gpupool.memory_summary(0, abbreviated=True, pid=GONE).splitlines()
         self.assertEqual(len(short), 6 + 9 * 2 + 2 * 2 + 1)
         with self.assertRaisesRegex(gpupool.GpupoolError, "no pool for device 5"):
-            gpupool.memory_summary(5, pid=4242)
+            gpupool.memory_summary(5, pid=GONE)
+
+
+class HostilePageTest(PageDir, unittest.TestCase):
+    """Pages another local user can plant in the shared directory (docs/security.md): the
+    reader must refuse them with one GpupoolError, never report their figures as this
+    process's or crash. Each of these was read before the reader checked the file."""
+
+    BIG = 80 << 30
+
+    def planted(self, pid, **kw):
+        """A page claiming 80 GiB reserved on device 0, named for `pid`."""
+        v = dict(self.values(1), reserved_bytes=self.BIG, reserved_bytes_peak=self.BIG)
+        return self.write(build_page([build_slot(0, v)], pid=pid, **kw), pid=pid)
+
+    def assertRefused(self, pid, regex):
+        with self.assertRaisesRegex(gpupool.GpupoolError, regex):
+            gpupool.stats(pid)
+        with self.assertRaises(gpupool.GpupoolError):
+            gpupool.read_page(pid)
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root to give a file to another user (CI runs as root)")
+    def test_another_users_page_for_this_process(self):
+        # another user created this process's page name first: the file is theirs
+        path = self.planted(os.getpid())
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fchown(fd, 65534, 65534)
+        finally:
+            os.close(fd)
+        self.assertRefused(None, r"owned by uid 65534, but process %d is uid 0's" % os.getpid())
+        with self.assertRaises(gpupool.GpupoolError):  # no library here to fall back on
+            gpupool.memory_stats(0)
+
+    def test_page_for_another_users_process(self):
+        # a file of ours claiming a process of another user (pid 1 is root's; as root, one
+        # of ours is given to nobody instead)
+        if os.geteuid() == 0:
+            path = self.planted(1)
+            os.chown(path, 65534, 65534)
+            self.assertRefused(1, r"owned by uid 65534, but process 1 is uid 0's")
+        else:
+            self.planted(1)
+            self.assertRefused(1, r"owned by uid %d, but process 1 is uid 0's" % os.geteuid())
+
+    def test_page_naming_another_pid(self):
+        self.planted(os.getpid(), header_pid=GONE)
+        self.assertRefused(None, r"the page names pid %d, not %d" % (GONE, os.getpid()))
+
+    def test_leftover_of_an_earlier_process_with_this_pid(self):
+        # made an hour before this process started: not this process's (its writer would
+        # have replaced it); another pid's page stays readable, as stale
+        self.planted(os.getpid(), start_time_ns=time.time_ns() - 3600 * 10**9)
+        self.assertRefused(None, "left by an earlier process with this pid")
+        self.planted(GONE, start_time_ns=time.time_ns() - 3600 * 10**9)
+        hdr, devs = gpupool.read_page(GONE)
+        self.assertTrue(hdr["stale"])
+        self.assertEqual(devs[0]["reserved_bytes"], self.BIG)
+
+    def test_symbolic_link(self):
+        target = self.planted(GONE)
+        os.symlink(target, os.path.join(self.dir, "gpupool.%d" % os.getpid()))
+        self.assertRefused(None, "a symbolic link")
+
+    def test_fifo_never_blocks(self):
+        os.mkfifo(os.path.join(self.dir, "gpupool.%d" % os.getpid()))
+        self.assertRefused(None, "not a regular file")
+
+    # A child process reads its own page: the file is made from `template` with the child's
+    # pid in its name and header, then CODE runs (gpupool imported, `page` its path).
+    CHILD = """
+        import os, struct, sys, textwrap
+        import gpupool
+        page = os.path.join(os.environ["GPUPOOL_SHM_DIR"], "gpupool.%d" % os.getpid())
+        with open(sys.argv[1], "rb") as f:
+            data = bytearray(f.read())
+        struct.pack_into("=i", data, 16, os.getpid())  # struct gpupool_page: pid at offset 16
+        with open(page, "wb") as f:
+            f.write(data)
+        exec(textwrap.dedent(sys.argv[2]))
+        """
+
+    def run_reader(self, template, code):
+        return subprocess.run([sys.executable, "-c", textwrap.dedent(self.CHILD), template, code],
+                              env=dict(os.environ, PYTHONPATH=HERE, GPUPOOL_SHM_DIR=self.dir),
+                              capture_output=True, text=True, timeout=60)
+
+    def test_truncated_after_its_size_was_checked(self):
+        # the file shrinks between the reader's look at its size and its reads (another user
+        # truncating their planted page): one GpupoolError, never a crash
+        r = self.run_reader(self.planted(GONE), """
+            real = os.fstat
+            def fstat(fd):
+                st = real(fd)
+                os.truncate(page, 0)
+                return st
+            os.fstat = fstat
+            try:
+                gpupool.read_page()
+            except gpupool.GpupoolError as e:
+                print("refused:", e)
+            """)
+        self.assertEqual(r.returncode, 0, "the reader died (%d): %s" % (r.returncode, r.stderr[-2000:]))
+        self.assertIn("truncated while being read", r.stdout)
+
+    def test_truncated_over_and_over_while_read(self):
+        # another thread truncates and rewrites the page as fast as it can while the reader
+        # reads it: every read is a page or a GpupoolError, the reader never dies (SIGBUS)
+        r = self.run_reader(self.planted(GONE), """
+            import threading, time
+            with open(page, "rb") as f:
+                data = f.read()
+            end = time.monotonic() + 1.5
+            def flip():
+                fd = os.open(page, os.O_WRONLY)
+                while time.monotonic() < end:
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, data, 0)
+                os.close(fd)
+            t = threading.Thread(target=flip)
+            t.start()
+            ok = refused = 0
+            while time.monotonic() < end:
+                try:
+                    gpupool.read_page()
+                    ok += 1
+                except gpupool.GpupoolError:
+                    refused += 1
+            t.join()
+            print(ok, refused)
+            """)
+        self.assertEqual(r.returncode, 0, "the reader died (%d): %s" % (r.returncode, r.stderr[-2000:]))
+        ok, refused = map(int, r.stdout.split())
+        self.assertGreater(ok + refused, 10)
+
+    def test_nonexistent_device_raises_as_torch_does(self):
+        # torch.cuda.memory_stats raises RuntimeError for a device that does not exist; a
+        # device that exists but has no pool yet is {}
+        self.write(build_page([build_slot(0, self.values(1))], pid=os.getpid()), pid=os.getpid())
+        for dev in (99, 16, -1, "cuda:99"):
+            with self.assertRaisesRegex(RuntimeError, "invalid device argument"):
+                gpupool.memory_stats(dev)
+            with self.assertRaisesRegex(RuntimeError, "invalid device argument"):
+                gpupool.memory_allocated(dev)
+        self.assertEqual(gpupool.memory_stats(3), {})
+        self.assertEqual(gpupool.memory_allocated(3), 0)
+        self.assertEqual(gpupool.max_memory_reserved(0), self.values(1)["reserved_bytes_peak"])
+        self.assertEqual(gpupool.memory_reserved(0), self.values(1)["reserved_bytes"])
+        self.assertEqual(gpupool.max_memory_allocated(0), self.values(1)["allocated_bytes_peak"])
+        self.assertEqual(gpupool.memory_allocated(), self.values(1)["allocated_bytes"])
 
 
 class LibraryTest(unittest.TestCase):
+    def test_version(self):
+        with open(os.path.join(ROOT, "meson.build")) as f:
+            want = re.search(r"^\s*version\s*:\s*'([^']+)'", f.read(), re.M).group(1)
+        self.assertEqual(gpupool.__version__, want, "gpupool.py's __version__ is not meson.build's project version")
+
     def test_env_override(self):
         with tempfile.NamedTemporaryFile(suffix=".so") as f, mock.patch.dict(os.environ, GPUPOOL_LIB=f.name):
             self.assertEqual(gpupool.find_library(), os.path.abspath(f.name))
@@ -454,6 +624,125 @@ class LiveProcessTest(unittest.TestCase):
         self.assertNotIn("snapshot", res)
         self.assertIn("records no gpupool trace", res["error"])
         self.assertIn("GPUPOOL_CONF=trace:", res["error"])
+
+    FIGURES = """
+        import ctypes, json, os, sys
+        import gpupool
+        ctypes.CDLL("libcudart.so.13", mode=os.RTLD_GLOBAL)  # the fake runtime, one device
+        g = ctypes.CDLL(None)
+        g.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+        g.cudaFree.argtypes = [ctypes.c_void_p]
+        g.cudaDeviceSynchronize()
+        out = {"version": gpupool.__version__}
+        gv = g.gpupool_version
+        gv.restype = ctypes.c_char_p
+        out["lib_version"] = gv().decode()
+        out["before"] = [gpupool.memory_stats(0), gpupool.memory_allocated()]
+        ptrs = []
+        for mb in (8, 16, 4):
+            p = ctypes.c_void_p()
+            assert g.cudaMalloc(ctypes.byref(p), mb << 20) == 0
+            ptrs.append(p)
+        assert g.cudaFree(ptrs[1]) == 0
+        g.cudaDeviceSynchronize()
+        st = gpupool.memory_stats()
+        out["stats"] = {k: st[k] for k in ("allocated_bytes.all.current", "allocated_bytes.all.peak",
+                                           "reserved_bytes.all.current", "reserved_bytes.all.peak")}
+        out["funcs"] = [gpupool.memory_allocated(), gpupool.max_memory_allocated(),
+                        gpupool.memory_reserved(), gpupool.max_memory_reserved(0)]
+        gpupool.reset_peak_memory_stats()
+        out["after_reset"] = [gpupool.memory_allocated(), gpupool.max_memory_allocated("cuda:0"),
+                              gpupool.memory_reserved(), gpupool.max_memory_reserved()]
+        page = gpupool.stats()[0]  # the page says the same
+        out["page_after_reset"] = [page["allocated_bytes_peak"], page["reserved_bytes_peak"]]
+        out["errors"] = []
+        for dev in (1, 99, -1):
+            try:
+                gpupool.memory_stats(dev)
+                out["errors"].append(None)
+            except RuntimeError as e:
+                out["errors"].append(str(e))
+        try:
+            gpupool.reset_peak_memory_stats(1)
+        except RuntimeError as e:
+            out["errors"].append(str(e))
+        print(json.dumps(out))
+    """
+
+    def test_torch_names_and_peak_reset(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        e = dict(os.environ, PYTHONPATH=HERE, LD_PRELOAD=os.environ["GPUPOOL_TEST_PRELOAD"],
+                 LD_LIBRARY_PATH=os.environ["GPUPOOL_TEST_FAKE_DIR"], GPUPOOL_SHM_DIR=tmp,
+                 GPUPOOL_REPORT="none", FAKECUDA_DEVICES="1")
+        e.pop("GPUPOOL_CONF", None)
+        r = subprocess.run([sys.executable, "-c", textwrap.dedent(self.FIGURES)], env=e,
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout.splitlines()[-1])
+        self.assertEqual(out["version"], out["lib_version"])
+        self.assertEqual(out["before"], [{}, 0])  # nothing allocated yet: no pool, not an error
+        st, MB = out["stats"], 1 << 20
+        self.assertEqual(out["funcs"], [st["allocated_bytes.all.current"], st["allocated_bytes.all.peak"],
+                                        st["reserved_bytes.all.current"], st["reserved_bytes.all.peak"]])
+        self.assertEqual(st["allocated_bytes.all.current"], 12 * MB)
+        self.assertEqual(st["allocated_bytes.all.peak"], 28 * MB)
+        alloc, max_alloc, res, max_res = out["after_reset"]
+        self.assertEqual((alloc, max_alloc), (12 * MB, 12 * MB))
+        self.assertEqual(max_res, res)
+        self.assertLess(max_res, st["reserved_bytes.all.peak"] + 1)
+        self.assertEqual(out["page_after_reset"], [max_alloc, max_res])
+        self.assertEqual(len(out["errors"]), 4, out["errors"])
+        for err in out["errors"]:
+            self.assertIsNotNone(err)
+            self.assertIn("invalid device argument", err)
+        self.assertIn("this process has 1 CUDA device", out["errors"][0])
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root to give a file to another user (CI runs as root)")
+    def test_page_name_taken_by_another_user(self):
+        # another user created this process's page name before its first allocation, with 80
+        # GiB in it: the process keeps its counters private (no page), and its own
+        # memory_stats() gives its real figures, never the planted ones
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        code = textwrap.dedent("""
+            import ctypes, json, os, struct, sys
+            import gpupool
+            with open(sys.argv[1], "rb") as f:
+                data = bytearray(f.read())
+            struct.pack_into("=i", data, 16, os.getpid())
+            page = gpupool.page_path()
+            with open(page, "wb") as f:
+                f.write(data)
+            os.chown(page, 65534, 65534)
+            ctypes.CDLL("libcudart.so.13", mode=os.RTLD_GLOBAL)
+            g = ctypes.CDLL(None)
+            g.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+            p = ctypes.c_void_p()
+            assert g.cudaMalloc(ctypes.byref(p), 3 << 20) == 0
+            st = gpupool.memory_stats()
+            out = {"reserved": st["reserved_bytes.all.current"], "allocated": st["allocated_bytes.all.current"]}
+            try:
+                gpupool.stats()
+            except gpupool.GpupoolError as e:
+                out["page"] = str(e)
+            print(json.dumps(out))
+            """)
+        v = {"reserved_bytes": 80 << 30, "reserved_bytes_peak": 80 << 30, "allocated_bytes": 80 << 30}
+        template = os.path.join(tmp, "template")
+        with open(template, "wb") as f:
+            f.write(build_page([build_slot(0, v)], pid=1))
+        e = dict(os.environ, PYTHONPATH=HERE, LD_PRELOAD=os.environ["GPUPOOL_TEST_PRELOAD"],
+                 LD_LIBRARY_PATH=os.environ["GPUPOOL_TEST_FAKE_DIR"], GPUPOOL_SHM_DIR=tmp,
+                 GPUPOOL_REPORT="none", FAKECUDA_DEVICES="1")
+        e.pop("GPUPOOL_CONF", None)
+        r = subprocess.run([sys.executable, "-c", code, template], env=e, capture_output=True, text=True,
+                           timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout.splitlines()[-1])
+        self.assertEqual(out["allocated"], 3 << 20)
+        self.assertEqual(out["reserved"], 20 << 20)  # one medium segment, not 80 GiB
+        self.assertIn("owned by uid 65534", out["page"])
 
 
 def _torch_cuda():

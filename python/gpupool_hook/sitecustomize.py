@@ -7,7 +7,11 @@ library gpupool-run chose (GPUPOOL_LIB).
 
 A sitecustomize found further along sys.path (the environment's own) still runs, after this one.
 If PyTorch refuses the switch, one line on stderr says why and the program goes on with
-PyTorch's own allocator: the hook never stops the program.
+PyTorch's own allocator: the hook never stops the program. Once gpupool is PyTorch's allocator,
+torch.cuda's memory functions answer from gpupool's figures and cudnn.benchmark stays off (one
+line says so), as use_as_torch_allocator() makes them; what PyTorch cannot do in this mode (CUDA
+graphs, CUDA tensors shared between processes) raises gpupool.TorchModeRefused, and if the
+program does not catch it, it ends with that one line (exit status 1), not a traceback.
 """
 
 import importlib.abc
@@ -23,11 +27,21 @@ def _warn(msg):
     sys.stderr.write("gpupool-run --torch: %s\n" % msg)
 
 
+def _excepthook(kind, value, tb, _next=sys.excepthook):
+    """An uncaught gpupool.TorchModeRefused is its one line; anything else goes on as before."""
+    gp = sys.modules.get("gpupool")
+    if gp is not None and isinstance(value, getattr(gp, "TorchModeRefused", ())):
+        _warn(str(value))  # the interpreter then exits with status 1, as after any uncaught error
+        return None
+    return _next(kind, value, tb)
+
+
 def _switch(torch):
     try:
         import gpupool
         path = gpupool.use_as_torch_allocator(os.environ.get("GPUPOOL_LIB") or None)
         STATE["active"] = True
+        sys.excepthook = _excepthook
         if os.environ.get("GPUPOOL_LOG") in ("info", "debug"):
             _warn("gpupool (%s) is PyTorch's CUDA allocator" % path)
     except Exception as e:  # never stop the program: it runs on with PyTorch's allocator

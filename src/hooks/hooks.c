@@ -1,6 +1,6 @@
 /* The exported names, and nothing else: each CUDA entry point gpupool interposes and the
  * public gpupool_* API, each a one-line forward to the shim (torch_entry.c for
- * gpupool_malloc/free). Definitions are unversioned (libgpupool.map) so that references
+ * gpupool_malloc/free/reset_peak_stats). Definitions are unversioned (libgpupool.map) so that references
  * bound to cudaMalloc@libcudart.so.13 reach them. */
 #include <errno.h>
 
@@ -87,6 +87,8 @@ GP_EXPORT cudaError_t cudaDeviceReset(void) { return gp_shim_device_reset(); }
 GP_EXPORT long long gpupool_release(int device) { return gp_shim_release(device); }
 
 GP_EXPORT int gpupool_stats(int device, struct gpupool_device_stats *out) { return gp_shim_stats(device, out); }
+
+GP_EXPORT int gpupool_reset_peak_stats(int device) { return gp_torch_reset_peak_stats(device); }
 
 GP_EXPORT int gpupool_trace_flush(char *path, size_t len) { return gp_shim_trace_flush(path, len); }
 

@@ -314,7 +314,7 @@ static struct gp_block *try_fence_headroom(gp_pool *p, struct request *rq)
 static struct gp_block *try_fence_before_peak(gp_pool *p, struct request *rq)
 {
 	if (!p->pend_head || (!gp_fence_markers(p) && p->st->pending_bytes < rq->rounded) ||
-	    p->st->reserved_bytes + gp_segment_size_for(&p->prm, rq->rounded) <= p->st->reserved_bytes_peak)
+	    p->st->reserved_bytes + gp_segment_size_for(&p->prm, rq->rounded) <= gp_pool_policy_peak(p))
 		return NULL;
 	return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq, p->prm.wait_fence_ns * 16);
 }
@@ -329,7 +329,7 @@ static struct gp_block *try_fence_before_peak(gp_pool *p, struct request *rq)
 static struct gp_block *try_grow(gp_pool *p, struct request *rq)
 {
 	size_t ss = gp_segment_size_for(&p->prm, rq->rounded);
-	size_t peak = p->st->reserved_bytes_peak;
+	size_t peak = gp_pool_policy_peak(p);
 	if (p->prm.release_on_grow && p->st->reserved_bytes + ss > peak &&
 	    p->st->cached_bytes > p->st->reserved_bytes / 16) {
 		size_t over = p->st->reserved_bytes + ss - peak;
@@ -556,6 +556,18 @@ int gp_pool_create(gp_pool **out, int device, const struct gp_pool_params *param
 	gp_stats_end(stats);
 	*out = p;
 	return 0;
+}
+
+void gp_pool_reset_peaks(gp_pool *p)
+{
+	gp_lock_take(&p->lock);
+	p->reserved_high = gp_pool_policy_peak(p);
+	gp_stats_begin(p->st);
+#define GP_PEAK_RESET_(name, unit, help) GP_STAT_SET(p->st, name##_peak, p->st->name);
+	GPUPOOL_GAUGES(GP_PEAK_RESET_)
+#undef GP_PEAK_RESET_
+	gp_stats_end(p->st);
+	gp_lock_give(&p->lock);
 }
 
 void gp_pool_abandon(gp_pool *p, struct gpupool_device_stats *sink)

@@ -125,6 +125,13 @@ bool gp_pool_has_pending(gp_pool *p);
  * the bytes released. */
 size_t gp_pool_release(gp_pool *p, size_t keep);
 
+/* Restarts the peak of every gauge from its current value (reserved_bytes_peak becomes
+ * reserved_bytes, and so on), as torch.cuda.reset_peak_memory_stats does; counters are left
+ * alone. The allocation policy keeps the highest reserved figure of the whole run
+ * (pool_internal.h, gp_pool_policy_peak): a reset changes what is reported, never how the
+ * pool grows. Takes the pool lock; the slot is changed inside its seqlock bracket. */
+void gp_pool_reset_peaks(gp_pool *p);
+
 /* Free and total bytes as this process should see them: with a limit, total is the
  * limit and free what the pool could still hand out (cached free bytes plus room under
  * the limit, bounded by the device's free memory); without, the device's figures plus the

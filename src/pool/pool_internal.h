@@ -91,6 +91,10 @@ struct gp_pool {
 	uint64_t wait_credit_ns;   /* what conditional marker waits may still take (prm.wait_share) */
 	uint64_t credit_at_ns;     /* clock time the credit was last accrued to */
 	size_t grown_pending;      /* bytes grown since the last fence while frees were pending */
+	size_t reserved_high;      /* reserved_bytes_peak when the peaks were last reset
+				    * (gp_pool_reset_peaks): the policy's peak is the larger of this
+				    * and the page's, so a reset changes what is reported, never how
+				    * the pool grows */
 	uint32_t rng;
 	int hash_oom;
 	struct gp_bypass *bypass;  /* broken pools: the allocations made since, uthash by address */
@@ -106,6 +110,13 @@ static inline int gp_tree_of(const struct gp_block *b) { return b->seg->small ? 
 static inline int gp_tree_for(const gp_pool *p, size_t rounded)
 {
 	return rounded <= p->prm.small_max ? T_SMALL : T_LARGE;
+}
+
+/* The highest reserved figure of the whole run, the peak the allocation policy keeps to
+ * (pool.c: try_fence_before_peak, try_grow), whatever gp_pool_reset_peaks did to the page's. */
+static inline size_t gp_pool_policy_peak(const gp_pool *p)
+{
+	return p->st->reserved_bytes_peak > p->reserved_high ? p->st->reserved_bytes_peak : p->reserved_high;
 }
 
 /* Cached bytes are what is reserved and not allocated: call after either changes. */

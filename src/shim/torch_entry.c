@@ -1,5 +1,6 @@
-/* PyTorch's entry points (torch_entry.h) over the registry's pools. Must not depend on the
- * hook bodies (shim.c): these are the other way in, beside them, not through them. */
+/* PyTorch's entry points (torch_entry.h) over the registry's pools: the pluggable allocator's
+ * malloc and free, and the peak reset behind torch.cuda.reset_peak_memory_stats. Must not
+ * depend on the hook bodies (shim.c): these are the other way in, beside them, not through them. */
 #include "torch_entry.h"
 
 #include <errno.h>
@@ -55,4 +56,20 @@ void gp_torch_free(void *ptr, int device, cudaStream_t stream)
 		gp_log(GP_LOG_WARN, "gpupool_free(%p): not a live gpupool allocation of device %d; ignored", ptr, device);
 	else if (r->tracing)
 		gp_registry_trace(GP_TRACE_FREE_ASYNC, device, stream, 0, ptr, t0, cudaSuccess);
+}
+
+int gp_torch_reset_peak_stats(int device)
+{
+	/* the pools serve both layers: on while either layer is (as gpupool_stats) */
+	const struct gp_registry *r = gp_registry_get_driver();
+	if (r->off && r->drv_off)
+		return -ENOSYS;
+	if (device < -1 || device >= r->ndev)
+		return -ENODEV;
+	for (int d = 0; d < r->ndev; d++) {
+		gp_pool *p = atomic_load(&r->pools[d]);
+		if (p && (device == -1 || d == device))
+			gp_pool_reset_peaks(p);
+	}
+	return 0;
 }

@@ -211,6 +211,31 @@ class MaxBatchTest(unittest.TestCase):
         r = subprocess.run([sys.executable, MAXBATCH, "--bogus", "--", "x", "{}"], capture_output=True, text=True)
         self.assertEqual(r.returncode, 2)
 
+    def test_command_cannot_run(self):
+        # one line, a shell's status (127 not found, 126 not executable), nothing run, no traceback
+        d = self.tmp.name
+        notexec = os.path.join(d, "train.py")
+        with open(notexec, "w") as f:
+            f.write("print(1)\n")
+        garbage = os.path.join(d, "garbage")
+        with open(garbage, "wb") as f:
+            f.write(b"\0\1\2 not a program")
+        os.chmod(garbage, 0o755)
+        lib = os.path.join(d, "libgpupool.so")
+        open(lib, "w").close()
+        for cmd, rc, msg in (([os.path.join(d, "nonexistent"), "{}"], 127, os.path.join(d, "nonexistent") + ": no such file"),
+                             (["gpupool-no-such-command", "{}"], 127, "gpupool-no-such-command: command not found"),
+                             ([d, "{}"], 126, d + ": is a directory, not a command"),
+                             ([notexec, "{}"], 126, notexec + ": not executable (permission denied)"),
+                             ([garbage, "{}"], 126, garbage + ": Exec format error")):
+            with self.subTest(cmd=cmd[0]):
+                for preload in (False, True):
+                    r = self.run_mb("--limit", "1G", cmd=cmd, preload=preload, env={"GPUPOOL_LIB": lib})
+                    self.assertEqual(r.returncode, rc, r.stdout + r.stderr)
+                    self.assertEqual(r.stderr.strip().splitlines()[-1], "gpupool-maxbatch: " + msg, r.stderr)
+                    self.assertNotIn("Traceback", r.stderr)
+                    self.assertEqual(r.stdout, "")
+
     def test_dry_run(self):
         r = self.run_mb("--dry-run", "--limit", "8G", "--max", "20",
                         cmd=["python3", "train.py", "--batch={}"])

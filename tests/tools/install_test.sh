@@ -7,7 +7,8 @@
 # (when PYCHECK is yes: Meson chose the folder) and imports from the staged copy; that every
 # document the README and the man pages cite is in the staged DOCDIR, and the man pages cite
 # it by that path; runs the installed tools' --version and gpupool-run --help; runs PROG over
-# the fake runtime under the installed gpupool-run, which must preload the installed library.
+# the fake runtime under the installed gpupool-run, which must preload the installed library,
+# and under the installed gpupool-run --fake, over the installed fake.
 # usage: install_test.sh MESON BUILDDIR FAKEDIR PROG MAN(yes|no) RUN(yes|no) SRC PYTHON
 #                        PREFIX DOCDIR PYCHECK(yes|no)
 set -u
@@ -114,6 +115,15 @@ if [ "$run" = yes ]; then
 	grep -q '"processes"' "$tmp/report.json" 2>/dev/null || bad "no exit report from $prog under the installed library"
 	v=$("$bin/gpupool-stat" --version | cut -d' ' -f2)
 	grep -q "\"gpupool_version\":\"$v\"" "$tmp/report.json" || bad "the exit report does not say gpupool $v"
+	# --fake: the fake runtime installed next to the library (LIBDIR/gpupool/fake), first on
+	# the loader's path, with no LD_LIBRARY_PATH of the caller's
+	fake=$(cd "$(dirname "$lib")/gpupool/fake" 2>/dev/null && pwd -P)/libcudart.so.13
+	[ -f "$fake" ] || bad "the fake runtime is not installed at $(dirname "$lib")/gpupool/fake/libcudart.so.13"
+	got=$("$bin/gpupool-run" --fake --print-lib | tail -1)
+	[ "$got" = "$fake" ] || bad "installed gpupool-run --fake names '$got', not the installed '$fake'"
+	LD_DEBUG=files GPUPOOL_SHM_DIR=$tmp GPUPOOL_REPORT=none "$bin/gpupool-run" --fake "$prog" >"$tmp/fake.out" 2>&1 ||
+		{ grep -v '^ *[0-9]*:' "$tmp/fake.out" | tail -20; bad "$prog under the installed gpupool-run --fake: exit $?"; }
+	grep -q "calling init: $fake" "$tmp/fake.out" || bad "$prog under gpupool-run --fake did not load $fake"
 fi
 [ $fail -eq 0 ] && echo "installed into a DESTDIR: $(find . \( -type f -o -type l \) | wc -l) files; tools answer --version; gpupool.py in $pydir ($python imports it); the docs cited in $docdir; the installed gpupool-run preloads $want"
 exit $fail
