@@ -2,6 +2,8 @@
  *  alloc      allocate and free through the pool, exit normally (report, trace, page);
  *  oom        a 16 MiB cudaMalloc under a smaller limit fails with cudaErrorMemoryAllocation;
  *  fork_exit  a forked child allocates and ends with _exit; prints the child's pid;
+ *  page       allocates, then checks its statistics page: the right size, and every block of
+ *             it reserved (a sparse page faults when a full filesystem cannot back a store);
  *  fd_reuse OWN close|dup
  *             with a trace on, allocates, then does what daemons do: closes descriptors 3 to
  *             1023 and opens its own file OWN (which gets a number gpupool's trace may have
@@ -36,6 +38,17 @@ int main(int argc, char **argv)
 		int st = 0;
 		CHECK(waitpid(c, &st, 0) == c && WIFEXITED(st) && WEXITSTATUS(st) == 0);
 		printf("%ld\n", (long)c);
+		return 0;
+	}
+	if (!strcmp(mode, "page")) {
+		CK(cudaMalloc(&p, 4096));
+		char path[4200];
+		snprintf(path, sizeof path, "%s/gpupool.%d", e2e_shm_dir(), (int)getpid());
+		struct stat st;
+		CHECK(stat(path, &st) == 0);
+		CHECK(st.st_size == (off_t)sizeof(struct gpupool_page));
+		CHECK((long long)st.st_blocks * 512 >= (long long)st.st_size);
+		CK(cudaFree(p));
 		return 0;
 	}
 	if (!strcmp(mode, "fd_reuse")) {
