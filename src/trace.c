@@ -158,8 +158,8 @@ static int write_all(int fd, const char *text, size_t len)
  * file, closing it would close the program's. So before each block is written, and before
  * the descriptor is flushed or closed, fstat compares it with the device and inode opened.
  * On a mismatch the descriptor is forgotten (never written, flushed or closed again; a .gz's
- * zlib state is leaked, since freeing it would write and close), recording stops, and one
- * warning says so; false then. Caller holds g_file_mu. */
+ * zlib state is leaked, since freeing it would write and close), the text not yet written
+ * is dropped, recording stops, and one warning says so; false then. Caller holds g_file_mu. */
 static bool fd_ours_locked(void)
 {
 	struct stat st;
@@ -175,6 +175,8 @@ static bool fd_ours_locked(void)
 	atomic_store(&g_on, false);
 	g_fd = -1;
 	g_gz = NULL;
+	free(g_pbuf); /* every user holds g_file_mu, and none reads it after this returns false */
+	g_pbuf = NULL;
 	g_plen = 0;
 	if (!g_werr)
 		g_werr = -EBADF;
