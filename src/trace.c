@@ -53,6 +53,7 @@ static dev_t g_dev;                               /* under g_file_mu: what g_fd 
 static ino_t g_ino;
 static char g_path[256];                          /* under g_file_mu: its name, for the log */
 static gzFile g_gz;                               /* under g_file_mu: over g_fd for .gz, else NULL */
+static gzFile g_gz_lost;                          /* a .gz whose descriptor was lost: kept, never freed */
 static const struct gp_zlib *g_z;                 /* zlib, when g_gz */
 static char *g_pbuf;                              /* under g_file_mu: text not written yet, or NULL */
 static size_t g_plen;                             /* under g_file_mu: bytes in g_pbuf */
@@ -174,6 +175,8 @@ static bool fd_ours_locked(void)
 	       closed ? "" : " and the number is now another file", g_gz ? "; a .gz one ends without its gzip trailer" : "");
 	atomic_store(&g_on, false);
 	g_fd = -1;
+	if (g_gz)
+		g_gz_lost = g_gz; /* gzclose would write and close the number */
 	g_gz = NULL;
 	free(g_pbuf); /* every user holds g_file_mu, and none reads it after this returns false */
 	g_pbuf = NULL;
