@@ -1,9 +1,11 @@
-/* gpupool-replay: replays a recorded allocation trace (docs/replay.md) through
- * gp_pool on the fake backend and prints the peaks, ratios, backend calls and time per op
- * as key=value lines; optionally writes PyTorch's memory snapshot of the replay, a memory
- * timeline (CSV) and its plot (PNG, through gpupool-plot). Exit 0 on success, 1 on a pool
- * failure, 2 on bad usage, a bad knob, input the pool cannot take or an output that could
- * not be written. */
+/* gpupool-replay: replays a recorded allocation trace (docs/replay.md; "-": standard input)
+ * through gp_pool on the fake backend and prints the peaks, ratios, backend calls and time
+ * per op as key=value lines, or one JSON object (--json); optionally writes PyTorch's memory
+ * snapshot of the replay, a memory timeline (CSV) and its plot (PNG, SVG or PDF, through
+ * gpupool-plot). Every output is made before the replay and removed when anything fails,
+ * and the figures are printed only when everything succeeded. Exit 0 on success, 1 on a
+ * pool failure, 2 on bad usage, a bad knob, input the pool cannot take or an output that
+ * could not be written. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +25,7 @@
 #include "replay.h"
 #include "snapshot.h"
 #include "timeline.h"
+#include "tracefile.h"
 
 static const char *g_conf;
 
@@ -35,15 +39,16 @@ static const char *conf_lookup(const char *name)
 static const char short_usage[] =
 	"usage: gpupool-replay [--conf KNOBS] [--check] [--sort-window ROWS] [--fence-latency-us US]\n"
 	"                      [--limit-rows N] [--torch-snapshot OUT.pickle [--snapshot-max-entries N]]\n"
-	"                      [--timeline OUT.csv] [--plot OUT.png] [--timeline-rows N] TRACE\n";
+	"                      [--timeline OUT.csv] [--plot OUT.png|.svg|.pdf] [--timeline-rows N]\n"
+	"                      [--json] TRACE\n";
 
 static void usage(FILE *f)
 {
 	fputs(short_usage, f);
 	fprintf(f,
-		"Replays TRACE (CSV or gzip'd CSV: t_ns,op,tid,dev,stream,size,ptr,dur_ns,err)\n"
-		"through gpupool's pool on a fake backend with unlimited capacity, and prints\n"
-		"what the pool did as key=value lines.\n"
+		"Replays TRACE (CSV or gzip'd CSV: t_ns,op,tid,dev,stream,size,ptr,dur_ns,err;\n"
+		"- reads standard input) through gpupool's pool on a fake backend with unlimited\n"
+		"capacity, and prints what the pool did as key=value lines.\n"
 		"  --conf KNOBS                GPUPOOL_CONF syntax (default: $GPUPOOL_CONF); a bad\n"
 		"                              knob stops the replay (exit 2)\n"
 		"  --check                     run the pool's invariant checker after every op\n"
@@ -61,7 +66,8 @@ static void usage(FILE *f)
 		"  --timeline-rows N           at most N rows, each the peak of the changes it stands\n"
 		"                              for (default %u; 0: one row per change)\n"
 		"  --plot OUT.png              plot the timeline with gpupool-plot (needs python3 and\n"
-		"                              matplotlib)\n"
+		"                              matplotlib); .svg and .pdf give those formats\n"
+		"  --json                      print the figures as one JSON object instead\n"
 		"  -h, --help                  this text\n"
 		"  --version                   print the version and exit\n",
 		GP_SNAPSHOT_MAX_ENTRIES, GP_TIMELINE_MAX_ROWS);
@@ -90,26 +96,54 @@ static unsigned long long num_arg(const char *opt, const char *v, unsigned long 
 	return x;
 }
 
-/* gpupool-plot: $GPUPOOL_PLOT, else next to this program (installed together), else on PATH,
- * else the source tree's scripts/ (a program run from a Meson build tree). */
-static int run_plot(const char *csv, const char *png, const char *trace)
+/* Whether `path` names an executable file (not a directory). */
+static bool executable_file(const char *path)
 {
-	char self[PATH_MAX], cand[PATH_MAX + 32];
-	const char *prog = getenv("GPUPOOL_PLOT");
-	if (!prog || !*prog) {
-		prog = NULL;
-		ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-		if (n > 0) {
-			self[n] = 0;
-			char *slash = strrchr(self, '/');
-			if (slash) {
-				*slash = 0;
-				snprintf(cand, sizeof cand, "%s/gpupool-plot", self);
-				if (access(cand, X_OK) == 0)
-					prog = cand;
-			}
+	struct stat st;
+	return access(path, X_OK) == 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* gpupool-plot into buf: $GPUPOOL_PLOT, else next to this program (installed together), else
+ * on PATH, else the source tree's scripts/ (a program run from a Meson build tree). Found
+ * before the replay, so that a plot that cannot be made stops nothing long. 0, or -ENOENT. */
+static int find_plot(char *buf, size_t len)
+{
+	const char *env = getenv("GPUPOOL_PLOT");
+	if (env && *env) {
+		snprintf(buf, len, "%s", env);
+		return executable_file(buf) ? 0 : -ENOENT;
+	}
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n > 0) {
+		self[n] = 0;
+		char *slash = strrchr(self, '/');
+		if (slash) {
+			*slash = 0;
+			snprintf(buf, len, "%s/gpupool-plot", self);
+			if (executable_file(buf))
+				return 0;
 		}
 	}
+	const char *path = getenv("PATH");
+	for (const char *d = path ? path : ""; *d;) {
+		size_t l = strcspn(d, ":");
+		snprintf(buf, len, "%.*s%sgpupool-plot", (int)l, d, l ? "/" : "");
+		if (l && executable_file(buf))
+			return 0;
+		d += l + (d[l] == ':');
+	}
+#ifdef GP_PLOT_SOURCE
+	snprintf(buf, len, "%s", GP_PLOT_SOURCE);
+	if (executable_file(buf))
+		return 0;
+#endif
+	return -ENOENT;
+}
+
+/* Runs gpupool-plot (prog) on the timeline csv: its exit status, or 128 + the signal. */
+static int run_plot(const char *prog, const char *csv, const char *out, const char *trace)
+{
 	fflush(stdout);
 	pid_t pid = fork();
 	if (pid < 0)
@@ -118,17 +152,10 @@ static int run_plot(const char *csv, const char *png, const char *trace)
 		const char *base = strrchr(trace, '/') ? strrchr(trace, '/') + 1 : trace;
 		char title[300];
 		snprintf(title, sizeof title, "%.200s replayed by gpupool", base);
-		char *argv[] = {"gpupool-plot", (char *)csv, (char *)png, "--title", title, NULL};
-		if (prog) {
-			execv(prog, argv);
-		} else {
-			execvp("gpupool-plot", argv);
-#ifdef GP_PLOT_SOURCE
-			execv(GP_PLOT_SOURCE, argv);
-#endif
-		}
-		fprintf(stderr, "gpupool-replay: cannot run gpupool-plot (%s): %s; set GPUPOOL_PLOT=/path/to/gpupool-plot\n",
-			prog ? prog : "not next to gpupool-replay nor on PATH", strerror(errno));
+		char *argv[] = {"gpupool-plot", (char *)csv, (char *)out, "--title", title, NULL};
+		execv(prog, argv);
+		fprintf(stderr, "gpupool-replay: cannot run %s: %s; set GPUPOOL_PLOT=/path/to/gpupool-plot\n", prog,
+			strerror(errno));
 		_exit(127);
 	}
 	int st;
@@ -138,17 +165,46 @@ static int run_plot(const char *csv, const char *png, const char *trace)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
+/* The formats gpupool-plot writes, by the output's extension (as it reads it). */
+static bool plot_format_ok(const char *path)
+{
+	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	const char *dot = strrchr(base, '.');
+	return dot && dot != base && (!strcasecmp(dot, ".png") || !strcasecmp(dot, ".svg") || !strcasecmp(dot, ".pdf"));
+}
+
 static bool same_file(const char *a, const char *b)
 {
 	struct stat x, y;
+	if (strcmp(b, "-") == 0) /* the trace on standard input: the file behind it, if any */
+		return fstat(STDIN_FILENO, &y) == 0 && stat(a, &x) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
 	if (strcmp(a, b) == 0)
 		return true;
 	return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
 }
 
+/* The files this run made (emptied or created): all removed when anything fails, since an
+ * output of a replay that did not finish, or half of a run's outputs, would mislead. */
+static const char *g_made[4];
+static int g_nmade;
+
+static void made(const char *path)
+{
+	g_made[g_nmade++] = path;
+}
+
+static int fail_removing_outputs(int status)
+{
+	for (int i = 0; i < g_nmade; i++)
+		if (g_made[i])
+			unlink(g_made[i]);
+	g_nmade = 0;
+	return status;
+}
+
 enum {
 	O_CONF = 1000, O_CHECK, O_SORT, O_LAT, O_LIMIT, O_SNAP, O_SNAP_MAX, O_TIMELINE, O_TL_ROWS, O_PLOT,
-	O_VERSION,
+	O_JSON, O_VERSION,
 };
 
 int main(int argc, char **argv)
@@ -164,13 +220,14 @@ int main(int argc, char **argv)
 		{"timeline", required_argument, NULL, O_TIMELINE},
 		{"timeline-rows", required_argument, NULL, O_TL_ROWS},
 		{"plot", required_argument, NULL, O_PLOT},
+		{"json", no_argument, NULL, O_JSON},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, O_VERSION},
 		{NULL, 0, NULL, 0},
 	};
 	struct gp_replay_opts o;
 	struct gp_config cfg;
-	bool check = false, snap_max_set = false, tl_rows_set = false;
+	bool check = false, snap_max_set = false, tl_rows_set = false, json = false;
 	const char *snap_path = NULL, *tl_path = NULL, *plot_path = NULL;
 	uint64_t snap_max = 0, tl_rows = GP_TIMELINE_MAX_ROWS;
 
@@ -199,6 +256,7 @@ int main(int argc, char **argv)
 			tl_rows_set = true;
 			break;
 		case O_PLOT: plot_path = optarg; break;
+		case O_JSON: json = true; break;
 		case 'h': usage(stdout); return 0;
 		case O_VERSION: printf("gpupool-replay %s\n", GP_VERSION); return 0;
 		case ':': bad_usage("option %s needs a value", opt); break;
@@ -220,10 +278,17 @@ int main(int argc, char **argv)
 	if (argc - optind > 1)
 		bad_usage("one TRACE expected; '%s' is one too many", argv[optind + 1]);
 	const char *path = argv[optind];
+	const char *name = strcmp(path, "-") == 0 ? GP_TRACEFILE_STDIN : path; /* in outputs and messages */
 	if (snap_max_set && !snap_path)
 		bad_usage("--snapshot-max-entries is for --torch-snapshot, which is not given");
 	if (tl_rows_set && !tl_path && !plot_path)
 		bad_usage("--timeline-rows is for --timeline or --plot, neither given");
+	struct stat pst;
+	if (plot_path && stat(plot_path, &pst) == 0 && S_ISDIR(pst.st_mode))
+		bad_usage("--plot names a directory, '%s': give it a file name ending in .png, .svg or .pdf", plot_path);
+	if (plot_path && !plot_format_ok(plot_path))
+		bad_usage("--plot writes PNG, SVG or PDF, by the name's extension: '%s' ends in none of .png, .svg, .pdf",
+			  plot_path);
 	const char *outs[3] = {snap_path, tl_path, plot_path};
 	const char *names[3] = {"--torch-snapshot", "--timeline", "--plot"};
 	for (int i = 0; i < 3; i++) {
@@ -243,19 +308,40 @@ int main(int argc, char **argv)
 	gp_replay_opts_from_config(&o, &cfg); /* the fake device: a % limit has no total */
 	o.params.check = o.params.check || check;
 
+	/* Every output before the replay: one that cannot be written stops here, in one line,
+	 * not after a long replay; each one made is removed if anything later fails. */
+	char plot_prog[PATH_MAX + 32];
+	if (plot_path && find_plot(plot_prog, sizeof plot_prog)) {
+		fprintf(stderr, "gpupool-replay: --plot: cannot find gpupool-plot (%s); set "
+			"GPUPOOL_PLOT=/path/to/gpupool-plot\n", getenv("GPUPOOL_PLOT") && *getenv("GPUPOOL_PLOT")
+				? "GPUPOOL_PLOT does not name an executable file"
+				: "not next to gpupool-replay nor on PATH");
+		return 2;
+	}
 	struct gp_snapshot *snap = NULL;
 	struct gp_timeline *tl = NULL;
 	bool tmp_made = false;
 	int rc;
+	if (plot_path) {
+		/* gpupool-plot writes it later, over what is checked and made here */
+		int fd = gp_outfile_open(plot_path, 0644);
+		if (fd < 0) {
+			fprintf(stderr, "gpupool-replay: cannot write %s: %s\n", plot_path, gp_outfile_strerror(fd));
+			return 2;
+		}
+		close(fd);
+		made(plot_path);
+	}
 	if (snap_path) {
 		const char *conf = conf_lookup("GPUPOOL_CONF");
-		struct gp_snapshot_opts so = {.trace_path = path, .conf = conf ? conf : "",
+		struct gp_snapshot_opts so = {.trace_path = name, .conf = conf ? conf : "",
 					      .max_split_size = o.params.max_split_size, .max_entries = snap_max};
 		rc = gp_snapshot_new(&snap, snap_path, &so);
 		if (rc) {
 			fprintf(stderr, "gpupool-replay: cannot write %s: %s\n", snap_path, gp_outfile_strerror(rc));
-			return 2;
+			return fail_removing_outputs(2);
 		}
+		made(snap_path);
 		o.observers[0] = gp_snapshot_observer(snap);
 	}
 	if (plot_path && !tl_path) {
@@ -267,21 +353,22 @@ int main(int argc, char **argv)
 			fprintf(stderr, "gpupool-replay: cannot make a temporary file for the plot's timeline: %s\n",
 				strerror(errno));
 			gp_snapshot_close(snap);
-			return 2;
+			return fail_removing_outputs(2);
 		}
 		close(fd);
 		tmp_made = true;
 		tl_path = tbuf;
+		made(tl_path);
 	}
 	if (tl_path) {
 		rc = gp_timeline_new(&tl, tl_path, tl_rows);
 		if (rc) {
 			fprintf(stderr, "gpupool-replay: cannot write %s: %s\n", tl_path, gp_outfile_strerror(rc));
 			gp_snapshot_close(snap);
-			if (tmp_made)
-				unlink(tl_path);
-			return 2;
+			return fail_removing_outputs(2);
 		}
+		if (!tmp_made)
+			made(tl_path);
 		o.observers[1] = gp_timeline_observer(tl);
 	}
 
@@ -289,32 +376,38 @@ int main(int argc, char **argv)
 	rc = gp_replay_file(path, &o, &r);
 	int crc = gp_snapshot_close(snap);
 	int trc = gp_timeline_close(tl);
-	int status = 0;
 	if (rc) {
 		fprintf(stderr, "gpupool-replay: %s\n", r.error[0] ? r.error : strerror(-rc));
-		status = rc == -EFAULT ? 1 : 2;
-		/* an output of a replay that did not finish would mislead */
-		if (snap_path)
-			unlink(snap_path);
-		if (tl_path && (tmp_made || tl))
-			unlink(tl_path);
-		return status;
+		return fail_removing_outputs(rc == -EFAULT ? 1 : 2);
 	}
-	gp_replay_print(stdout, &r);
 	if (crc || trc) {
 		fprintf(stderr, "gpupool-replay: writing %s failed: %s\n", crc ? snap_path : tl_path,
 			strerror(-(crc ? crc : trc)));
-		status = 2;
+		return fail_removing_outputs(2);
 	}
-	if (plot_path && !status) {
-		int prc = run_plot(tl_path, plot_path, path);
+	if (plot_path) {
+		int prc = run_plot(plot_prog, tl_path, plot_path, name);
 		if (prc) {
-			fprintf(stderr, "gpupool-replay: the plot was not made (gpupool-plot exited %d)%s%s\n", prc,
-				tmp_made ? "" : "; the timeline is in ", tmp_made ? "" : tl_path);
-			status = 2;
+			fprintf(stderr, "gpupool-replay: the plot was not made (gpupool-plot exited %d); no output kept\n",
+				prc);
+			return fail_removing_outputs(2);
 		}
 	}
-	if (tmp_made)
+	if (tmp_made) {
 		unlink(tl_path);
-	return status;
+		for (int i = 0; i < g_nmade; i++)
+			if (g_made[i] == tl_path)
+				g_made[i] = NULL;
+	}
+	if (json) {
+		const char *conf = conf_lookup("GPUPOOL_CONF");
+		gp_replay_print_json(stdout, &r, path, conf ? conf : "");
+	} else {
+		gp_replay_print(stdout, &r);
+	}
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "gpupool-replay: cannot print the figures: %s\n", strerror(errno));
+		return fail_removing_outputs(2);
+	}
+	return 0;
 }

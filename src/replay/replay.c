@@ -7,6 +7,7 @@
 #include "replay.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -290,6 +291,7 @@ int gp_replay_file(const char *path, const struct gp_replay_opts *o, struct gp_r
 {
 	struct gp_tracefile *tf;
 	struct gp_trace_row row;
+	const char *name = strcmp(path, "-") == 0 ? GP_TRACEFILE_STDIN : path; /* for messages */
 	int rc;
 
 	memset(r, 0, sizeof *r);
@@ -315,7 +317,7 @@ int gp_replay_file(const char *path, const struct gp_replay_opts *o, struct gp_r
 		if (rc <= 0)
 			break;
 		r->ops++;
-		rc = replay_row(s, o, r, path, &row);
+		rc = replay_row(s, o, r, name, &row);
 		if (rc)
 			break;
 	}
@@ -329,7 +331,7 @@ int gp_replay_file(const char *path, const struct gp_replay_opts *o, struct gp_r
 		int erc = gp_replay_events_end(s->ev, s->pool);
 		if (erc && rc >= 0) {
 			rc = erc;
-			snprintf(r->error, sizeof r->error, "%.300s: writing the replay's outputs failed: %s", path,
+			snprintf(r->error, sizeof r->error, "%.300s: writing the replay's outputs failed: %s", name,
 				 strerror(-erc));
 		}
 	}
@@ -378,41 +380,120 @@ int gp_replay_file(const char *path, const struct gp_replay_opts *o, struct gp_r
 	return rc < 0 ? rc : 0;
 }
 
+/* The figures a replay prints, in order, for both forms (key=value and JSON): one table, so
+ * the two never disagree. */
+enum { F_U64, F_INT, F_RATIO, F_NS_PER_OP, F_MS };
+static const struct field {
+	const char *key;
+	size_t off;
+	int kind;
+} fields[] = {
+#define FU(k) {#k, offsetof(struct gp_replay_result, k), F_U64}
+	FU(ops),
+	FU(allocs),
+	FU(frees),
+	{"peak_requested_bytes", offsetof(struct gp_replay_result, peak_requested), F_U64},
+	{"peak_allocated_bytes", offsetof(struct gp_replay_result, peak_allocated), F_U64},
+	{"peak_reserved_bytes", offsetof(struct gp_replay_result, peak_reserved), F_U64},
+	{"reserved_over_requested", offsetof(struct gp_replay_result, reserved_over_requested), F_RATIO},
+	{"reserved_over_allocated", offsetof(struct gp_replay_result, reserved_over_allocated), F_RATIO},
+	FU(segments_peak),
+	FU(backend_allocs),
+	FU(backend_frees),
+	{"ns_per_op", offsetof(struct gp_replay_result, ns_per_op), F_NS_PER_OP},
+	FU(unknown_frees),
+	FU(skipped_errors),
+	FU(null_frees),
+	FU(zero_allocs),
+	FU(remapped_ptrs),
+	FU(alloc_failures),
+	FU(live_at_end),
+	FU(out_of_order),
+	FU(model_fences),
+	FU(fences),
+	FU(inline_fences),
+	FU(markers),
+	{"wait_ms", offsetof(struct gp_replay_result, wait_ns), F_MS},
+	{"segment_free_wait_ms", offsetof(struct gp_replay_result, free_wait_ns), F_MS},
+	{"duration_ms", offsetof(struct gp_replay_result, duration_ns), F_MS},
+	FU(hits),
+	FU(misses),
+	FU(splits),
+	FU(merges),
+	FU(stream_steals),
+	{"devices", offsetof(struct gp_replay_result, devices), F_INT},
+#undef FU
+};
+
+/* One figure's value, as both forms write it (a JSON number too). */
+static void put_value(FILE *f, const struct gp_replay_result *r, const struct field *fd)
+{
+	const char *p = (const char *)r + fd->off;
+	uint64_t u;
+	double d;
+	int i;
+	switch (fd->kind) {
+	case F_U64: memcpy(&u, p, sizeof u); fprintf(f, "%llu", (unsigned long long)u); break;
+	case F_INT: memcpy(&i, p, sizeof i); fprintf(f, "%d", i); break;
+	case F_RATIO: memcpy(&d, p, sizeof d); fprintf(f, "%.3f", d); break;
+	case F_NS_PER_OP: memcpy(&d, p, sizeof d); fprintf(f, "%.1f", d); break;
+	default: memcpy(&u, p, sizeof u); fprintf(f, "%.3f", (double)u / 1e6); break;
+	}
+}
+
 void gp_replay_print(FILE *f, const struct gp_replay_result *r)
 {
-#define U(k) fprintf(f, #k "=%llu\n", (unsigned long long)r->k)
-	U(ops);
-	U(allocs);
-	U(frees);
-	fprintf(f, "peak_requested_bytes=%llu\n", (unsigned long long)r->peak_requested);
-	fprintf(f, "peak_allocated_bytes=%llu\n", (unsigned long long)r->peak_allocated);
-	fprintf(f, "peak_reserved_bytes=%llu\n", (unsigned long long)r->peak_reserved);
-	fprintf(f, "reserved_over_requested=%.3f\n", r->reserved_over_requested);
-	fprintf(f, "reserved_over_allocated=%.3f\n", r->reserved_over_allocated);
-	U(segments_peak);
-	U(backend_allocs);
-	U(backend_frees);
-	fprintf(f, "ns_per_op=%.1f\n", r->ns_per_op);
-	U(unknown_frees);
-	U(skipped_errors);
-	U(null_frees);
-	U(zero_allocs);
-	U(remapped_ptrs);
-	U(alloc_failures);
-	U(live_at_end);
-	U(out_of_order);
-	U(model_fences);
-	U(fences);
-	U(inline_fences);
-	U(markers);
-	fprintf(f, "wait_ms=%.3f\n", (double)r->wait_ns / 1e6);
-	fprintf(f, "segment_free_wait_ms=%.3f\n", (double)r->free_wait_ns / 1e6);
-	fprintf(f, "duration_ms=%.3f\n", (double)r->duration_ns / 1e6);
-	U(hits);
-	U(misses);
-	U(splits);
-	U(merges);
-	U(stream_steals);
-	fprintf(f, "devices=%d\n", r->devices);
-#undef U
+	for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+		fprintf(f, "%s=", fields[i].key);
+		put_value(f, r, &fields[i]);
+		fputc('\n', f);
+	}
+}
+
+/* s as a JSON string: quotes, backslashes and control characters escaped; bytes that are not
+ * UTF-8 (a path may hold any) become U+FFFD. */
+static void put_json_string(FILE *f, const char *s)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	fputc('"', f);
+	while (*u) {
+		unsigned c = *u;
+		if (c == '"' || c == '\\') {
+			fprintf(f, "\\%c", c);
+			u++;
+		} else if (c < 0x20 || c == 0x7f) {
+			fprintf(f, "\\u%04x", c);
+			u++;
+		} else if (c < 0x80) {
+			fputc((int)c, f);
+			u++;
+		} else {
+			/* a well-formed sequence: lead byte, then 1-3 continuation bytes */
+			int n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+			int k = 1;
+			while (n && k < n && (u[k] & 0xc0) == 0x80)
+				k++;
+			bool ok = n && k == n && !(c == 0xe0 && u[1] < 0xa0) && !(c == 0xed && u[1] >= 0xa0) &&
+				  !(c == 0xf0 && u[1] < 0x90) && !(c == 0xf4 && u[1] >= 0x90);
+			if (ok)
+				fwrite(u, 1, (size_t)n, f);
+			else
+				fputs("\\ufffd", f);
+			u += ok ? n : 1;
+		}
+	}
+	fputc('"', f);
+}
+
+void gp_replay_print_json(FILE *f, const struct gp_replay_result *r, const char *trace, const char *conf)
+{
+	fputs("{\"trace\":", f);
+	put_json_string(f, trace ? trace : "");
+	fputs(",\"conf\":", f);
+	put_json_string(f, conf ? conf : "");
+	for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+		fprintf(f, ",\"%s\":", fields[i].key);
+		put_value(f, r, &fields[i]);
+	}
+	fputs("}\n", f);
 }

@@ -110,13 +110,16 @@ struct gp_replay_result {
 	char error[700];           /* "PATH:LINE: message" when the replay failed */
 };
 
-/* Replays `path`. Returns 0 (*r filled), -EINVAL (malformed trace, or a pool cannot be
+/* Replays `path` ("-": standard input; tracefile.h). Returns 0 (*r filled), -EINVAL (malformed trace, or a pool cannot be
  * created from params: r->error names the line), -ERANGE (the pool would hold more than
  * GP_REPLAY_RESERVED_MAX on a device, or the fake device's 64-bit address space is used up),
  * -EIO, -ENOMEM, or -EFAULT (a pool invariant broke, with params.check). */
 int gp_replay_file(const char *path, const struct gp_replay_opts *o, struct gp_replay_result *r);
 
-/* Writes *r as key=value lines. */
+/* Writes *r as key=value lines, one per figure (docs/replay.md lists them). */
 void gp_replay_print(FILE *f, const struct gp_replay_result *r);
+/* Writes *r as one JSON object on one line: "trace" and "conf" (the strings given, "" for
+ * NULL), then every figure of gp_replay_print, in its order, with the same name and value. */
+void gp_replay_print_json(FILE *f, const struct gp_replay_result *r, const char *trace, const char *conf);
 
 #endif

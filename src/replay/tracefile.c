@@ -1,5 +1,6 @@
-/* The trace reader (tracefile.h): a line splitter over zlib's gzread (plain and gzip'd
- * files alike), a strict field parser, and an optional min-heap window that restores t_ns
+/* The trace reader (tracefile.h): a line splitter over the file's bytes (plain, or gzip'd:
+ * inflated here with zlib's stream API, so that what follows the gzip stream is seen and
+ * refused), a strict field parser, and an optional min-heap window that restores t_ns
  * order, in bounded memory. Depends on zlib, libc and trace_format.h only. */
 #include "tracefile.h"
 
@@ -13,6 +14,9 @@
 #include <zlib.h>
 
 #define RDBUF (64 * 1024)
+/* Raw bytes read from the file at a time (compressed ones for a .gz). */
+#define INBUF (64 * 1024)
+/* The name errors give standard input (path "-"). */
 
 struct heap_ent {
 	struct gp_trace_row row;
@@ -20,11 +24,19 @@ struct heap_ent {
 };
 
 struct gp_tracefile {
-	gzFile gz;
+	int fd;                    /* the file, or a duplicate of standard input; -1 when none */
+	bool gzip;                 /* it starts with gzip's magic: zs inflates it */
+	bool zinit;                /* zs is initialised (inflateEnd at close) */
+	bool raw_eof;              /* read(2) said the file ends */
+	bool member_end;           /* inflate finished a gzip member: what follows must be another
+				    * member, or nothing */
+	uint64_t raw_off;          /* bytes read from the file so far */
+	z_stream zs;               /* next_in/avail_in: the unread bytes of in[], plain or not */
+	unsigned char in[INBUF];
 	char path[160];
 	unsigned long line;
 	int failed;                /* sticky negative errno */
-	bool eof;
+	bool eof;                  /* the decoded text has ended */
 	size_t beg, end;           /* unread bytes are buf[beg, end) */
 	struct heap_ent *heap;     /* sort window, NULL when 0 */
 	size_t window, nheap;
@@ -203,6 +215,107 @@ static int fail(struct gp_tracefile *tf, int rc, const char *f, ...)
 	return rc;
 }
 
+/* Formats why and returns rc. */
+static int failed(int rc, char *why, size_t wl, const char *f, ...) __attribute__((format(printf, 4, 5)));
+static int failed(int rc, char *why, size_t wl, const char *f, ...)
+{
+	va_list ap;
+	va_start(ap, f);
+	vsnprintf(why, wl, f, ap);
+	va_end(ap);
+	return rc;
+}
+
+/* read(2) without EINTR: the bytes read, 0 at the end, or -errno. */
+static ssize_t raw_read(int fd, void *b, size_t n)
+{
+	for (;;) {
+		ssize_t r = read(fd, b, n);
+		if (r >= 0 || errno != EINTR)
+			return r < 0 ? -errno : r;
+	}
+}
+
+/* Reads until zs holds at least `want` (<= INBUF) unread bytes or the file ends, moving the
+ * unread ones to the front of in[] first. 0 or -errno. */
+static int fill_in(struct gp_tracefile *tf, size_t want)
+{
+	if (tf->zs.avail_in && tf->zs.next_in != tf->in)
+		memmove(tf->in, tf->zs.next_in, tf->zs.avail_in);
+	tf->zs.next_in = tf->in;
+	while (tf->zs.avail_in < want && !tf->raw_eof) {
+		ssize_t n = raw_read(tf->fd, tf->in + tf->zs.avail_in, INBUF - tf->zs.avail_in);
+		if (n < 0)
+			return (int)n;
+		if (n == 0)
+			tf->raw_eof = true;
+		tf->zs.avail_in += (uInt)n;
+		tf->raw_off += (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Up to cap bytes of the trace's text into dst: *got, 0 at the end. Returns 0, or -EIO (a
+ * read error; a gzip stream that is damaged, ends early, or is followed by bytes that are
+ * not another gzip member) with what is wrong in why. */
+static int src_read(struct gp_tracefile *tf, char *dst, size_t cap, size_t *got, char *why, size_t wl)
+{
+	int rc;
+	*got = 0;
+	if (!tf->gzip) {
+		if (tf->zs.avail_in) { /* what open read to look for the magic */
+			size_t n = tf->zs.avail_in < cap ? tf->zs.avail_in : cap;
+			memcpy(dst, tf->zs.next_in, n);
+			tf->zs.next_in += n;
+			tf->zs.avail_in -= (uInt)n;
+			*got = n;
+			return 0;
+		}
+		if (tf->raw_eof)
+			return 0;
+		ssize_t n = raw_read(tf->fd, dst, cap);
+		if (n < 0)
+			return failed(-EIO, why, wl, "read error: %s", strerror((int)-n));
+		tf->raw_eof = n == 0;
+		*got = (size_t)n;
+		return 0;
+	}
+	for (;;) {
+		if (tf->member_end) {
+			/* gzip allows members one after another (cat a.gz b.gz); anything else after
+			 * a member is a damaged or appended file, not an early end of the trace */
+			if ((rc = fill_in(tf, 2)))
+				return failed(-EIO, why, wl, "read error: %s", strerror(-rc));
+			if (tf->zs.avail_in == 0)
+				return 0;
+			if (tf->zs.avail_in < 2 || tf->zs.next_in[0] != 0x1f || tf->zs.next_in[1] != 0x8b)
+				return failed(-EIO, why, wl, "bytes after the end of the gzip stream (at byte %llu of the "
+					    "file), not another gzip member: a damaged or appended file",
+					    (unsigned long long)(tf->raw_off - tf->zs.avail_in));
+			if (inflateReset(&tf->zs) != Z_OK)
+				return failed(-EIO, why, wl, "gzip error: cannot start the next member");
+			tf->member_end = false;
+		}
+		if (tf->zs.avail_in == 0) {
+			if ((rc = fill_in(tf, 1)))
+				return failed(-EIO, why, wl, "read error: %s", strerror(-rc));
+			if (tf->zs.avail_in == 0)
+				return failed(-EIO, why, wl, "truncated gzip file: the file ends inside the compressed stream");
+		}
+		tf->zs.next_out = (unsigned char *)dst;
+		tf->zs.avail_out = (uInt)cap;
+		int zr = inflate(&tf->zs, Z_NO_FLUSH);
+		*got = cap - tf->zs.avail_out;
+		if (zr == Z_STREAM_END)
+			tf->member_end = true;
+		else if (zr != Z_OK && (zr != Z_BUF_ERROR || tf->zs.avail_in)) /* Z_BUF_ERROR: more input needed */
+			return failed(-EIO, why, wl, "gzip error: %s", zr == Z_MEM_ERROR ? "out of memory"
+								: tf->zs.msg ? tf->zs.msg : "corrupt data");
+		if (*got)
+			return 0;
+	}
+}
+
 /* Next raw line into line and len (pointing into tf->buf, valid until the next call).
  * Returns 1, 0 at EOF, or a negative errno (sticky). */
 static int read_line(struct gp_tracefile *tf, const char **line, size_t *len)
@@ -241,18 +354,16 @@ static int read_line(struct gp_tracefile *tf, const char **line, size_t *len)
 		memmove(tf->buf, tf->buf + tf->beg, tf->end - tf->beg);
 		tf->end -= tf->beg;
 		tf->beg = 0;
-		int got = gzread(tf->gz, tf->buf + tf->end, (unsigned)(RDBUF - tf->end));
-		int zerr = Z_OK;
-		const char *zmsg = gzerror(tf->gz, &zerr);
-		if (got < 0 || (zerr != Z_OK && zerr != Z_STREAM_END)) {
+		size_t got = 0;
+		char why[200];
+		int rc = src_read(tf, tf->buf + tf->end, RDBUF - tf->end, &got, why, sizeof why);
+		if (rc) {
 			tf->line++;
-			return fail(tf, -EIO, "read error: %s%s",
-				    zerr == Z_ERRNO ? strerror(errno) : zmsg,
-				    zerr == Z_BUF_ERROR ? " (truncated gzip file?)" : "");
+			return fail(tf, rc, "%s", why);
 		}
 		if (got == 0)
 			tf->eof = true;
-		tf->end += (size_t)got;
+		tf->end += got;
 	}
 }
 
@@ -273,7 +384,8 @@ int gp_tracefile_open(struct gp_tracefile **out, const char *path, size_t sort_w
 	tf = calloc(1, sizeof *tf);
 	if (!tf)
 		return -ENOMEM;
-	snprintf(tf->path, sizeof tf->path, "%s", path);
+	tf->fd = -1;
+	snprintf(tf->path, sizeof tf->path, "%s", strcmp(path, "-") == 0 ? GP_TRACEFILE_STDIN : path);
 	if (sort_window) {
 		tf->heap = calloc(sort_window, sizeof *tf->heap);
 		if (!tf->heap) {
@@ -282,21 +394,31 @@ int gp_tracefile_open(struct gp_tracefile **out, const char *path, size_t sort_w
 		}
 		tf->window = sort_window;
 	}
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
+	/* "-": standard input, duplicated so that close leaves the process's own alone */
+	bool in = strcmp(path, "-") == 0;
+	tf->fd = in ? fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0) : open(path, O_RDONLY | O_CLOEXEC);
+	if (tf->fd < 0) {
 		rc = -errno;
-		fmt(err, errlen, "%s: %s", path, strerror(errno));
+		fmt(err, errlen, "%s: %s", in ? GP_TRACEFILE_STDIN : path, strerror(errno));
 		gp_tracefile_close(tf);
 		return rc;
 	}
-	tf->gz = gzdopen(fd, "rb");
-	if (!tf->gz) {
-		close(fd);
-		fmt(err, errlen, "%s: cannot open (out of memory)", path);
+	/* plain or gzip by the magic, not the name (standard input has none) */
+	rc = fill_in(tf, 2);
+	if (rc) {
+		fmt(err, errlen, "%s:1: read error: %s", tf->path, strerror(-rc));
 		gp_tracefile_close(tf);
-		return -ENOMEM;
+		return -EIO;
 	}
-	gzbuffer(tf->gz, 128 * 1024);
+	if (tf->zs.avail_in >= 2 && tf->in[0] == 0x1f && tf->in[1] == 0x8b) {
+		tf->gzip = true;
+		if (inflateInit2(&tf->zs, 16 + MAX_WBITS) != Z_OK) { /* gzip only */
+			fmt(err, errlen, "%s: cannot open (out of memory)", tf->path);
+			gp_tracefile_close(tf);
+			return -ENOMEM;
+		}
+		tf->zinit = true;
+	}
 	rc = read_line(tf, &line, &len);
 	if (rc == 0) {
 		tf->line = 1;
@@ -416,8 +538,10 @@ void gp_tracefile_close(struct gp_tracefile *tf)
 {
 	if (!tf)
 		return;
-	if (tf->gz)
-		gzclose(tf->gz);
+	if (tf->zinit)
+		inflateEnd(&tf->zs);
+	if (tf->fd >= 0)
+		close(tf->fd);
 	free(tf->heap);
 	free(tf);
 }

@@ -19,6 +19,9 @@
 /* Largest sort window (rows held in memory to restore t_ns order). */
 #define GP_TRACEFILE_WINDOW_MAX (1u << 20)
 
+/* The name standard input (path "-") goes by in messages. */
+#define GP_TRACEFILE_STDIN "<stdin>"
+
 struct gp_trace_row {
 	uint64_t t_ns;      /* ns since the process started */
 	uint64_t size;      /* bytes requested; 0 on frees */
@@ -34,18 +37,23 @@ struct gp_trace_row {
 
 struct gp_tracefile;
 
-/* Opens `path` and checks the header line. `sort_window` rows are buffered to hand rows
- * out in t_ns order (stable: equal times keep file order); 0 = file order. A row that is
- * older than one already handed out is still returned (counted by
- * gp_tracefile_out_of_order). Returns 0, -ENOMEM, -EINVAL (bad header or window: the
- * message is in err), or the negative errno of open. `err` (may be NULL) receives a
+/* Opens `path` ("-": standard input, read from a duplicate of descriptor 0 and named
+ * GP_TRACEFILE_STDIN in messages) and checks the header line. Plain or gzip'd by the first
+ * two bytes (gzip's magic), not by the name. A gzip file is one or more whole gzip members
+ * and nothing else: one that ends early, fails its CRC or is followed by other bytes is an
+ * error (-EIO, from gp_tracefile_next or, before the header's end, from here).
+ * `sort_window` rows are buffered to hand rows out in t_ns order (stable: equal times keep
+ * file order); 0 = file order. A row that is older than one already handed out is still
+ * returned (counted by gp_tracefile_out_of_order). Returns 0, -ENOMEM, -EINVAL (bad header or window: the
+ * message is in err), -EIO, or the negative errno of open. `err` (may be NULL) receives a
  * one-line message on failure. */
 int gp_tracefile_open(struct gp_tracefile **out, const char *path, size_t sort_window,
 		      char *err, size_t errlen);
 
 /* Reads the next row. Returns 1 and *row, 0 at the end of the file, or -EINVAL (malformed
- * line), -EIO (read or gzip error, e.g. truncated file); the message, with the line
- * number, is in gp_tracefile_error. After an error every later call fails the same way. */
+ * line), -EIO (read or gzip error: a truncated or corrupt stream, bytes after its end); the
+ * message, with the line number, is in gp_tracefile_error. After an error every later call
+ * fails the same way. */
 int gp_tracefile_next(struct gp_tracefile *tf, struct gp_trace_row *row);
 
 /* The last error as "PATH:LINE: what is wrong", or "" when none. */

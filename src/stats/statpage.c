@@ -117,6 +117,33 @@ static void log_open_failure(const char *path, const char *what, const char *why
 		gp_log(GP_LOG_INFO, "statistics page %s: %s: %s; counters stay private", path, what, why);
 }
 
+/* Gives the page's `len` bytes their blocks before the page is mapped. ftruncate alone
+ * leaves a sparse file, and on a full filesystem (a full /dev/shm) the first store through
+ * the mapping then faults: SIGBUS, which kills the program at its first cudaMalloc. With the
+ * blocks reserved, every store lands. posix_fallocate is tried again when a signal
+ * interrupts it (EINTR, a bounded number of times); where the filesystem or the C library
+ * cannot reserve (EOPNOTSUPP, ENOSYS), writing zeros over the page allocates the same
+ * blocks, and fails the same way on a full filesystem. 0, or the errno. */
+static int reserve_blocks(int fd, off_t len)
+{
+	int rc = EINTR;
+	for (int tries = 0; rc == EINTR && tries < 100; tries++)
+		rc = posix_fallocate(fd, 0, len);
+	if (rc != EOPNOTSUPP && rc != ENOSYS)
+		return rc;
+	static const char zeros[4096];
+	for (off_t off = 0; off < len;) {
+		size_t n = (size_t)(len - off) < sizeof zeros ? (size_t)(len - off) : sizeof zeros;
+		ssize_t w = pwrite(fd, zeros, n, off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? errno : EIO;
+		off += w;
+	}
+	return 0;
+}
+
 /* Why a page could not be created at `path` with O_EXCL|O_NOFOLLOW (EEXIST) and was not
  * replaced (is_leftover said no): what is at the name, for the log. */
 static const char *in_the_way(const char *path, char *buf, size_t len)
@@ -208,8 +235,11 @@ struct gpupool_page *gp_statpage_open(void)
 		return NULL;
 	}
 	struct gpupool_page *pg = MAP_FAILED;
+	int rerr = 0;
 	if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)sizeof *pg) != 0)
 		err = errno;
+	else if ((rerr = reserve_blocks(fd, (off_t)sizeof *pg)) != 0)
+		err = rerr;
 	else {
 		pg = mmap(NULL, sizeof *pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (pg == MAP_FAILED)
@@ -218,7 +248,16 @@ struct gpupool_page *gp_statpage_open(void)
 	close(fd);
 	if (err) {
 		unlink(path);
-		log_open_failure(path, "cannot map it", strerror(err));
+		if (rerr) {
+			/* a full /dev/shm, most likely: the program runs on, without a page; one warning,
+			 * since unlike a name in the way it is the machine's state, not another user's */
+			if (!atomic_exchange(&open_logged, true))
+				gp_log(GP_LOG_WARN, "statistics page %s: cannot reserve its %zu bytes: %s; counters "
+				       "stay private (gpupool-stat will not list this process)", path, sizeof *pg,
+				       strerror(rerr));
+		} else {
+			log_open_failure(path, "cannot map it", strerror(err));
+		}
 		return NULL;
 	}
 	gp_statpage_init(pg);

@@ -1,6 +1,8 @@
 /* The trace recorder (trace.h): fixed per-thread row buffers claimed from a static
- * registry, formatted to CSV and written under one file lock when full, at thread exit and
- * at close: straight to the file, or through zlib (loaded then, zlib_dl.h) for a .gz name.
+ * registry, formatted to CSV under one file lock when full, at thread exit and at close,
+ * into one block buffer written out when full: straight to the file, or through zlib (loaded
+ * then, zlib_dl.h) for a .gz name; before each block the descriptor is checked to still be
+ * the file opened (a program may close it and get the number back for a file of its own).
  * Lock order: a buffer's mutex, then the file mutex. No CUDA, no pool, no getenv; never
  * allocates per call. */
 #include "trace.h"
@@ -13,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,12 +49,16 @@ struct tbuf {
 static struct tbuf g_bufs[GP_TRACE_NBUF];
 static pthread_mutex_t g_file_mu = PTHREAD_MUTEX_INITIALIZER;
 static int g_fd = -1;                             /* under g_file_mu: the file, or -1 */
+static dev_t g_dev;                               /* under g_file_mu: what g_fd was opened on */
+static ino_t g_ino;
+static char g_path[256];                          /* under g_file_mu: its name, for the log */
 static gzFile g_gz;                               /* under g_file_mu: over g_fd for .gz, else NULL */
+static gzFile g_gz_lost;                          /* a .gz whose descriptor was lost: kept, never freed */
 static const struct gp_zlib *g_z;                 /* zlib, when g_gz */
-static char *g_pbuf;                              /* under g_file_mu: a plain file's buffer, or NULL */
+static char *g_pbuf;                              /* under g_file_mu: text not written yet, or NULL */
 static size_t g_plen;                             /* under g_file_mu: bytes in g_pbuf */
-/* A plain file is written in blocks of this size (as zlib buffers a .gz one): one write(2)
- * per block rather than per chunk of rows. */
+/* Text is written in blocks of this size, plain or through zlib: one write (and one check
+ * of the descriptor, an fstat) per block rather than per chunk of rows. */
 #define PLAIN_BUF (256 * 1024)
 static int g_werr;                                /* under g_file_mu: last write error */
 static uint64_t g_rows;                           /* under g_file_mu */
@@ -145,29 +153,95 @@ static int write_all(int fd, const char *text, size_t len)
 	return 0;
 }
 
-/* Writes the plain file's buffer out: 0 or -errno. Caller holds g_file_mu. */
-static int plain_flush_locked(void)
+/* Whether g_fd is still the file gp_trace_open opened. A program may close every descriptor
+ * it did not open (daemons close 3-1023, some close_range everything) and then open a file of
+ * its own, which gets the number back: writing there would put trace rows in the program's
+ * file, closing it would close the program's. So before each block is written, and before
+ * the descriptor is flushed or closed, fstat compares it with the device and inode opened.
+ * On a mismatch the descriptor is forgotten (never written, flushed or closed again; a .gz's
+ * zlib state is leaked, since freeing it would write and close), the text not yet written
+ * is dropped, recording stops, and one warning says so; false then. Caller holds g_file_mu. */
+static bool fd_ours_locked(void)
 {
-	int rc = g_plen ? write_all(g_fd, g_pbuf, g_plen) : 0;
+	struct stat st;
+	if (g_fd < 0)
+		return false;
+	int r = fstat(g_fd, &st);
+	if (r == 0 && st.st_dev == g_dev && st.st_ino == g_ino)
+		return true;
+	bool closed = r != 0;
+	gp_log(GP_LOG_WARN, "trace: descriptor %d is no longer %s: the program closed it%s; tracing stops "
+	       "(the trace keeps the rows written before%s)", g_fd, g_path,
+	       closed ? "" : " and the number is now another file", g_gz ? "; a .gz one ends without its gzip trailer" : "");
+	atomic_store(&g_on, false);
+	g_fd = -1;
+	if (g_gz)
+		g_gz_lost = g_gz; /* gzclose would write and close the number */
+	g_gz = NULL;
+	free(g_pbuf); /* every user holds g_file_mu, and none reads it after this returns false */
+	g_pbuf = NULL;
+	g_plen = 0;
+	if (!g_werr)
+		g_werr = -EBADF;
+	return false;
+}
+
+/* Writes len bytes of text to the file, plain or through zlib, if the descriptor is still
+ * ours: 0, or a negative errno (-EBADF: it is not; recording has stopped). Caller holds
+ * g_file_mu. */
+static int file_write_locked(const char *text, size_t len, const char **why)
+{
+	if (!fd_ours_locked())
+		return -EBADF;
+	if (g_gz) {
+		if (g_z->gzwrite(g_gz, text, (unsigned)len) != (int)len) {
+			int zerr;
+			*why = g_z->gzerror(g_gz, &zerr);
+			if (zerr == Z_ERRNO)
+				*why = strerror(errno);
+			return -EIO;
+		}
+		return 0;
+	}
+	int rc = write_all(g_fd, text, len);
+	if (rc)
+		*why = strerror(-rc);
+	return rc;
+}
+
+/* Writes the block buffer out: 0 or a negative errno. Caller holds g_file_mu. */
+static int block_flush_locked(const char **why)
+{
+	int rc = g_plen ? file_write_locked(g_pbuf, g_plen, why) : 0;
 	g_plen = 0;
 	return rc;
 }
 
-/* Appends text to a plain file, through its buffer when it has one: 0 or -errno. */
-static int plain_write_locked(const char *text, size_t len)
+/* Appends text to the file, through the block buffer when it has one: 0 or a negative errno. */
+static int block_write_locked(const char *text, size_t len, const char **why)
 {
 	if (!g_pbuf)
-		return write_all(g_fd, text, len);
+		return file_write_locked(text, len, why);
 	if (g_plen + len > PLAIN_BUF) {
-		int rc = plain_flush_locked();
+		int rc = block_flush_locked(why);
 		if (rc)
 			return rc;
 		if (len > PLAIN_BUF)
-			return write_all(g_fd, text, len);
+			return file_write_locked(text, len, why);
 	}
 	memcpy(g_pbuf + g_plen, text, len);
 	g_plen += len;
 	return 0;
+}
+
+/* A failed write: one warning, then quiet. A descriptor that is no longer ours said so itself. */
+static void write_failed_locked(int rc, const char *why)
+{
+	if (rc == -EBADF && g_fd < 0)
+		return;
+	if (!g_werr)
+		gp_log(GP_LOG_WARN, "trace: write failed: %s; rows are being lost", why ? why : strerror(-rc));
+	g_werr = -EIO;
 }
 
 /* Writes formatted text. Caller holds g_file_mu. */
@@ -176,22 +250,9 @@ static void write_text_locked(const char *text, unsigned len, unsigned rows)
 	if (g_fd < 0 || len == 0)
 		return;
 	const char *why = NULL;
-	if (g_gz) {
-		if (g_z->gzwrite(g_gz, text, len) != (int)len) {
-			int zerr;
-			why = g_z->gzerror(g_gz, &zerr);
-			if (zerr == Z_ERRNO)
-				why = strerror(errno);
-		}
-	} else {
-		int rc = plain_write_locked(text, len);
-		if (rc)
-			why = strerror(-rc);
-	}
-	if (why) {
-		if (!g_werr)
-			gp_log(GP_LOG_WARN, "trace: write failed: %s; rows are being lost", why);
-		g_werr = -EIO;
+	int rc = block_write_locked(text, len, &why);
+	if (rc) {
+		write_failed_locked(rc, why);
 		return;
 	}
 	g_rows += rows;
@@ -312,6 +373,27 @@ void gp_trace_record_at(int op, int dev, uintptr_t stream, size_t size, uintptr_
 	pthread_mutex_unlock(&b->mu);
 }
 
+/* The trace's descriptor, moved out of the low numbers a program closes and reuses (daemons
+ * close 3-1023 and open their own files, which get the lowest free number): to 1024 or above
+ * when the descriptor limit is at least 2048, else to the upper half of what it allows. A
+ * program that closes it anyway is caught by fd_ours_locked. Returns the descriptor to use
+ * (fd itself when it cannot be moved; closed when it was). */
+static int move_high(int fd)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return fd;
+	rlim_t cur = rl.rlim_cur;
+	int lo = cur >= 2048 ? 1024 : (int)(cur / 2);
+	if (fd >= lo)
+		return fd;
+	int hi = fcntl(fd, F_DUPFD_CLOEXEC, lo);
+	if (hi < 0)
+		return fd;
+	close(fd);
+	return hi;
+}
+
 int gp_trace_open(const char *path)
 {
 	if (!path || !*path)
@@ -328,6 +410,13 @@ int gp_trace_open(const char *path)
 	int fd = gp_outfile_open(path, 0600);
 	if (fd < 0)
 		return fd;
+	fd = move_high(fd);
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
 	gzFile f = NULL;
 	if (gz) {
 		f = z->gzdopen(fd, "wb1");
@@ -351,7 +440,10 @@ int gp_trace_open(const char *path)
 	g_gz = f;
 	g_z = z;
 	g_fd = fd;
-	g_pbuf = f ? NULL : malloc(PLAIN_BUF); /* without it, plain rows are written unbuffered */
+	g_dev = st.st_dev;
+	g_ino = st.st_ino;
+	snprintf(g_path, sizeof g_path, "%s", path);
+	g_pbuf = malloc(PLAIN_BUF); /* without it, text is written unbuffered */
 	g_plen = 0;
 	g_werr = 0;
 	g_rows = 0;
@@ -383,21 +475,24 @@ int gp_trace_close(void)
 		pthread_mutex_unlock(&b->mu);
 	}
 	pthread_mutex_lock(&g_file_mu);
+	const char *why = NULL;
+	int frc = block_flush_locked(&why);
+	if (frc)
+		write_failed_locked(frc, why);
 	int rc = g_werr;
-	if (g_gz) {
-		if (g_z->gzclose(g_gz) != Z_OK && !rc)
-			rc = -EIO;
-	} else if (g_fd >= 0) {
-		int frc = plain_flush_locked();
-		if (frc && !rc) {
-			gp_log(GP_LOG_WARN, "trace: write failed: %s; rows are being lost", strerror(-frc));
-			rc = -EIO;
-		}
-		if (close(g_fd) != 0 && !rc)
+	if (g_fd >= 0 && fd_ours_locked()) {
+		if (g_gz) {
+			if (g_z->gzclose(g_gz) != Z_OK && !rc)
+				rc = -EIO;
+		} else if (close(g_fd) != 0 && !rc) {
 			rc = -errno;
+		}
+	} else if (!rc) {
+		rc = -EBADF;
 	}
 	free(g_pbuf);
 	g_pbuf = NULL;
+	g_plen = 0;
 	g_gz = NULL;
 	g_fd = -1;
 	pthread_mutex_unlock(&g_file_mu);
@@ -418,15 +513,18 @@ int gp_trace_flush(void)
 		pthread_mutex_unlock(&b->mu);
 	}
 	pthread_mutex_lock(&g_file_mu);
-	int rc = g_werr ? -EIO : 0;
-	if (g_gz) {
-		if (g_z->gzflush(g_gz, Z_SYNC_FLUSH) != Z_OK)
+	const char *why = NULL;
+	int rc = g_fd < 0 ? -ENOENT : g_werr ? -EIO : 0; /* -ENOENT: closed, or the descriptor was lost */
+	if (g_fd >= 0) {
+		int frc = block_flush_locked(&why);
+		if (frc) {
+			write_failed_locked(frc, why);
+			rc = g_fd < 0 ? -ENOENT : -EIO;
+		} else if (g_gz && fd_ours_locked() && g_z->gzflush(g_gz, Z_SYNC_FLUSH) != Z_OK) {
 			rc = -EIO;
-	} else if (g_fd >= 0) {
-		if (plain_flush_locked())
-			rc = -EIO;
-	} else {
-		rc = -ENOENT; /* closed meanwhile */
+		}
+		if (g_fd < 0)
+			rc = -ENOENT;
 	}
 	pthread_mutex_unlock(&g_file_mu);
 	return rc;
@@ -438,9 +536,13 @@ void gp_trace_forget(void)
 	atomic_store(&g_on, false);
 	pthread_mutex_init(&g_file_mu, NULL);
 	/* the parent's gzFile or buffer holds unwritten parent data: writing it here would
-	 * write it twice. Leak them (no free after fork), close only our fd copy. */
+	 * write it twice. Leak them (no free after fork), close only our fd copy, and only
+	 * when it still is the trace (fstat is async-signal-safe): the parent may have closed
+	 * it and given the number to a file of its own, which this child inherited. */
 	if (g_fd >= 0) {
-		close(g_fd);
+		struct stat st;
+		if (fstat(g_fd, &st) == 0 && st.st_dev == g_dev && st.st_ino == g_ino)
+			close(g_fd);
 		g_gz = NULL;
 		g_pbuf = NULL;
 		g_plen = 0;

@@ -20,7 +20,11 @@
 
 /* Starts recording to `path` (opened with gp_outfile_open: a regular file, created mode
  * 0600 or truncated, never through a symbolic link): gzip when it ends in .gz (zlib is
- * loaded then; -ENOSYS when it cannot be). Reads the process start time once. The owner
+ * loaded then; -ENOSYS when it cannot be). The descriptor is moved out of the low numbers
+ * (F_DUPFD_CLOEXEC) and its device and inode kept: before each block of text is written,
+ * flushed or closed, fstat must find the same file, else recording stops with one warning
+ * and the number is never touched again (the program closed it and may own it now).
+ * Reads the process start time once. The owner
  * calls gp_trace_close at exit (exit_report.c does). Returns 0, -EALREADY when a trace is
  * open, -EINVAL, or gp_outfile_open's or gzdopen's negative errno. Not thread-safe against
  * itself: call it once, from the registry's creation of the first pool (pools.c). */
@@ -48,7 +52,8 @@ int gp_trace_close(void);
 /* Writes every row recorded so far, by every thread, to the file: a plain file's buffer is
  * written out, a .gz is flushed to a byte boundary (Z_SYNC_FLUSH: a reader gets every row,
  * though the gzip stream has no end yet). Recording goes on. Thread-safe. Returns 0,
- * -ENOENT when no trace is open, or -EIO when a write failed (now or earlier). */
+ * -ENOENT when no trace is open (or its descriptor was lost, above), or -EIO when a write
+ * failed (now or earlier). */
 int gp_trace_flush(void);
 
 /* For a forked child (pthread_atfork child handler): drops the parent's trace without

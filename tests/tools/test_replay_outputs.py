@@ -1,5 +1,8 @@
 """gpupool-replay's outputs and options: --torch-snapshot (PyTorch's memory snapshot pickle),
---timeline, --plot, and the argument handling (getopt_long: one-line errors, exit 2).
+--timeline, --plot, --json, a trace on standard input, and the argument handling (getopt_long:
+one-line errors, exit 2; every output checked before the replay and removed when it fails);
+gpupool-plot on what is not a timeline and on each output format; the bench scripts that read
+the key=value figures.
 
 The snapshot is checked with bench/gpu/check_snapshot.py's schema and history checks (the
 ones that need no PyTorch), against the replay's own peaks, and for the pickle opcodes that
@@ -8,8 +11,11 @@ GPUPOOL_TEST_REPLAY=path/to/gpupool-replay; the plot test skips without matplotl
 """
 
 import csv
+import gzip
 import importlib.util
+import json
 import os
+import re
 import pickle
 import pickletools
 import subprocess
@@ -37,8 +43,13 @@ PUSHES = {"BININT", "BININT1", "BININT2", "LONG1", "SHORT_BINUNICODE", "BINUNICO
           "EMPTY_LIST", "NONE", "NEWTRUE", "NEWFALSE", "BINFLOAT"}
 
 
-def replay(*args, check=True):
-    p = subprocess.run([REPLAY] + list(args), capture_output=True, text=True, timeout=120)
+PLOT = os.path.join(ROOT, "scripts", "gpupool-plot")
+DOCS = os.path.join(ROOT, "docs", "replay.md")
+
+
+def replay(*args, check=True, stdin=None, env=None):
+    p = subprocess.run([REPLAY] + list(args), capture_output=True, text=True, timeout=120, stdin=stdin,
+                       env=env)
     if check and p.returncode != 0:
         raise AssertionError("gpupool-replay %s: exit %d\n%s" % (" ".join(args), p.returncode, p.stderr))
     return p
@@ -270,9 +281,180 @@ class Timeline(Tmp):
         self.assertIn("not a gpupool timeline", p.stderr)
 
 
+def have_matplotlib():
+    for py in (sys.executable, "/usr/bin/python3"):
+        if os.path.exists(py) and subprocess.run([py, "-c", "import matplotlib"],
+                                                 capture_output=True).returncode == 0:
+            return True
+    return False
+
+
+def one_line(test, p, code, want):
+    """p failed with exit `code` and one line on stderr holding `want`, no traceback."""
+    test.assertEqual(p.returncode, code, p.stderr)
+    test.assertNotIn("Traceback", p.stderr)
+    test.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+    test.assertIn(want, p.stderr)
+
+
+class Plot(Tmp):
+    """gpupool-plot on its own: what is not a timeline, and the format of OUT."""
+
+    def plot(self, *args):
+        return subprocess.run([PLOT] + list(args), capture_output=True, text=True, timeout=120)
+
+    def test_not_a_timeline(self):
+        gz = os.path.join(BENCH, "nocache_resnet50_train.csv.gz")
+        one_line(self, self.plot(gz, self.path("o.png")), 2, "a gzip file")
+        one_line(self, self.plot(os.path.join(TRACES, "simple_sync.csv"), self.path("o.png")), 2, "a trace")
+        rnd = self.path("random")
+        for seed in range(5):
+            with open(rnd, "wb") as f:
+                f.write(bytes((i * 2654435761 + seed * 97) >> 7 & 0xFF for i in range(4096)))
+            one_line(self, self.plot(rnd, self.path("o.png")), 2, "not a gpupool timeline")
+        with open(rnd, "wb") as f:
+            f.write(b"time_ms,device,requested_bytes,allocated_bytes,reserved_bytes\n1,0,1,1,\xff\n")
+        one_line(self, self.plot(rnd, self.path("o.png")), 2, "not a gpupool timeline")
+        with open(rnd, "w") as f:
+            f.write("time_ms,device,requested_bytes,allocated_bytes,reserved_bytes\n")
+            f.writelines("%d,%d,1,1,1\n" % (d, d) for d in range(17))
+        one_line(self, self.plot(rnd, self.path("o.png")), 2, "more than 16 devices")
+        self.assertFalse(os.path.exists(self.path("o.png")))
+
+    def test_format_follows_the_extension(self):
+        tl = self.path("t.csv")
+        replay("--timeline", tl, os.path.join(TRACES, "simple_sync.csv"))
+        for name in ("x.txt", "x", "x.png.gz", ".png"):
+            one_line(self, self.plot(tl, self.path(name)), 2, "must be .png, .svg or .pdf")
+            self.assertFalse(os.path.exists(self.path(name)))
+        if not have_matplotlib():
+            self.skipTest("matplotlib is not installed (python3-matplotlib)")
+        for name, magic in (("x.png", b"\x89PNG"), ("x.svg", b"<?xml"), ("x.pdf", b"%PDF"), ("X.SVG", b"<?xml")):
+            p = self.plot(tl, self.path(name))
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(self.path(name), "rb") as f:
+                self.assertEqual(f.read(len(magic)), magic, name)
+
+
+class Stdin(Tmp):
+    def test_dash_reads_standard_input(self):
+        t = os.path.join(BENCH, "nocache_resnet50_train.csv.gz")
+        want = figures(replay(t).stdout)
+        want.pop("ns_per_op")
+        plain = self.path("plain.csv")
+        with gzip.open(t, "rb") as f, open(plain, "wb") as o:
+            o.write(f.read())
+        for src in (t, plain):
+            with open(src, "rb") as f:
+                got = figures(replay("-", stdin=f).stdout)
+            got.pop("ns_per_op")
+            self.assertEqual(got, want, src)
+        # through a pipe, too (not seekable)
+        with open(t, "rb") as f:
+            cat = subprocess.Popen(["cat"], stdin=f, stdout=subprocess.PIPE)
+            got = figures(replay("-", stdin=cat.stdout).stdout)
+            cat.stdout.close()
+            cat.wait()
+        got.pop("ns_per_op")
+        self.assertEqual(got, want)
+        # errors name it
+        with open(self.path("bad.csv"), "w") as f:
+            f.write("t_ns,op,tid,dev,stream,size,ptr,dur_ns,err\n1,bogus\n")
+        with open(self.path("bad.csv")) as f:
+            p = replay("-", stdin=f, check=False)
+        one_line(self, p, 2, "gpupool-replay: <stdin>:2: ")
+        # an output naming the file behind standard input would empty it before it is read
+        with open(plain, "rb") as f:
+            p = replay("--timeline", plain, "-", stdin=f, check=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--timeline would overwrite TRACE", p.stderr)
+        self.assertGreater(os.path.getsize(plain), 1000)
+
+    def test_gzip_with_bytes_after_its_end(self):
+        t = os.path.join(TRACES, "simple_sync.csv")
+        with open(t, "rb") as f:
+            data = gzip.compress(f.read())
+        for tail in (b"junk", b"\0" * 16, b"\n"):
+            bad = self.path("tail.csv.gz")
+            with open(bad, "wb") as f:
+                f.write(data + tail)
+            tl = self.path("t.csv")
+            p = replay("--timeline", tl, bad, check=False)
+            one_line(self, p, 2, "after the end of the gzip stream")
+            self.assertEqual(p.stdout, "")
+            self.assertFalse(os.path.exists(tl))
+        # two whole members are one gzip file, as gzip reads them
+        with open(bad, "wb") as f:
+            f.write(data + gzip.compress(b""))
+        self.assertEqual(figures(replay(bad).stdout)["ops"], "6")
+
+
+def doc_json_fields():
+    """The fields docs/replay.md's table of --json lists, in order."""
+    with open(DOCS) as f:
+        text = f.read()
+    m = re.search(r"<!-- replay-json-fields -->(.*?)<!-- /replay-json-fields -->", text, re.S)
+    assert m, "docs/replay.md has no <!-- replay-json-fields --> table"
+    return [r.group(1) for r in re.finditer(r"^\| `([a-z_]+)` \|", m.group(1), re.M)]
+
+
+class Json(Tmp):
+    def test_json_is_the_figures(self):
+        t = os.path.join(TRACES, "async_streams.csv")
+        kv = replay("--conf", "fence:sync", t).stdout.splitlines()
+        p = replay("--conf", "fence:sync", "--json", t)
+        self.assertEqual(len(p.stdout.splitlines()), 1)
+        j = json.loads(p.stdout)
+        self.assertEqual(j["trace"], t)
+        self.assertEqual(j["conf"], "fence:sync")
+        keys = [ln.split("=", 1)[0] for ln in kv]
+        self.assertEqual(list(j)[2:], keys)  # the same figures in the same order
+        for ln in kv:
+            k, v = ln.split("=", 1)
+            if k != "ns_per_op":
+                self.assertEqual(j[k], json.loads(v), k)
+            self.assertIsInstance(j[k], (int, float))
+        for k in keys:
+            if k.endswith(("_ms", "ns_per_op")) or k.startswith("reserved_over"):
+                continue
+            self.assertIsInstance(j[k], int, k)
+        # every field is documented, in order
+        self.assertEqual(doc_json_fields(), list(j))
+
+    def test_json_strings_escaped(self):
+        weird = self.path('a "b"\\c\x01\xe9.csv')
+        with open(os.path.join(TRACES, "simple_sync.csv"), "rb") as f, open(weird, "wb") as o:
+            o.write(f.read())
+        p = subprocess.run([REPLAY, "--json", weird], capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["trace"], weird)
+        raw = os.fsencode(self.tmp.name) + b"/bad\xff.csv"
+        with open(raw, "wb") as o, open(os.path.join(TRACES, "simple_sync.csv"), "rb") as f:
+            o.write(f.read())
+        p = subprocess.run([REPLAY, "--json", raw], capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(json.loads(p.stdout)["trace"].endswith("/bad\ufffd.csv"))
+
+    def test_bench_scripts_read_the_default_output(self):
+        # bench/replay_all.sh and bench/fence_table.sh parse the key=value lines
+        p = subprocess.run(["sh", os.path.join(ROOT, "bench", "replay_all.sh"), TRACES, REPLAY],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rows = [ln for ln in p.stdout.splitlines() if ln.startswith("| simple_sync.csv")]
+        self.assertEqual(len(rows), 1, p.stdout)
+        self.assertIn("| 6 | 0.000 | 0.000 | 0.002 | 524.288 | 512.000 | 1/0 |", rows[0])
+        p = subprocess.run(["sh", os.path.join(ROOT, "bench", "fence_table.sh"), REPLAY,
+                            os.path.join(TRACES, "simple_sync.csv")], capture_output=True, text=True,
+                           timeout=120, env=dict(os.environ, LATENCIES="0"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rows = [ln for ln in p.stdout.splitlines() if ln.startswith("| simple_sync.csv | 0 |")]
+        self.assertEqual(len(rows), 3, p.stdout)
+        self.assertTrue(all("| 524.288 |" in r for r in rows), rows)
+
+
 class Usage(Tmp):
-    def bad(self, *args, want):
-        p = replay(*args, check=False)
+    def bad(self, *args, want, env=None):
+        p = replay(*args, check=False, env=env)
         self.assertEqual(p.returncode, 2, p.stderr)
         first = p.stderr.splitlines()[0]
         self.assertIn(want, first)
@@ -294,7 +476,7 @@ class Usage(Tmp):
         self.bad("--timeline-rows", "5", t, want="--timeline-rows is for --timeline or --plot")
         self.bad("--torch-snapshot", self.path("x"), "--timeline", self.path("x"), t, want="name the same file")
         self.bad("--timeline", t, t, want="--timeline would overwrite TRACE")
-        p = self.bad("--torch-snapshot", self.path("y"), "--plot", self.path("y"), t, want="name the same file")
+        p = self.bad("--torch-snapshot", self.path("y.png"), "--plot", self.path("y.png"), t, want="name the same file")
         self.assertIn("usage: gpupool-replay", p.stderr)
         for v in ("0", "-1", "4294967296"):
             self.bad("--torch-snapshot", self.path("s"), "--snapshot-max-entries", v, t,
@@ -314,6 +496,47 @@ class Usage(Tmp):
         os.symlink(self.path("elsewhere"), self.path("link.csv"))
         self.bad("--timeline", self.path("link.csv"), t, want="symbolic link")
         self.assertFalse(os.path.exists(self.path("elsewhere")))
+
+    def test_outputs_checked_before_the_replay(self):
+        # a --plot that cannot be written stops before the replay: nothing printed, nothing
+        # left, however long the trace
+        t = os.path.join(BENCH, "nocache_resnet50_train.csv.gz")
+        snap, tl = self.path("s.pickle"), self.path("t.csv")
+        os.mkdir(self.path("dir.png"))
+        for plot, want in ((self.tmp.name, "--plot names a directory"),
+                           (self.path("dir.png"), "--plot names a directory"),
+                           (self.path("x.txt"), "--plot writes PNG, SVG or PDF"),
+                           ("/nonexistent/dir/x.png", "cannot write /nonexistent/dir/x.png")):
+            with self.subTest(plot=plot):
+                p = self.bad("--torch-snapshot", snap, "--timeline", tl, "--plot", plot, t, want=want)
+                self.assertNotIn("ops=", p.stdout)
+                self.assertFalse(os.path.exists(snap))
+                self.assertFalse(os.path.exists(tl))
+                self.assertFalse(os.path.exists(self.path("x.txt")))
+        p = self.bad("--plot", self.path("p.png"), t, want="cannot find gpupool-plot",
+                     env=dict(os.environ, GPUPOOL_PLOT=self.path("none")))
+        self.assertEqual(os.listdir(self.tmp.name), ["dir.png"])
+
+    def test_no_output_when_the_plot_fails(self):
+        # the replay succeeded, the plot did not: no figures, and no output of the run left
+        fake = self.path("fake-plot")
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\necho 'gpupool-plot: cannot write it' >&2\nexit 1\n")
+        os.chmod(fake, 0o755)
+        snap, tl, png = self.path("s.pickle"), self.path("t.csv"), self.path("p.png")
+        tmpdir = self.path("tmp")  # where the plot's own timeline is made
+        os.mkdir(tmpdir)
+        for named_timeline in (True, False):
+            args = ["--torch-snapshot", snap, "--plot", png] + (["--timeline", tl] if named_timeline else [])
+            p = replay(*args, os.path.join(TRACES, "simple_sync.csv"), check=False,
+                       env=dict(os.environ, GPUPOOL_PLOT=fake, TMPDIR=tmpdir))
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertEqual(p.stdout, "")
+            self.assertEqual(p.stderr.splitlines(), ["gpupool-plot: cannot write it",
+                                                     "gpupool-replay: the plot was not made (gpupool-plot "
+                                                     "exited 1); no output kept"])
+            self.assertEqual(sorted(os.listdir(self.tmp.name)), ["fake-plot", "tmp"])
+            self.assertEqual(os.listdir(tmpdir), [])
 
     def test_no_output_from_a_failed_replay(self):
         bad = self.path("bad.csv")

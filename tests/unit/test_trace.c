@@ -3,6 +3,7 @@
  * from several threads (plain and gzip), and malformed or hostile input that must fail
  * with the right line number. Also prints the recorder's cost per call. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -488,6 +489,96 @@ static void test_truncated_gzip(void **state)
 	free(text);
 }
 
+/* Reads every row of p: the number of rows, and the final return code in *rc. */
+static unsigned long read_rows(const char *p, int *rc, char *err, size_t errlen)
+{
+	struct gp_tracefile *tf;
+	struct gp_trace_row row;
+	unsigned long rows = 0;
+	*rc = gp_tracefile_open(&tf, p, 0, err, errlen);
+	if (*rc)
+		return 0;
+	while ((*rc = gp_tracefile_next(tf, &row)) > 0)
+		rows++;
+	snprintf(err, errlen, "%s", gp_tracefile_error(tf));
+	gp_tracefile_close(tf);
+	return rows;
+}
+
+static void append(const char *p, const void *data, size_t len)
+{
+	FILE *f = fopen(p, "ab");
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, len, f), len);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* A gzip file is whole gzip members and nothing else: bytes after the stream are an error,
+ * as a stream that ends early is (zlib's gzread ignores them); members one after another
+ * (cat a.gz b.gz) are one file, as gzip reads them. */
+static void test_gzip_trailing_bytes(void **state)
+{
+	char p[PATH_MAX + 64], err[800];
+	const char *rows = "1,malloc,1,0,0,4096,a0,10,0\n2,free,1,0,0,0,a0,10,0\n";
+	char text[256];
+	int rc;
+	(void)state;
+	snprintf(text, sizeof text, HDR "%s", rows);
+	tmp_path(p, sizeof p, "tail.csv.gz");
+	write_file(p, text, strlen(text), true);
+	assert_int_equal(read_rows(p, &rc, err, sizeof err), 2);
+	assert_int_equal(rc, 0);
+	const char *tails[] = {"junk", "\n", "\x1f", "\0\0\0\0"};
+	for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+		write_file(p, text, strlen(text), true);
+		append(p, tails[i], i == 3 ? 4 : strlen(tails[i]));
+		assert_int_equal(read_rows(p, &rc, err, sizeof err), 2);
+		assert_int_equal(rc, -EIO);
+		assert_non_null(strstr(err, "after the end of the gzip stream"));
+		assert_non_null(strstr(err, "tail.csv.gz:4: "));
+	}
+	/* a second member: its rows follow the first's (its header is a malformed row) */
+	char q[PATH_MAX + 64];
+	tmp_path(q, sizeof q, "rows.gz");
+	write_file(q, rows, strlen(rows), true);
+	write_file(p, text, strlen(text), true);
+	FILE *f = fopen(q, "rb");
+	assert_non_null(f);
+	char buf[256];
+	size_t n = fread(buf, 1, sizeof buf, f);
+	fclose(f);
+	append(p, buf, n);
+	assert_int_equal(read_rows(p, &rc, err, sizeof err), 4);
+	assert_int_equal(rc, 0);
+}
+
+/* "-" reads standard input, plain or gzip'd, told apart by the magic. */
+static void test_stdin(void **state)
+{
+	char p[PATH_MAX + 64], err[800];
+	const char *text = HDR "1,malloc,1,0,0,4096,a0,10,0\n2,free,1,0,0,0,a0,10,0\n";
+	int rc, saved = dup(0);
+	(void)state;
+	assert_true(saved >= 0);
+	for (int gz = 0; gz < 2; gz++) {
+		tmp_path(p, sizeof p, gz ? "in.gz" : "in.txt");
+		write_file(p, text, strlen(text), gz);
+		FILE *f = freopen(p, "rb", stdin);
+		assert_non_null(f);
+		assert_int_equal(read_rows("-", &rc, err, sizeof err), 2);
+		assert_int_equal(rc, 0);
+		/* stdin itself stays open */
+		assert_true(fcntl(0, F_GETFD) >= 0);
+	}
+	append(p, "x", 1);
+	assert_non_null(freopen(p, "rb", stdin));
+	assert_int_equal(read_rows("-", &rc, err, sizeof err), 2);
+	assert_int_equal(rc, -EIO);
+	assert_int_equal(strncmp(err, "<stdin>:4: ", strlen("<stdin>:4: ")), 0);
+	assert_int_equal(dup2(saved, 0), 0);
+	close(saved);
+}
+
 static void test_parse_line_ok(void **state)
 {
 	struct gp_trace_row r;
@@ -718,6 +809,8 @@ int main(void)
 		cmocka_unit_test(test_replay_fence_deadline_saturates),
 		cmocka_unit_test(test_missing_file),
 		cmocka_unit_test(test_truncated_gzip),
+		cmocka_unit_test(test_gzip_trailing_bytes),
+		cmocka_unit_test(test_stdin),
 		cmocka_unit_test(test_recorder_roundtrip),
 		cmocka_unit_test(test_recorder_many_threads),
 		cmocka_unit_test(test_recorder_replays),
