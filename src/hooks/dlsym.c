@@ -73,6 +73,12 @@ GP_PORT_EARLY struct gp_dlsym_route gp_dlsym_answer(void *handle, const char *na
 	void *ours = gp_entries_by_name(&gp_hooks_driver_entries, drv, name);
 	if (ours)
 		return (struct gp_dlsym_route){ours, NULL};
+	if (global && drv) {
+		/* nor through RTLD_DEFAULT, where glibc would find gpupool's export of the name:
+		 * the driver's answer (NULL, dlerror set) */
+		void *h = gp_libcuda_handle();
+		return (struct gp_dlsym_route){h ? gp_dlsym_real(h, name) : NULL, NULL};
+	}
 	return pass;
 }
 
