@@ -1,12 +1,14 @@
 /* The real driver's entry points (libcuda.h): from the libcuda.so.1 the process has loaded,
- * through the real dlsym (glibc's, found here once) on its handle, looked for again on each
- * call until it is loaded. Owns the table and the real dlsym; depends on the log only. */
+ * through the real dlsym (the next one after gpupool, found here once) on its handle, looked
+ * for again on each call until it is loaded. Owns the table and the real dlsym; depends on
+ * the log only. */
 #include "libcuda.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "log.h"
@@ -15,8 +17,15 @@
 
 /* ---- the real dlsym -------------------------------------------------------------------- */
 
-/* The real dlsym; read by the hooks' trampoline (hidden, so no GOT). */
-__attribute__((visibility("hidden"))) gp_dlsym_fn gp_dlsym_next;
+GP_PORT_EARLY bool gp_dlsym_is_ours(const void *addr)
+{
+	uintptr_t a = (uintptr_t)addr;
+	return a >= (uintptr_t)__ehdr_start && a < (uintptr_t)_end;
+}
+
+/* Written once, atomically, by each thread that races to find them (all write the same
+ * values), `libc` before `next`: a reader that sees `next` sees `libc`. */
+static struct gp_dlsyms dl;
 
 GP_PORT_EARLY static void *no_dlsym(void *handle, const char *name)
 {
@@ -24,33 +33,51 @@ GP_PORT_EARLY static void *no_dlsym(void *handle, const char *name)
 	return NULL;
 }
 
-/* glibc 2.34 moved dlsym into libc under a new version; older glibc (and programs built
- * against it) have it at GLIBC_2.2.5 (x86-64) or GLIBC_2.17 (aarch64). */
-GP_PORT_EARLY static gp_dlsym_fn next_dlsym(void)
+GP_PORT_EARLY struct gp_dlsyms gp_dlsyms(void)
 {
-	gp_dlsym_fn f = __atomic_load_n(&gp_dlsym_next, __ATOMIC_ACQUIRE);
-	if (__builtin_expect(f != NULL, 1))
-		return f;
+	gp_dlsym_fn next = __atomic_load_n(&dl.next, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(next != NULL, 1))
+		return (struct gp_dlsyms){__atomic_load_n(&dl.libc, __ATOMIC_RELAXED), next};
+	/* glibc's: glibc 2.34 moved dlsym into libc under a new version; older glibc (and
+	 * programs built against it) have it at GLIBC_2.2.5 (x86-64) or GLIBC_2.17 (aarch64).
+	 * dlvsym insists on the version, so another interposer's unversioned dlsym is skipped. */
 	static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
 	void *s = NULL;
 	for (size_t i = 0; !s && i < sizeof versions / sizeof versions[0]; i++)
 		s = dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+	gp_dlsym_fn libc = no_dlsym; /* never seen: every glibc has one of them */
 	if (s)
-		memcpy(&f, &s, sizeof f);
-	else
-		f = no_dlsym; /* never seen: every glibc has one of them */
-	__atomic_store_n(&gp_dlsym_next, f, __ATOMIC_RELEASE);
-	return f;
+		memcpy(&libc, &s, sizeof libc);
+	/* The next one, whoever's: glibc's dlsym asked for "dlsym" without a version, from here
+	 * (RTLD_NEXT: after libgpupool.so), finds the first definition after gpupool, versioned
+	 * or not. It does not call itself: this call is glibc's, not the program's dlsym. */
+	next = libc;
+	s = libc(RTLD_NEXT, "dlsym");
+	if (s && !gp_dlsym_is_ours(s))
+		memcpy(&next, &s, sizeof next);
+	__atomic_store_n(&dl.libc, libc, __ATOMIC_RELAXED);
+	__atomic_store_n(&dl.next, next, __ATOMIC_RELEASE);
+	return (struct gp_dlsyms){libc, next};
 }
 
-void *gp_dlsym_real(void *handle, const char *name) { return next_dlsym()(handle, name); }
-
-GP_PORT_EARLY void gp_dlsym_real_resolve(void) { (void)next_dlsym(); }
+void *gp_dlsym_real(void *handle, const char *name)
+{
+	struct gp_dlsyms d = gp_dlsyms();
+	void *s = (handle == RTLD_NEXT ? d.libc : d.next)(handle, name);
+	/* an interposer that resolves its "real" entry points from the global scope would hand
+	 * back gpupool's own exports: the driver's are asked of glibc then */
+	if (s && handle != RTLD_NEXT && gp_dlsym_is_ours(s))
+		s = d.libc(handle, name);
+	return s;
+}
 
 /* ---- the driver's table ---------------------------------------------------------------- */
 
 static struct gp_driver drv;            /* written under `lock` until `found` */
 static atomic_bool found;
+/* This thread is filling `drv`: a look-up that comes back into gpupool's dlsym from the next
+ * dlsym (another interposer's) while it does must not wait for `lock`, which it holds. */
+static _Thread_local bool resolving;
 static _Atomic(void *) handle;          /* the loaded libcuda's dlopen handle */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -88,12 +115,16 @@ const struct gp_driver *gp_libcuda_get(void)
 {
 	if (__builtin_expect(atomic_load_explicit(&found, memory_order_acquire), 1))
 		return &drv;
+	if (resolving)
+		return NULL;
 	gp_mutex_lock(&lock, GP_RANK_LIBCUDA_TABLE);
 	if (!atomic_load_explicit(&found, memory_order_relaxed)) {
 		/* by soname: a libcuda.so.1 loaded from any directory (or as libcuda.so) matches */
 		void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
 		if (h) {
+			resolving = true;
 			resolve(h);
+			resolving = false;
 			atomic_store_explicit(&handle, h, memory_order_relaxed);
 			atomic_store_explicit(&found, true, memory_order_release);
 			log_found(h);

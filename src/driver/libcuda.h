@@ -75,15 +75,31 @@ void *gp_libcuda_handle(void);
 /* NULL when the pool can run over the driver `d`, else the first entry point it lacks. */
 const char *gp_libcuda_lacks(const struct gp_driver *d);
 
-/* The real dlsym (glibc's), for gpupool's own look-ups: never answered by gpupool. With
- * RTLD_NEXT it searches after libgpupool.so. Callable before any initialisation, also
- * before a preloaded sanitizer runtime has initialised. */
+/* The dlsym functions: glibc's, and the next one (the first definition of dlsym after
+ * libgpupool.so in the search order: another interposer's where one is preloaded after
+ * gpupool, else glibc's). Found once, at the first call of gp_dlsyms(); after that one
+ * acquire load. Thread-safe; callable before any initialisation, also before a preloaded
+ * sanitizer runtime has initialised. Neither is NULL. */
 typedef void *(*gp_dlsym_fn)(void *, const char *);
+struct gp_dlsyms {
+	gp_dlsym_fn libc;
+	gp_dlsym_fn next;
+};
+struct gp_dlsyms gp_dlsyms(void);
+
+/* The real dlsym, for gpupool's own look-ups: never answered by gpupool. A handle (libcuda's)
+ * is asked of the next dlsym, so an interposer preloaded after gpupool answers gpupool as it
+ * would the program (gpupool's calls into the driver go through it, as the program's would
+ * without gpupool). RTLD_NEXT goes to glibc's, with libgpupool.so as the caller, so it
+ * searches after libgpupool.so (an interposer's forwarding would make itself the caller). */
 void *gp_dlsym_real(void *handle, const char *name);
-/* Finds the real dlsym now, if not yet (gp_dlsym_next is then set). */
-void gp_dlsym_real_resolve(void);
-/* The real dlsym once found (NULL before): what the hooks' dlsym trampoline jumps to. */
-extern __attribute__((visibility("hidden"))) gp_dlsym_fn gp_dlsym_next;
+
+/* True when `addr` lies in this object (libgpupool.so): a return address of gpupool's own
+ * code, or an entry point that is gpupool's. Two compares; callable before initialisation. */
+bool gp_dlsym_is_ours(const void *addr);
+/* The linker's bounds of this object (its ELF header, the end of its last segment). */
+extern const char __ehdr_start[] __attribute__((visibility("hidden")));
+extern const char _end[] __attribute__((visibility("hidden")));
 
 /* In a forked child: the lookup's lock is made free. */
 void gp_libcuda_after_fork(void);

@@ -41,7 +41,7 @@
 	X(cuEventQuery) X(cuEventSynchronize) X(cuEventDestroy_v2) X(cuStreamBeginCapture_v2) \
 	X(cuStreamBeginCapture_v2_ptsz) X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz) \
 	X(cuStreamIsCapturing) X(cuStreamIsCapturing_ptsz) X(cuThreadExchangeStreamCaptureMode) \
-	X(cuGetProcAddress_v2) X(cuGetErrorName) X(gpfakecu_launch_fill)
+	X(cuGetProcAddress) X(cuGetProcAddress_v2) X(cuGetErrorName) X(gpfakecu_launch_fill)
 
 #define FC_ENUM(n) FN_##n,
 enum { FC_FUNCS(FC_ENUM) FN_COUNT };
@@ -440,7 +440,11 @@ FC_API CUresult cuDriverGetVersion(int *v)
 	ENTER(cuDriverGetVersion);
 	if (!v)
 		return CUDA_ERROR_INVALID_VALUE;
+#ifdef FAKECU_CUDA11
+	*v = 11080;
+#else
 	*v = 13000;
+#endif
 	return CUDA_SUCCESS;
 }
 
@@ -1157,6 +1161,11 @@ static const struct {
 
 static void (*fc_lookup(const char *name))(void)
 {
+#ifdef FAKECU_CUDA11
+	/* what a CUDA 11.8 driver does not have (cuda11/libcuda.map leaves them unexported) */
+	if (!strcmp(name, "cuGetProcAddress_v2") || !strcmp(name, "cuCtxCreate_v4"))
+		return NULL;
+#endif
 	for (size_t i = 0; i < sizeof fc_table / sizeof fc_table[0]; i++)
 		if (!strcmp(fc_table[i].name, name))
 			return fc_table[i].fn;
@@ -1170,6 +1179,10 @@ static CUresult in_MemFree(CUdeviceptr p) { return cuMemFree_v2(p); }
 static CUresult in_MemAllocAsync(CUdeviceptr *p, size_t n, CUstream s) { return cuMemAllocAsync(p, n, s); }
 static CUresult in_MemAllocAsync_ptsz(CUdeviceptr *p, size_t n, CUstream s) { return cuMemAllocAsync_ptsz(p, n, s); }
 static CUresult in_MemFreeAsync(CUdeviceptr p, CUstream s) { return cuMemFreeAsync(p, s); }
+static CUresult in_GetProcAddress(const char *sym, void **pfn, int version, cuuint64_t flags)
+{
+	return cuGetProcAddress(sym, pfn, version, flags);
+}
 
 static void (*fc_internal(const char *name))(void)
 {
@@ -1182,6 +1195,7 @@ static void (*fc_internal(const char *name))(void)
 		{"cuMemAllocAsync", (void (*)(void))in_MemAllocAsync},
 		{"cuMemAllocAsync_ptsz", (void (*)(void))in_MemAllocAsync_ptsz},
 		{"cuMemFreeAsync", (void (*)(void))in_MemFreeAsync},
+		{"cuGetProcAddress", (void (*)(void))in_GetProcAddress},
 	};
 	const char *e = getenv("FAKECU_PROCADDR_INTERNAL");
 	for (size_t i = 0; e && *e == '1' && i < sizeof t / sizeof t[0]; i++)
@@ -1190,13 +1204,12 @@ static void (*fc_internal(const char *name))(void)
 	return NULL;
 }
 
-FC_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
-				    CUdriverProcAddressQueryResult *status)
+/* Both versions: the per-thread variants first when asked for, then the newest version the
+ * fake has, then the name (the version asked for is not looked at). */
+static CUresult fc_get_proc(const char *symbol, void **pfn, cuuint64_t flags, CUdriverProcAddressQueryResult *status)
 {
-	ENTER(cuGetProcAddress_v2);
 	if (!symbol || !pfn)
 		return CUDA_ERROR_INVALID_VALUE;
-	/* per-thread variants first when asked for, then the newest version, then the name */
 	static const char *const ptsz_suffixes[] = {"_v2_ptsz", "_ptsz", "_v2_ptds", "_ptds"};
 	static const char *const suffixes[] = {"_v2", ""};
 	void (*fn)(void) = NULL;
@@ -1215,6 +1228,19 @@ FC_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
 	if (status)
 		*status = fn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
 	return fn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+FC_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+				    CUdriverProcAddressQueryResult *status)
+{
+	ENTER(cuGetProcAddress_v2);
+	return fc_get_proc(symbol, pfn, flags, status);
+}
+
+FC_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
+{
+	ENTER(cuGetProcAddress);
+	return fc_get_proc(symbol, pfn, flags, NULL);
 }
 
 /* ---- control API ---- */

@@ -30,6 +30,10 @@ size_t gpfakecu_used(int device);
 CUresult gpfakecu_launch_fill(CUdeviceptr dst, size_t n, unsigned char value, unsigned delay_us, CUstream s);
 
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
+/* cuda.h names cuGetProcAddress_v2 cuGetProcAddress; the driver exports both, the first
+ * (CUDA 11.3) without the status argument. */
+#undef cuGetProcAddress
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
 CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode);
