@@ -124,8 +124,8 @@ def check_listen(pid):
     srv = subprocess.Popen([STAT, "--listen", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True)
     try:
         line = srv.stderr.readline()
-        if srv.poll() == 2 or "without libmicrohttpd" in line:
-            print("prom_parse: gpupool-stat built without libmicrohttpd: --listen not tried")
+        if srv.poll() == 2 or "needs libmicrohttpd" in line:
+            print("prom_parse: libmicrohttpd cannot be loaded: --listen not tried")
             return
         m = re.search(r"serving (http://127\.0\.0\.1:\d+)/metrics", line)
         assert m, line

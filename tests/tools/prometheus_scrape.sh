@@ -3,8 +3,8 @@
 # (stat_writer, stopped with SIGSTOP so that its figures hold still) has a live page; the
 # figures Prometheus's HTTP API returns must be --json's. Installs Debian's prometheus when
 # missing. Usage: prometheus_scrape.sh GPUPOOL_STAT STAT_WRITER (CI: .ci/run).
-# Exit 0 passed, 1 failed, 77 skipped (prometheus cannot be installed, or gpupool-stat was
-# built without libmicrohttpd). Everything started here is killed at exit (stat_lib.sh).
+# Exit 0 passed, 1 failed, 77 skipped (prometheus cannot be installed, or libmicrohttpd cannot
+# be loaded). Everything started here is killed at exit (stat_lib.sh).
 set -eu
 . "$(dirname "$0")/stat_lib.sh"
 WAIT_S=30
@@ -60,7 +60,7 @@ until grep -qs "serving http" "$D/listen.err"; do
 	if ! kill -0 "$LPID" 2>/dev/null; then
 		wait "$LPID" && rc=0 || rc=$?
 		cat "$D/listen.err"
-		[ "$rc" -eq 2 ] && grep -q "without libmicrohttpd" "$D/listen.err" && { echo "prometheus_scrape: skipped"; exit 77; }
+		[ "$rc" -eq 2 ] && grep -q "needs libmicrohttpd" "$D/listen.err" && { echo "prometheus_scrape: skipped"; exit 77; }
 		fail "gpupool-stat --listen exited $rc"
 	fi
 	i=$((i + 1)); [ $i -lt 250 ] || fail "gpupool-stat --listen did not start"; sleep 0.02
