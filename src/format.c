@@ -157,6 +157,30 @@ const char *gp_format_bytes(char *buf, size_t cap, uint64_t b)
 	return buf;
 }
 
+const char *gp_format_uuid(char buf[GP_FORMAT_UUID_LEN], const struct gpupool_device_stats *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *u = (const unsigned char *)s->uuid;
+	bool known = false;
+	for (size_t i = 0; i < GPUPOOL_UUID_LEN; i++)
+		known |= u[i] != 0;
+	if (!known) {
+		buf[0] = '\0';
+		return buf;
+	}
+	char *p = buf;
+	memcpy(p, "GPU-", 4);
+	p += 4;
+	for (size_t i = 0; i < GPUPOOL_UUID_LEN; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			*p++ = '-';
+		*p++ = hex[u[i] >> 4];
+		*p++ = hex[u[i] & 15];
+	}
+	*p = '\0';
+	return buf;
+}
+
 /* Pool hit rate in percent (hits / (hits + misses)); negative when there were none.
  * In double: the counters come from a page anyone may have written, the sum may not fit. */
 static double gp_format_hit_rate(const struct gpupool_device_stats *s)
@@ -385,7 +409,9 @@ void gp_format_detail(struct gp_format_out *o, const struct gp_format_proc *p)
 			value_cell(lim, sizeof lim, true, s->limit_bytes);
 		else
 			snprintf(lim, sizeof lim, "none");
-		gp_format_printf(o, "\ndevice %d  limit %s\n", (int)s->device, lim);
+		char uuid[GP_FORMAT_UUID_LEN];
+		gp_format_uuid(uuid, s);
+		gp_format_printf(o, "\ndevice %d  limit %s%s%s\n", (int)s->device, lim, uuid[0] ? "  " : "", uuid);
 		gp_format_printf(o, "  %-25s %28s %28s\n", "gauge", "current", "peak");
 		for (size_t i = 0; i < NMETRICS; i++) {
 			if (!metrics[i].gauge)
@@ -454,7 +480,9 @@ static void json_processes(struct gp_format_out *o, const struct gp_format_proc 
 					 (int)s->device, bad ? "false" : "true");
 			first = false;
 			if (!bad) {
-				gp_format_printf(o, ",\"limit_bytes\":%llu", (unsigned long long)s->limit_bytes);
+				char uuid[GP_FORMAT_UUID_LEN];
+				gp_format_printf(o, ",\"uuid\":\"%s\",\"limit_bytes\":%llu", gp_format_uuid(uuid, s),
+						 (unsigned long long)s->limit_bytes);
 				for (size_t k = 0; k < NMETRICS; k++) {
 					gp_format_printf(o, ",\"%s\":%llu", metrics[k].name,
 							 (unsigned long long)field(s, metrics[k].off));
@@ -543,7 +571,10 @@ static void prom_labels(struct gp_format_out *o, const struct gpupool_page *pg, 
 {
 	gp_format_printf(o, "{pid=\"%d\",comm=\"", (int)pg->pid);
 	prom_label_value(o, pg->comm, GPUPOOL_COMM_LEN - 1);
-	if (s)
+	char uuid[GP_FORMAT_UUID_LEN];
+	if (s && gp_format_uuid(uuid, s)[0]) /* dcgm-exporter's label name: joins on(UUID) */
+		gp_format_printf(o, "\",device=\"%d\",UUID=\"%s\"}", (int)s->device, uuid);
+	else if (s)
 		gp_format_printf(o, "\",device=\"%d\"}", (int)s->device);
 	else
 		puts_(o, "\"}");
@@ -567,17 +598,18 @@ static void prom_meta(struct gp_format_out *o, bool om, const char *family, cons
 		gp_format_printf(o, "# UNIT %s %s\n", family, unit);
 }
 
-/* One family with one sample per live, consistent, active device slot: the field at off. */
+/* One family with one sample per live, consistent, active device slot: the field at off
+ * (but for a zero when skip_zero). */
 static void prom_device_family(struct gp_format_out *o, bool om, const struct gp_format_proc *procs, size_t n,
 			       const char *family, const char *type, const char *unit, const char *help_prefix,
-			       const char *help, size_t off)
+			       const char *help, size_t off, bool skip_zero)
 {
 	prom_meta(o, om, family, type, unit, help_prefix, help);
 	const char *total = strcmp(type, "counter") == 0 ? "_total" : "";
 	for (size_t i = 0; i < n; i++) {
 		const struct gpupool_page *pg = procs[i].page;
 		for (uint32_t d = 0; d < pg->ndevices && d < GPUPOOL_MAX_DEVICES; d++) {
-			if (!prom_slot_ok(&procs[i], d))
+			if (!prom_slot_ok(&procs[i], d) || (skip_zero && !field(&pg->dev[d], off)))
 				continue;
 			gp_format_printf(o, "%s%s", family, total);
 			prom_labels(o, pg, &pg->dev[d]);
@@ -602,15 +634,18 @@ void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *
 		const struct metric *m = &metrics[k];
 		const char *unit = is_bytes(m) ? "bytes" : NULL;
 		prom_family_name(name, sizeof name, m, false);
-		prom_device_family(o, om, procs, n, name, m->gauge ? "gauge" : "counter", unit, "", m->help, m->off);
+		prom_device_family(o, om, procs, n, name, m->gauge ? "gauge" : "counter", unit, "", m->help, m->off,
+				   false);
 		if (m->gauge) {
 			prom_family_name(name, sizeof name, m, true);
-			prom_device_family(o, om, procs, n, name, "gauge", unit, "peak of: ", m->help, m->peak_off);
+			prom_device_family(o, om, procs, n, name, "gauge", unit, "peak of: ", m->help, m->peak_off,
+					   false);
 		}
 	}
+	/* no sample where there is no limit: a 0 would read as a limit of nothing */
 	prom_device_family(o, om, procs, n, "gpupool_limit_bytes", "gauge", "bytes", "",
-			   "configured limit on reserved bytes (0 = none)",
-			   offsetof(struct gpupool_device_stats, limit_bytes));
+			   "configured limit on reserved bytes (no sample: no limit)",
+			   offsetof(struct gpupool_device_stats, limit_bytes), true);
 	prom_meta(o, om, "gpupool_process_start_time_seconds", "gauge", "seconds", "",
 		  "when the process started using gpupool (unix time)");
 	for (size_t i = 0; i < n; i++) {

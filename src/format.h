@@ -50,6 +50,11 @@ struct gp_format_skip {
 
 /* "1.5 GiB", "512 B": binary units, one decimal. Returns buf. */
 const char *gp_format_bytes(char *buf, size_t cap, uint64_t bytes);
+/* The slot's uuid as nvidia-smi and dcgm-exporter print it,
+ * "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (lowercase hex), or "" while it is not known (all
+ * zero). buf holds GP_FORMAT_UUID_LEN bytes. Returns buf. */
+#define GP_FORMAT_UUID_LEN 41
+const char *gp_format_uuid(char buf[GP_FORMAT_UUID_LEN], const struct gpupool_device_stats *s);
 
 /* One row per live (or gone: STATE "gone") process and active device, with a header line,
  * every column; LIMIT and %LIM (reserved / limit) only when some slot has a limit. SEGS
@@ -59,7 +64,7 @@ void gp_format_table(struct gp_format_out *o, const struct gp_format_proc *procs
 /* The same, rows at most `width` characters (0: no bound): the columns that matter least give
  * way first (docs/stats.md lists which); PID, COMMAND, DEV and STATE always stay. */
 void gp_format_table_fit(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n, unsigned width);
-/* Every gauge (current, peak), every counter and the limit of one process. */
+/* Every gauge (current, peak), every counter, the limit and the uuid of one process. */
 void gp_format_detail(struct gp_format_out *o, const struct gp_format_proc *p);
 /* {"version":GP_FORMAT_JSON_VERSION,"processes":[{..., "devices":[{...raw integers...}]}]}:
  * the exit report's JSON. Every field is listed in docs/json.md (a test keeps them equal). */
@@ -71,6 +76,8 @@ void gp_format_json_listing(struct gp_format_out *o, const struct gp_format_proc
 /* Prometheus text exposition format 0.0.4, or OpenMetrics 1.0.0 when openmetrics (families
  * named without _total, UNIT lines, "# EOF" last); stale processes and inconsistent slots
  * left out. One family per name, the unit last, _total on counters only (docs/stats.md).
+ * Labels pid, comm, device, and UUID (dcgm-exporter's name) where the slot's uuid is known;
+ * gpupool_limit_bytes only where a limit is set.
  * First gpupool_build_info{version="<version>"} 1 unless version is NULL; last
  * gpupool_skipped_pages{reason="..."}, one sample per entry of skips[]. */
 void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n,

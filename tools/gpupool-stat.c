@@ -416,6 +416,7 @@ static int release(int pid, double timeout)
 		return 1;
 	}
 	struct gpupool_page *m = NULL;
+	size_t len = 0;
 	uint64_t req = 0;
 	static struct gpupool_page before, after;
 	int rc;
@@ -426,14 +427,14 @@ static int release(int pid, double timeout)
 		close(dfd);
 		return 1;
 	}
-	rc = gp_statpage_request_release(dfd, pid, geteuid(), &m, &req, why, sizeof why);
+	rc = gp_statpage_request_release(dfd, pid, geteuid(), &m, &len, &req, why, sizeof why);
 	close(dfd);
 	if (rc != 0) {
 		in_read = 0;
 		fprintf(stderr, "gpupool-stat: %s\n", why);
 		return 1;
 	}
-	gp_statpage_copy(m, &before);
+	gp_statpage_copy_image(m, len, &before, gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS);
 	struct timespec t0, t;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	double waited = 0;
@@ -447,7 +448,7 @@ static int release(int pid, double timeout)
 		struct timespec nap = {0, 2000000};
 		nanosleep(&nap, NULL);
 	}
-	gp_statpage_copy(m, &after);
+	gp_statpage_copy_image(m, len, &after, gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS);
 	in_read = 0;
 	gp_statpage_unmap(m);
 	if (!done) {

@@ -63,11 +63,17 @@ static void check_why(const char *why)
 		abort();
 }
 
-static void check_page(const struct gpupool_page *pg)
+/* A copy that passed: the header of either layout (version 2's, or the current one), and a
+ * version 2 page's uuids zero. */
+static void check_page(const struct gpupool_page *pg, size_t len)
 {
-	if (pg->magic != GPUPOOL_PAGE_MAGIC || pg->version != GPUPOOL_PAGE_VERSION ||
-	    pg->size != sizeof *pg || pg->pid != GP_FUZZ_STATPAGE_PID || pg->ndevices > GPUPOOL_MAX_DEVICES)
+	if (pg->magic != GPUPOOL_PAGE_MAGIC || gp_statpage_size_of(pg->version) != len || pg->size != len ||
+	    pg->pid != GP_FUZZ_STATPAGE_PID || pg->ndevices > GPUPOOL_MAX_DEVICES)
 		abort();
+	static const char zero[GPUPOOL_UUID_LEN];
+	for (int d = 0; d < GPUPOOL_MAX_DEVICES && pg->version == 2; d++)
+		if (memcmp(pg->dev[d].uuid, zero, sizeof zero) != 0)
+			abort();
 }
 
 /* Every view of one page, stale and live, into a buffer: printable ASCII and '\n' only. */
@@ -98,19 +104,20 @@ static void format_all(const struct gpupool_page *pg, uint32_t inconsistent)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static struct gpupool_page image, page;
+	static struct gpupool_page page;
 	static struct gp_statpage_info info;
 	char why[512];
 	uint32_t inconsistent;
-	/* an image of the right size in aligned memory; any other size as it came, so that a
-	 * read past its end is the sanitizer's to see */
+	/* an image of a layout's size (the current layout's, or version 2's) in aligned memory of
+	 * exactly that size, any other as it came: a read past its end is the sanitizer's to see */
 	const void *img = data;
-	if (size == sizeof image)
-		img = memcpy(&image, data, size);
+	void *copy = NULL;
+	if ((size == sizeof page || (size && size == gp_statpage_size_of(2))) && (copy = malloc(size)))
+		img = memcpy(copy, data, size);
 	why[0] = '\0';
 	int rc = gp_statpage_validate(img, size, GP_FUZZ_STATPAGE_NAME, 0, &page, &inconsistent, why, sizeof why);
 	if (rc == 0) {
-		check_page(&page);
+		check_page(&page, size);
 		format_all(&page, inconsistent);
 	} else {
 		check_why(why);
@@ -130,5 +137,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else {
 		check_why(why);
 	}
+	free(copy);
 	return 0;
 }
