@@ -652,6 +652,7 @@ int gp_statpage_read(int dirfd, const char *name, uid_t uid, uint64_t deadline_n
 			rc = gp_statpage_validate(map, size, name, deadline_ns, &out->page, &out->inconsistent, why,
 						  whylen);
 		}
+		out->read_ns = gp_clock_ns(CLOCK_MONOTONIC);
 	}
 	munmap((void *)map, size);
 	return rc;

@@ -96,6 +96,7 @@ struct gp_statpage_info {
 	int pid;
 	bool stale;             /* the process is gone, or its pid now names another process */
 	uint32_t inconsistent;  /* active slots with no consistent snapshot (writer died mid-update?) */
+	uint64_t read_ns;       /* CLOCK_MONOTONIC when the snapshots were taken (rates between two) */
 	struct gpupool_page page; /* header and consistent slot snapshots */
 };
 

@@ -1,8 +1,9 @@
 /* libFuzzer harness for the statistics-page reader. Each input is a page image: checked
  * in memory by gp_statpage_validate, then written as a page file in a private directory
  * and read back by gp_statpage_read; the two must agree (verdict and copy), and every
- * formatter (table, detail, JSON, listing JSON, Prometheus, exit report) runs on what
- * passes and must print only printable ASCII and newlines. A finding aborts. Linked with
+ * formatter (table, detail, both in a terminal's box with rates, JSON, listing JSON,
+ * Prometheus, exit report) runs on what passes and must print only printable ASCII and
+ * newlines. Pages of either layout a reader takes (version 2, the current one) are valid. A finding aborts. Linked with
  * -fsanitize=fuzzer by a fuzzing build, and with run_corpus.c over corpus/statpage in
  * the plain suite. Test code only. */
 #include "fuzz_statpage.h"
@@ -81,12 +82,22 @@ static void format_all(const struct gpupool_page *pg, uint32_t inconsistent)
 {
 	static char out[1 << 20];
 	static const struct gp_format_skip skips[] = {{"invalid", 1}, {"foreign", 2}, {"limit", 0}};
+	/* rates from the page's own counters, as if a second ago they had been zero: any value */
+	struct gp_format_rate rates[GPUPOOL_MAX_DEVICES];
+	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++)
+		rates[d] = (struct gp_format_rate){d % 3 != 2, (double)pg->dev[d].allocs,
+						   (double)pg->dev[d].requested_bytes_total};
 	for (int stale = 0; stale < 2; stale++) {
-		struct gp_format_proc p = {pg, stale, inconsistent};
+		struct gp_format_proc p = {pg, stale, inconsistent, NULL};
 		struct gp_format_out o;
 		gp_format_to_buf(&o, out, sizeof out);
 		gp_format_table(&o, &p, 1);
 		gp_format_detail(&o, &p);
+		p.rates = rates;
+		gp_format_table_box(&o, &p, 1, 80, 24);
+		gp_format_detail_box(&o, &p, 80, 24);
+		gp_format_detail_box(&o, &p, 3, 2);
+		p.rates = NULL;
 		gp_format_json(&o, &p, 1);
 		gp_format_json_listing(&o, &p, 1, skips, sizeof skips / sizeof skips[0]);
 		gp_format_prometheus(&o, &p, 1, skips, sizeof skips / sizeof skips[0], "0.0.0", false);

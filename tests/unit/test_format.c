@@ -84,8 +84,8 @@ static int setup(void **state)
 	pages[0].dev[0].reserved_bytes = 3ull << 29;
 	memcpy(pages[0].comm, "train", 6);
 	memcpy(pages[1].comm, "we\"ird\\x\n\xff", 11);
-	procs[0] = (struct gp_format_proc){&pages[0], false, 0};
-	procs[1] = (struct gp_format_proc){&pages[1], false, 1u << 1};
+	procs[0] = (struct gp_format_proc){&pages[0], false, 0, NULL};
+	procs[1] = (struct gp_format_proc){&pages[1], false, 1u << 1, NULL};
 	return 0;
 }
 
@@ -627,15 +627,20 @@ static void test_extreme_values(void **state)
 				s->hits = cases[c].hits;
 				s->misses = cases[c].misses;
 			}
-			struct gp_format_proc p = {&pg, false, 0};
+			struct gp_format_proc p = {&pg, false, 0, NULL};
 			gp_format_to_buf(&o, out, sizeof out);
 			gp_format_table(&o, &p, 1);
 			gp_format_detail(&o, &p);
 			gp_format_json(&o, &p, 1);
 			gp_format_prometheus(&o, &p, 1, NULL, 0, "0.0.0", false);
 			assert_int_equal(gp_format_flush(&o), 0);
-			snprintf(want, sizeof want, "  %-25s %28s\n", "driver calls saved", cases[c].saved);
-			assert_non_null(strstr(out, want));
+			/* the value ends the line, right-aligned in its column */
+			const char *line = strstr(out, "\n  driver calls saved ");
+			assert_non_null(line);
+			snprintf(want, sizeof want, " %s\n", cases[c].saved);
+			const char *end = strchr(line + 1, '\n');
+			assert_true(end - line + 1 >= (ptrdiff_t)strlen(want));
+			assert_memory_equal(end + 1 - strlen(want), want, strlen(want));
 
 			gp_format_to_buf(&o, out, sizeof out);
 			gp_format_report(&o, &pg);
@@ -645,6 +650,134 @@ static void test_extreme_values(void **state)
 			assert_non_null(strstr(out, want));
 		}
 	}
+}
+
+static unsigned count_lines(const char *t, unsigned *longest)
+{
+	unsigned lines = 0, cur = 0;
+	*longest = 0;
+	for (const char *p = t; *p; p++) {
+		cur = *p == '\n' ? 0 : cur + 1;
+		*longest = cur > *longest ? cur : *longest;
+		lines += *p == '\n';
+	}
+	return lines;
+}
+
+/* Rates in the table (ALLOCS/S, BYTES/S) and the PID view: known, not known, not finite. */
+static void test_rates(void **state)
+{
+	(void)state;
+	struct gp_format_rate r0[GPUPOOL_MAX_DEVICES] = {{true, 1234.0, 3.0 * (1 << 30)}, {false, 0, 0}};
+	struct gp_format_rate r1[GPUPOOL_MAX_DEVICES] = {{true, 0.5, 512.0}, {true, 1.0 / 0.0, 0}};
+	procs[0].rates = r0;
+	procs[1].rates = r1;
+	const char *t = render(gp_format_table, 2);
+	assert_non_null(strstr(t, "  ALLOCATED ALLOCS/S    BYTES/S "));
+	assert_non_null(strstr(t, "     1234    3.0 GiB "));
+	assert_non_null(strstr(t, "      0.5      512 B "));
+	unsigned dashes = 0;
+	for (const char *p = strstr(t, "        -          - "); p; p = strstr(p + 1, "        -          - "))
+		dashes++;
+	assert_int_equal(dashes, 1); /* device 3 of pid 4242; pid 77's is inconsistent ("?") */
+	struct gp_format_out o;
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_detail(&o, &procs[0]);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_non_null(strstr(out, "\n  per second: 1234 allocations, 3.0 GiB asked for\n"));
+	assert_non_null(strstr(out, "\n  per second: - (from the next refresh)\n"));
+	/* the compact counts */
+	static const struct {
+		double v;
+		const char *text;
+	} counts[] = {{0, "0.0"}, {9.94, "9.9"}, {12, "12"}, {9999, "9999"}, {12345, "12.3k"}, {4.1e6, "4.1M"},
+		      {1e21, "1000.0E"}};
+	for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+		r0[0].allocs_per_s = counts[i].v;
+		gp_format_to_buf(&o, out, sizeof out);
+		gp_format_detail(&o, &procs[0]);
+		assert_int_equal(gp_format_flush(&o), 0);
+		char want[96];
+		snprintf(want, sizeof want, "per second: %s allocations,", counts[i].text);
+		assert_non_null(strstr(out, want));
+	}
+	/* no rates: no columns */
+	procs[0].rates = procs[1].rates = NULL;
+	t = render(gp_format_table, 2);
+	assert_null(strstr(t, "ALLOCS/S"));
+}
+
+/* The views in a terminal's box: at most `rows` lines of at most `width` characters, the
+ * key lines kept, the rest counted; with room to spare, the same as without a box. */
+static void test_boxes(void **state)
+{
+	(void)state;
+	struct gp_format_rate r0[GPUPOOL_MAX_DEVICES] = {{true, 10, 20}, {true, 30, 40}};
+	procs[0].rates = r0;
+	static char whole[1 << 16];
+	struct gp_format_out o;
+	gp_format_to_buf(&o, whole, sizeof whole);
+	gp_format_detail(&o, &procs[0]);
+	assert_int_equal(gp_format_flush(&o), 0);
+	unsigned longest, all = count_lines(whole, &longest);
+	assert_true(all > 60);
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_detail_box(&o, &procs[0], 200, all);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_string_equal(out, whole);
+	const unsigned sizes[][2] = {{80, 24}, {60, 12}, {40, 7}, {100, all - 1}, {80, 2}, {80, 1}};
+	for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+		unsigned w = sizes[k][0], rows = sizes[k][1];
+		gp_format_to_buf(&o, out, sizeof out);
+		gp_format_detail_box(&o, &procs[0], w, rows);
+		assert_int_equal(gp_format_flush(&o), 0);
+		unsigned lines = count_lines(out, &longest);
+		assert_int_equal(lines, rows);
+		assert_true(longest <= w);
+		char want[64];
+		snprintf(want, sizeof want, "%u row%s left out", all - (rows - 1), all - (rows - 1) == 1 ? "" : "s");
+		assert_non_null(strstr(out, w >= 20 ? want : "row"));
+		if (rows >= 9) { /* the process, its devices, their rates, reserved and allocated */
+			assert_true(strncmp(out, "pid 4242  command train", 23) == 0);
+			const char *d0 = strstr(out, "\ndevice 0  limit"), *d3 = strstr(out, "\ndevice 3  limit none\n");
+			assert_non_null(d0);
+			assert_non_null(d3);
+			assert_true(d0 < d3);
+			for (const char *dev = d0; dev; dev = dev == d0 ? d3 : NULL) {
+				const char *next = dev == d0 ? d3 : out + strlen(out);
+				const char *keys[] = {"\n  per second: ", "\n  reserved_bytes ", "\n  allocated_bytes "};
+				for (size_t i = 0; i < 3; i++) {
+					const char *at = strstr(dev, keys[i]);
+					assert_true(at && at < next);
+				}
+			}
+		}
+		if (rows == 24) { /* then requested, cached, the largest free block, OOMs, the hit rate */
+			assert_non_null(strstr(out, "\n  cached_bytes "));
+			assert_non_null(strstr(out, "\n  ooms "));
+			assert_null(strstr(out, "\n  splits "));
+		}
+	}
+	/* the table: the head, the rows that fit, the count of the others, the gone line */
+	procs[1].stale = true;
+	static const unsigned trows[][2] = {{6, 0}, {5, 2}, {4, 3}, {3, 4}};
+	for (size_t k = 0; k < sizeof trows / sizeof trows[0]; k++) {
+		gp_format_to_buf(&o, out, sizeof out);
+		gp_format_table_box(&o, procs, 2, 80, trows[k][0]);
+		assert_int_equal(gp_format_flush(&o), 0);
+		assert_int_equal(count_lines(out, &longest), trows[k][0]);
+		assert_true(longest <= 80);
+		assert_non_null(strstr(out, "1 process gone without removing its page"));
+		char want[64];
+		snprintf(want, sizeof want, "%u row%s left out: a taller terminal shows", trows[k][1],
+			 trows[k][1] == 1 ? "" : "s");
+		if (trows[k][1])
+			assert_non_null(strstr(out, want));
+		else
+			assert_null(strstr(out, "left out"));
+	}
+	procs[1].stale = false;
+	procs[0].rates = NULL;
 }
 
 int main(void)
@@ -659,6 +792,8 @@ int main(void)
 		cmocka_unit_test_setup(test_json, setup),
 		cmocka_unit_test_setup(test_prometheus, setup),
 		cmocka_unit_test_setup(test_openmetrics, setup),
+		cmocka_unit_test_setup(test_rates, setup),
+		cmocka_unit_test_setup(test_boxes, setup),
 		cmocka_unit_test(test_extreme_values),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -282,7 +282,7 @@ static void test_inconsistent_slot(void **state)
 	assert_int_equal(info->page.dev[1].allocs, 9);
 	char out[4096];
 	struct gp_format_out o;
-	struct gp_format_proc p = {&info->page, info->stale, info->inconsistent};
+	struct gp_format_proc p = {&info->page, info->stale, info->inconsistent, NULL};
 	gp_format_to_buf(&o, out, sizeof out);
 	gp_format_table(&o, &p, 1);
 	gp_format_flush(&o);
@@ -298,7 +298,7 @@ static int poke(const char *name, struct gp_statpage_info *info)
 	why[0] = '\0';
 	int rc = gp_statpage_read(dfd, name, geteuid(), 0, info, why, sizeof why);
 	if (rc == 0) {
-		struct gp_format_proc p = {&info->page, info->stale, info->inconsistent};
+		struct gp_format_proc p = {&info->page, info->stale, info->inconsistent, NULL};
 		struct gp_format_out o;
 		gp_format_to_buf(&o, out, sizeof out);
 		gp_format_table(&o, &p, 1);
