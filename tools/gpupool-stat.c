@@ -1,13 +1,15 @@
 /* gpupool-stat: the live reader of statistics pages ($GPUPOOL_SHM_DIR or /dev/shm).
  * Lists processes, shows one in full, prints JSON, Prometheus or OpenMetrics text, serves
- * /metrics over HTTP (stat_http.c), refreshes like top (escape codes on a terminal only),
- * asks a process to release its cache, and removes pages of dead processes. Everything
+ * /metrics over HTTP (stat_http.c), refreshes like top (escape codes, keys and a view that fits
+ * the window on a terminal only; allocation rates between refreshes), asks a process to
+ * release its cache, and removes pages of dead processes. Everything
  * found in the directory is untrusted: a page whose file is not its process's user's is
  * skipped and counted (docs/security.md); a malformed file is one line on stderr. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,6 +37,7 @@ enum mode { MODE_TABLE, MODE_JSON, MODE_PROMETHEUS, MODE_OPENMETRICS };
 static sigjmp_buf bus_jmp;
 static volatile sig_atomic_t in_read;
 static volatile sig_atomic_t interrupted;
+static volatile sig_atomic_t resized, suspended; /* SIGWINCH, SIGTSTP while watching a terminal */
 
 /* A page truncated by its owner while mapped raises SIGBUS on access: skip that page. */
 static void on_sigbus(int sig)
@@ -48,6 +52,14 @@ static void on_sigint(int sig)
 {
 	(void)sig;
 	interrupted = 1;
+}
+
+static void on_screen_signal(int sig)
+{
+	if (sig == SIGWINCH)
+		resized = 1;
+	else
+		suspended = 1;
 }
 
 #define SHORT_USAGE                                                                               \
@@ -75,10 +87,12 @@ static void usage(FILE *f)
 	      "  --openmetrics      the same in OpenMetrics text (ends with # EOF)\n"
 	      "  --listen [ADDR:]PORT  serve /metrics over HTTP on ADDR (default 127.0.0.1) until\n"
 	      "                     SIGINT or SIGTERM, the pages read afresh for each scrape\n"
-	      "  --watch SECONDS    refresh every SECONDS (0.1-86400) until Ctrl-C: on a terminal\n"
-	      "                     in place (alternate screen, like top); otherwise each frame\n"
-	      "                     appended after a timestamp line (JSON and Prometheus: the\n"
-	      "                     documents one after the other)\n"
+	      "  --watch SECONDS    refresh every SECONDS (0.1-86400) until q or Ctrl-C: on a\n"
+	      "                     terminal in place (alternate screen, like top), fitted to the\n"
+	      "                     window; otherwise each frame appended after a timestamp line\n"
+	      "                     (JSON and Prometheus: the documents one after the other). The\n"
+	      "                     table and PID views add allocations and bytes asked for per\n"
+	      "                     second since the last refresh\n"
 	      "  --count N          with --watch: stop after N refreshes (1-1000000000)\n"
 	      "  --release PID      ask PID to release its cached memory and wait for the answer;\n"
 	      "                     the process acts on its next allocation call, so an idle\n"
@@ -261,15 +275,18 @@ static int load(const char *dir, int want_pid, struct listing *l)
 	return n;
 }
 
-/* width: the table's bound in characters (0: every column). */
-static void render(struct gp_format_out *o, enum mode mode, int pid, unsigned width, const struct listing *l)
+/* width: the table's bound in characters (0: every column); rows: the table's or the PID
+ * view's bound in lines (0: none); rates: the listing's, one row of slots per page, or NULL. */
+static void render(struct gp_format_out *o, enum mode mode, int pid, unsigned width, unsigned rows,
+		   const struct listing *l, struct gp_format_rate (*rates)[GPUPOOL_MAX_DEVICES])
 {
 	static struct gp_format_proc procs[MAX_PAGES];
 	struct gp_format_skip skips[GP_SKIP_COUNT];
 	const struct gp_statpage_info *infos = l->infos;
 	int n = l->n;
 	for (int i = 0; i < n; i++)
-		procs[i] = (struct gp_format_proc){&infos[i].page, infos[i].stale, infos[i].inconsistent};
+		procs[i] = (struct gp_format_proc){&infos[i].page, infos[i].stale, infos[i].inconsistent,
+						   rates ? rates[i] : NULL};
 	for (int r = 0; r < GP_SKIP_COUNT; r++)
 		skips[r] = (struct gp_format_skip){gp_statpage_skip_label((enum gp_statpage_skip)r), l->skipped[r]};
 	if (mode == MODE_JSON)
@@ -277,9 +294,16 @@ static void render(struct gp_format_out *o, enum mode mode, int pid, unsigned wi
 	else if (mode == MODE_PROMETHEUS || mode == MODE_OPENMETRICS)
 		gp_format_prometheus(o, procs, (size_t)n, skips, GP_SKIP_COUNT, GP_VERSION, mode == MODE_OPENMETRICS);
 	else if (pid > 0)
-		gp_format_detail(o, &procs[0]);
+		gp_format_detail_box(o, &procs[0], rows ? width : 0, rows);
 	else
-		gp_format_table_fit(o, procs, (size_t)n, width);
+		gp_format_table_box(o, procs, (size_t)n, width, rows);
+}
+
+/* The terminal's lines (TIOCGWINSZ on stdout), 0 when not known. */
+static unsigned out_rows(void)
+{
+	struct winsize ws;
+	return isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 ? ws.ws_row : 0;
 }
 
 /* The width the table fits in: the terminal's (TIOCGWINSZ on stdout), else $COLUMNS, else 80. */
@@ -300,43 +324,205 @@ static unsigned out_width(void)
 #define SCREEN_LEAVE "\033[?25h\033[?1049l"
 #define SCREEN_CLEAR "\033[H\033[2J"
 
+/* ---- --watch: the terminal, the keys, the rates ----------------------------------- */
+
+/* The modes of the terminal on stdin as --watch found them, given back however it ends. */
+static struct termios saved_tty;
+static bool tty_changed; /* saved_tty is to be given back */
+static bool keys_read;   /* stdin is read for keys */
+
+/* Keys from stdin, when it is a terminal of which this process is in the foreground: no
+ * echo, no line buffering, so that q is read at once; ISIG stays, so Ctrl-C and Ctrl-Z still
+ * signal. Off: the terminal's modes as they were. */
+static void tty_keys(bool on)
+{
+	if (on && !tty_changed) {
+		if (!isatty(STDIN_FILENO) || tcgetpgrp(STDIN_FILENO) != getpgrp() ||
+		    tcgetattr(STDIN_FILENO, &saved_tty) != 0)
+			return;
+		struct termios t = saved_tty;
+		t.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+		t.c_cc[VMIN] = 1;
+		t.c_cc[VTIME] = 0;
+		tty_changed = keys_read = tcsetattr(STDIN_FILENO, TCSANOW, &t) == 0;
+	} else if (!on && tty_changed) {
+		tcsetattr(STDIN_FILENO, TCSANOW, &saved_tty);
+		tty_changed = keys_read = false;
+	}
+}
+
+/* The alternate screen and the keys, on or off. */
+static void screen_mode(bool on)
+{
+	fputs(on ? SCREEN_ENTER : SCREEN_LEAVE, stdout);
+	fflush(stdout);
+	tty_keys(on);
+}
+
+enum wake { WAKE_TIME, WAKE_QUIT, WAKE_REDRAW, WAKE_SUSPEND };
+
+/* Waits `seconds` for the next frame, the watch's signals unblocked only while waiting (so
+ * none comes between a look at the flags and the wait), reading keys when they are on: q or
+ * Q quits, as SIGINT and SIGTERM do; SIGWINCH redraws at once; SIGTSTP (Ctrl-Z) suspends. */
+static enum wake wait_frame(double seconds, const sigset_t *unblocked)
+{
+	uint64_t end = gp_clock_ns(CLOCK_MONOTONIC) + (uint64_t)(seconds * 1e9);
+	for (;;) {
+		if (interrupted)
+			return WAKE_QUIT;
+		if (suspended) {
+			suspended = 0;
+			return WAKE_SUSPEND;
+		}
+		if (resized) {
+			resized = 0;
+			return WAKE_REDRAW;
+		}
+		uint64_t now = gp_clock_ns(CLOCK_MONOTONIC);
+		if (now >= end)
+			return WAKE_TIME;
+		struct timespec ts = {(time_t)((end - now) / 1000000000u), (long)((end - now) % 1000000000u)};
+		struct pollfd pf = {STDIN_FILENO, POLLIN, 0};
+		if (ppoll(keys_read ? &pf : NULL, keys_read ? 1 : 0, &ts, unblocked) <= 0 || !pf.revents)
+			continue;
+		char buf[64];
+		ssize_t k = read(STDIN_FILENO, buf, sizeof buf);
+		if (k > 0 && (memchr(buf, 'q', (size_t)k) || memchr(buf, 'Q', (size_t)k)))
+			return WAKE_QUIT;
+		if (k == 0 || (k < 0 && errno != EINTR && errno != EAGAIN))
+			keys_read = false; /* the terminal is gone: wait for signals only */
+	}
+}
+
+/* What a slot's counters were at the last refresh, for the next one's rates. */
+struct seen {
+	int pid;
+	uint64_t start_ns; /* with the pid, the process */
+	int32_t device;
+	uint64_t allocs, bytes, read_ns;
+};
+
+static int seen_by_pid(const void *key, const void *elem)
+{
+	int pid = *(const int *)key, other = ((const struct seen *)elem)->pid;
+	return (pid > other) - (pid < other);
+}
+
+/* The rates of every slot of l since the last call (none known the first time, for a new
+ * process or device, or a counter that went back), and l remembered for the next call.
+ * rates: l->n rows. Returns false when out of memory (no rates then). */
+static bool watch_rates(const struct listing *l, struct gp_format_rate (*rates)[GPUPOOL_MAX_DEVICES])
+{
+	static struct seen *seen;
+	static size_t nseen;
+	size_t slots = 0;
+	for (int i = 0; i < l->n; i++) {
+		const struct gp_statpage_info *in = &l->infos[i];
+		for (uint32_t d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
+			const struct gpupool_device_stats *s = &in->page.dev[d];
+			struct gp_format_rate *r = &rates[i][d];
+			*r = (struct gp_format_rate){0};
+			if (d >= in->page.ndevices || (in->inconsistent & (1u << d)) || !s->active)
+				continue;
+			slots++;
+			/* the listing is sorted by pid: so is seen */
+			const struct seen *f = nseen ? bsearch(&in->pid, seen, nseen, sizeof *seen, seen_by_pid) : NULL;
+			while (f && f > seen && f[-1].pid == in->pid)
+				f--;
+			for (; f && f < seen + nseen && f->pid == in->pid; f++) {
+				if (f->start_ns != in->page.start_time_ns || f->device != s->device)
+					continue;
+				if (in->read_ns > f->read_ns && s->allocs >= f->allocs && s->requested_bytes_total >= f->bytes) {
+					double dt = (double)(in->read_ns - f->read_ns) / 1e9;
+					*r = (struct gp_format_rate){true, (double)(s->allocs - f->allocs) / dt,
+								     (double)(s->requested_bytes_total - f->bytes) / dt};
+				}
+				break;
+			}
+		}
+	}
+	struct seen *next = slots ? malloc(slots * sizeof *next) : NULL;
+	if (slots && !next)
+		return false;
+	size_t k = 0;
+	for (int i = 0; i < l->n; i++) {
+		const struct gp_statpage_info *in = &l->infos[i];
+		for (uint32_t d = 0; d < in->page.ndevices && d < GPUPOOL_MAX_DEVICES; d++) {
+			const struct gpupool_device_stats *s = &in->page.dev[d];
+			if (!(in->inconsistent & (1u << d)) && s->active)
+				next[k++] = (struct seen){in->pid, in->page.start_time_ns, s->device, s->allocs,
+							  s->requested_bytes_total, in->read_ns};
+		}
+	}
+	free(seen);
+	seen = next;
+	nseen = k;
+	return true;
+}
+
 /* Prints the listing (or one process) once, or every `watch` seconds `count` times (0: until
- * SIGINT/SIGTERM). Escape codes only for the table and detail views on a terminal; the
- * terminal is given back its screen however the loop ends. wide: every column. */
+ * q, SIGINT or SIGTERM). Escape codes, keys and a view fitted to the window only for the
+ * table and detail views on a terminal; the terminal is given back its screen and its
+ * modes however the loop ends. wide: every column. */
 static int show(enum mode mode, int pid, double watch, long count, bool wide)
 {
 	const char *dir = gp_statpage_dir();
 	static struct listing l;
 	l.infos = calloc(MAX_PAGES, sizeof *l.infos);
 	struct gp_format_out *o = malloc(sizeof *o);
-	if (!l.infos || !o) {
+	bool text = mode == MODE_TABLE;
+	struct gp_format_rate (*rates)[GPUPOOL_MAX_DEVICES] =
+		watch > 0 && text ? calloc(MAX_PAGES, sizeof *rates) : NULL;
+	if (!l.infos || !o || (watch > 0 && text && !rates)) {
 		fprintf(stderr, "gpupool-stat: out of memory\n");
 		free(l.infos);
 		free(o);
+		free(rates);
 		return 1;
 	}
-	bool text = mode == MODE_TABLE;
 	bool screen = watch > 0 && text && isatty(STDOUT_FILENO);
 	int status = 0;
 	char last_err[512] = "";
+	/* the signals that end or change a watch come only while it waits (wait_frame) */
+	sigset_t watched, unblocked;
+	sigemptyset(&watched);
+	sigaddset(&watched, SIGINT);
+	sigaddset(&watched, SIGTERM);
 	if (screen) {
-		fputs(SCREEN_ENTER, stdout);
-		fflush(stdout);
+		struct sigaction sa = {0};
+		sa.sa_handler = on_screen_signal;
+		sigaction(SIGWINCH, &sa, NULL);
+		sigaction(SIGTSTP, &sa, NULL);
+		sigaddset(&watched, SIGWINCH);
+		sigaddset(&watched, SIGTSTP);
+		screen_mode(true);
 	}
-	for (long round = 0; !interrupted; round++) {
+	sigprocmask(SIG_BLOCK, &watched, &unblocked);
+	for (long round = 0; !interrupted;) {
 		int n = load(dir, pid, &l);
 		if (text)
 			report_skips(&l);
 		gp_format_to_fd(o, STDOUT_FILENO);
+		unsigned width = wide ? 0 : out_width(), rows = 0;
 		if (watch > 0 && text) {
 			time_t now = time(NULL);
-			char ts[32];
+			char ts[32], head[1024];
 			strftime(ts, sizeof ts, screen ? "%H:%M:%S" : "%Y-%m-%d %H:%M:%S", localtime(&now));
-			if (screen)
-				gp_format_printf(o, SCREEN_CLEAR "gpupool-stat  %s  every %gs  %s  (Ctrl-C to quit)\n\n", dir,
-						 watch, ts);
-			else
-				gp_format_printf(o, "%s-- gpupool-stat  %s  every %gs  %s\n", round ? "\n" : "", dir, watch, ts);
+			if (screen) {
+				snprintf(head, sizeof head, "gpupool-stat  %s  every %gs  %s  (%s to quit)", dir, watch, ts,
+					 keys_read ? "q" : "Ctrl-C");
+				unsigned w = out_width();
+				if (w && w < sizeof head)
+					head[w] = '\0';
+				/* the title, a blank line, and the view above the last line: a newline
+				 * there would scroll the title away */
+				unsigned lines = out_rows();
+				rows = lines > 3 ? lines - 3 : lines ? 1 : 0;
+				gp_format_printf(o, SCREEN_CLEAR "%s\n\n", head);
+			} else {
+				gp_format_printf(o, "%s-- gpupool-stat  %s  every %gs  %s\n", round ? "\n" : "", dir, watch,
+						 ts);
+			}
 		}
 		status = n < 0 ? 1 : 0;
 		if (n < 0)
@@ -349,8 +535,9 @@ static int show(enum mode mode, int pid, double watch, long count, bool wide)
 				fprintf(stderr, "gpupool-stat: %s\n", last_err);
 			status = 1;
 		}
+		bool have_rates = rates && n >= 0 && watch_rates(&l, rates);
 		if (n >= 0 && (n > 0 || pid <= 0 || !text))
-			render(o, mode, pid, wide ? 0 : out_width(), &l);
+			render(o, mode, pid, width, rows, &l, have_rates ? rates : NULL);
 		errno = 0;
 		if (gp_format_flush(o) != 0) {
 			/* a reader that stopped reading (| head) is no error: stop quietly */
@@ -364,16 +551,23 @@ static int show(enum mode mode, int pid, double watch, long count, bool wide)
 		}
 		if (watch <= 0 || (count > 0 && round + 1 >= count))
 			break;
-		struct timespec ts = {(time_t)watch, (long)((watch - floor(watch)) * 1e9)};
-		while (!interrupted && nanosleep(&ts, &ts) != 0 && errno == EINTR)
-			;
+		enum wake w = wait_frame(watch, &unblocked);
+		if (w == WAKE_QUIT)
+			break;
+		if (w == WAKE_SUSPEND) { /* the shell gets its screen and modes back while stopped */
+			screen_mode(false);
+			raise(SIGSTOP);
+			screen_mode(true);
+		}
+		round += w == WAKE_TIME; /* a redraw is not one of the --count refreshes */
 	}
 	if (screen) {
-		fputs(SCREEN_LEAVE, stdout);
-		fflush(stdout);
+		screen_mode(false);
 		if (status) /* what the alternate screen showed is gone with it */
 			fprintf(stderr, "gpupool-stat: %s\n", last_err);
 	}
+	sigprocmask(SIG_SETMASK, &unblocked, NULL);
+	free(rates);
 	free(o);
 	free(l.infos);
 	return status;
@@ -389,7 +583,7 @@ static void scrape(struct gp_format_out *o, bool openmetrics, void *arg)
 {
 	struct scrape *s = arg;
 	load(gp_statpage_dir(), s->pid, &s->l);
-	render(o, openmetrics ? MODE_OPENMETRICS : MODE_PROMETHEUS, s->pid, 0, &s->l);
+	render(o, openmetrics ? MODE_OPENMETRICS : MODE_PROMETHEUS, s->pid, 0, 0, &s->l, NULL);
 }
 
 static int listen_http(const char *spec, int pid)
@@ -416,6 +610,7 @@ static int release(int pid, double timeout)
 		return 1;
 	}
 	struct gpupool_page *m = NULL;
+	size_t len = 0;
 	uint64_t req = 0;
 	static struct gpupool_page before, after;
 	int rc;
@@ -426,14 +621,14 @@ static int release(int pid, double timeout)
 		close(dfd);
 		return 1;
 	}
-	rc = gp_statpage_request_release(dfd, pid, geteuid(), &m, &req, why, sizeof why);
+	rc = gp_statpage_request_release(dfd, pid, geteuid(), &m, &len, &req, why, sizeof why);
 	close(dfd);
 	if (rc != 0) {
 		in_read = 0;
 		fprintf(stderr, "gpupool-stat: %s\n", why);
 		return 1;
 	}
-	gp_statpage_copy(m, &before);
+	gp_statpage_copy_image(m, len, &before, gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS);
 	struct timespec t0, t;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	double waited = 0;
@@ -447,7 +642,7 @@ static int release(int pid, double timeout)
 		struct timespec nap = {0, 2000000};
 		nanosleep(&nap, NULL);
 	}
-	gp_statpage_copy(m, &after);
+	gp_statpage_copy_image(m, len, &after, gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS);
 	in_read = 0;
 	gp_statpage_unmap(m);
 	if (!done) {

@@ -1,7 +1,7 @@
-/* gpupool-stat --listen: serves /metrics over HTTP with libmicrohttpd, as node_exporter and
- * dcgm-exporter do. Owns the address syntax, the paths, the content types and the wait for
- * SIGINT/SIGTERM; knows nothing of pages: each scrape calls the caller's render function
- * (on one server thread, so scrapes never overlap). */
+/* gpupool-stat --listen: serves /metrics over HTTP with libmicrohttpd (loaded at run time), as
+ * node_exporter and dcgm-exporter do. Owns the address syntax, the paths, the content types,
+ * the bounds on connections and the wait for SIGINT/SIGTERM; knows nothing of pages: each
+ * scrape calls the caller's render function (on one server thread, so scrapes never overlap). */
 #ifndef GP_STAT_HTTP_H
 #define GP_STAT_HTTP_H
 
@@ -21,8 +21,8 @@ int gp_stat_http_parse(const char *spec, struct sockaddr_storage *ss, char *why,
 
 /* Listens on spec, prints "gpupool-stat: serving http://HOST:PORT/metrics" on stderr and
  * serves until SIGINT or SIGTERM (blocked in the caller from then on, and waited for).
- * Returns 0 after a clean stop, 1 when it cannot listen, 2 on a bad spec or when built
- * without libmicrohttpd. */
+ * Returns 0 after a clean stop, 1 when it cannot listen, 2 on a bad spec or when
+ * libmicrohttpd cannot be loaded (one line on stderr says why). */
 int gp_stat_http_serve(const char *spec, gp_stat_http_render_fn render, void *arg);
 
 #endif

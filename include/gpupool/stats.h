@@ -5,17 +5,29 @@
  * writer makes it odd before changing the slot and even after. A reader copies the slot,
  * and retries while the counter was odd or changed during the copy. Nothing in the page
  * is a lock: a process killed mid-update leaves an odd counter, never a hung reader.
- * All integers are native-endian; the page is only read on the host that wrote it. */
+ * All integers are native-endian; the page is only read on the host that wrote it.
+ *
+ * Layout rules. magic, version and size open the header and never move. Changing the
+ * offset, size or meaning of a field, or the size of the page, increments
+ * GPUPOOL_PAGE_VERSION. A reader checks magic, version and size (the header's and the
+ * file's) before it reads anything else, and leaves out a page of a version it does not
+ * know, with one line: an older reader never misreads a newer page. A reader may also take
+ * older versions, mapping their fields to the current ones: gpupool-stat reads versions 2
+ * and 3 (a version 2 slot is a version 3 slot without its uuid; src/statpage.c). A
+ * reserved word may become a field, zero meaning "not known", without a new version
+ * (lib_version did). */
 #ifndef GPUPOOL_STATS_H
 #define GPUPOOL_STATS_H
 
 #include <stdint.h>
 
 #define GPUPOOL_PAGE_MAGIC 0x31504f4f4c505047ull /* "GPPLOOP1" little-endian */
-#define GPUPOOL_PAGE_VERSION 2u /* 2: the driver layer's counters (driver_*) */
+/* 2: the driver layer's counters (driver_*); 3: each device's uuid */
+#define GPUPOOL_PAGE_VERSION 3u
 #define GPUPOOL_MAX_DEVICES 16
 #define GPUPOOL_COMM_LEN 16
 #define GPUPOOL_VERSION_LEN 16
+#define GPUPOOL_UUID_LEN 16
 #define GPUPOOL_PAGE_PREFIX "/dev/shm/gpupool."
 
 /* Gauges: a current value and its peak. X(name, unit, help). Units: "bytes" or "count". */
@@ -67,6 +79,11 @@ struct gpupool_device_stats {
 	int32_t device;       /* CUDA device ordinal */
 	uint32_t active;      /* 1 once a pool exists for this device */
 	uint64_t limit_bytes; /* configured limit on reserved bytes; 0 = none */
+	/* The device's UUID, 16 raw bytes as cudaDeviceProp.uuid and cuDeviceGetUuid give them
+	 * (nvidia-smi and dcgm-exporter print them as GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx);
+	 * all zero while not known. Since version 3, before the figures (which follow it 16
+	 * bytes later than in version 2). */
+	char uuid[GPUPOOL_UUID_LEN];
 	GPUPOOL_GAUGES(GPUPOOL_GAUGE_FIELD_)
 	GPUPOOL_COUNTERS(GPUPOOL_COUNTER_FIELD_)
 };

@@ -157,6 +157,30 @@ const char *gp_format_bytes(char *buf, size_t cap, uint64_t b)
 	return buf;
 }
 
+const char *gp_format_uuid(char buf[GP_FORMAT_UUID_LEN], const struct gpupool_device_stats *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *u = (const unsigned char *)s->uuid;
+	bool known = false;
+	for (size_t i = 0; i < GPUPOOL_UUID_LEN; i++)
+		known |= u[i] != 0;
+	if (!known) {
+		buf[0] = '\0';
+		return buf;
+	}
+	char *p = buf;
+	memcpy(p, "GPU-", 4);
+	p += 4;
+	for (size_t i = 0; i < GPUPOOL_UUID_LEN; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			*p++ = '-';
+		*p++ = hex[u[i] >> 4];
+		*p++ = hex[u[i] & 15];
+	}
+	*p = '\0';
+	return buf;
+}
+
 /* Pool hit rate in percent (hits / (hits + misses)); negative when there were none.
  * In double: the counters come from a page anyone may have written, the sum may not fit. */
 static double gp_format_hit_rate(const struct gpupool_device_stats *s)
@@ -195,22 +219,23 @@ static void safe_comm(char *dst, const struct gpupool_page *pg) { safe_text(dst,
 
 /* The table's columns, in display order. keep: the order in which they give way when the
  * width is short (0: never dropped; then the highest number goes first). limit: shown only
- * when some listed slot has a limit. */
-enum tcol { TC_PID, TC_COMM, TC_DEV, TC_RESERVED, TC_ALLOCATED, TC_PEAK, TC_CACHED, TC_LARGEST, TC_LIMIT,
-	    TC_PCTLIM, TC_HIT, TC_SEGS, TC_OOMS, TC_STATE, TC_COUNT };
+ * when some listed slot has a limit; rate: only when some process has rates (--watch). */
+enum tcol { TC_PID, TC_COMM, TC_DEV, TC_RESERVED, TC_ALLOCATED, TC_ARATE, TC_BRATE, TC_PEAK, TC_CACHED,
+	    TC_LARGEST, TC_LIMIT, TC_PCTLIM, TC_HIT, TC_SEGS, TC_OOMS, TC_STATE, TC_COUNT };
 static const struct {
 	const char *head;
 	int width; /* negative: left-aligned */
 	int keep;
-	bool limit;
+	bool limit, rate;
 } tcols[TC_COUNT] = {
-	[TC_PID] = {"PID", 7, 0, false},         [TC_COMM] = {"COMMAND", -15, 0, false},
-	[TC_DEV] = {"DEV", 3, 0, false},         [TC_RESERVED] = {"RESERVED", 10, 1, false},
-	[TC_ALLOCATED] = {"ALLOCATED", 10, 2, false}, [TC_PEAK] = {"PEAK_RSVD", 10, 8, false},
-	[TC_CACHED] = {"CACHED", 10, 5, false},  [TC_LARGEST] = {"LARGEST", 10, 10, false},
-	[TC_LIMIT] = {"LIMIT", 10, 4, true},     [TC_PCTLIM] = {"%LIM", 5, 3, true},
-	[TC_HIT] = {"HIT%", 5, 7, false},        [TC_SEGS] = {"SEGS", 6, 9, false},
-	[TC_OOMS] = {"OOMS", 5, 6, false},       [TC_STATE] = {"STATE", -5, 0, false},
+	[TC_PID] = {"PID", 7, 0, false, false},          [TC_COMM] = {"COMMAND", -15, 0, false, false},
+	[TC_DEV] = {"DEV", 3, 0, false, false},          [TC_RESERVED] = {"RESERVED", 10, 1, false, false},
+	[TC_ALLOCATED] = {"ALLOCATED", 10, 2, false, false}, [TC_ARATE] = {"ALLOCS/S", 8, 3, false, true},
+	[TC_BRATE] = {"BYTES/S", 10, 4, false, true},    [TC_PEAK] = {"PEAK_RSVD", 10, 10, false, false},
+	[TC_CACHED] = {"CACHED", 10, 7, false, false},   [TC_LARGEST] = {"LARGEST", 10, 12, false, false},
+	[TC_LIMIT] = {"LIMIT", 10, 6, true, false},      [TC_PCTLIM] = {"%LIM", 5, 5, true, false},
+	[TC_HIT] = {"HIT%", 5, 9, false, false},         [TC_SEGS] = {"SEGS", 6, 11, false, false},
+	[TC_OOMS] = {"OOMS", 5, 8, false, false},        [TC_STATE] = {"STATE", -5, 0, false, false},
 };
 
 /* Characters a row takes with the columns of mask: one space between columns, two before
@@ -230,15 +255,17 @@ static unsigned table_width(unsigned mask)
  * wanted first. The never-dropped columns may still exceed a very narrow width. */
 static unsigned table_columns(const struct gp_format_proc *procs, size_t n, unsigned width)
 {
-	bool any_limit = false;
-	for (size_t i = 0; i < n && !any_limit; i++)
+	bool any_limit = false, any_rate = false;
+	for (size_t i = 0; i < n; i++) {
+		any_rate |= procs[i].rates != NULL;
 		for (uint32_t d = 0; d < procs[i].page->ndevices && d < GPUPOOL_MAX_DEVICES; d++)
 			if (procs[i].page->dev[d].active && procs[i].page->dev[d].limit_bytes &&
 			    !(procs[i].inconsistent & (1u << d)))
 				any_limit = true;
+	}
 	unsigned mask = 0;
 	for (int c = 0; c < TC_COUNT; c++)
-		if (!tcols[c].limit || any_limit)
+		if ((!tcols[c].limit || any_limit) && (!tcols[c].rate || any_rate))
 			mask |= 1u << c;
 	if (!width)
 		return mask;
@@ -257,19 +284,26 @@ static unsigned table_columns(const struct gp_format_proc *procs, size_t n, unsi
 	return mask;
 }
 
-static void table_row(struct gp_format_out *o, unsigned mask, char cells[TC_COUNT][48])
+/* One row; cut at `cut` characters unless 0 (a terminal's box: STATE may run past its
+ * width). */
+static void table_row(struct gp_format_out *o, unsigned mask, char cells[TC_COUNT][48], unsigned cut)
 {
+	char line[TC_COUNT * 50];
+	size_t len = 0;
 	bool first = true;
 	for (int c = 0; c < TC_COUNT; c++) {
 		if (!(mask & (1u << c)))
 			continue;
 		const char *sep = first ? "" : c == TC_STATE ? "  " : " ";
-		if (c == TC_STATE) /* last: no padding */
-			gp_format_printf(o, "%s%s", sep, cells[c]);
-		else
-			gp_format_printf(o, "%s%*s", sep, tcols[c].width, cells[c]);
+		int k = c == TC_STATE ? snprintf(line + len, sizeof line - len, "%s%s", sep, cells[c]) /* last: no padding */
+				      : snprintf(line + len, sizeof line - len, "%s%*s", sep, tcols[c].width, cells[c]);
+		if (k > 0)
+			len += (size_t)k < sizeof line - len ? (size_t)k : sizeof line - len - 1;
 		first = false;
 	}
+	if (cut && cut < len)
+		len = cut;
+	gp_format_write(o, line, len);
 	puts_(o, "\n");
 }
 
@@ -279,14 +313,100 @@ static void table_fill(char cells[TC_COUNT][48], const char *v)
 		snprintf(cells[c], 48, "%s", v);
 }
 
-void gp_format_table_fit(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n, unsigned width)
+/* A line, cut at `cut` characters unless 0, and its newline. */
+static void box_cut(struct gp_format_out *o, const char *line, unsigned cut)
+{
+	size_t len = strlen(line);
+	gp_format_write(o, line, cut && cut < len ? cut : len);
+	puts_(o, "\n");
+}
+
+/* A count per second in a few characters: "0.5", "812", "9999", "12.3k", "4.1M". */
+static void rate_count(char *buf, size_t cap, double v)
+{
+	static const char units[] = " kMGTPE";
+	int u = 0;
+	if (v >= 9999.5) {
+		do {
+			v /= 1000.0;
+			u++;
+		} while (v >= 999.95 && u < 6);
+	}
+	if (u)
+		snprintf(buf, cap, "%.1f%c", v, units[u]);
+	else
+		snprintf(buf, cap, v < 9.95 ? "%.1f" : "%.0f", v);
+}
+
+/* Bytes per second as gp_format_bytes writes bytes ("1.5 GiB"); the caller adds "/s" where
+ * the column's head does not say it. */
+static void rate_bytes(char *buf, size_t cap, double v)
+{
+	gp_format_bytes(buf, cap, v >= 18446744073709549568.0 ? UINT64_MAX : (uint64_t)(v + 0.5));
+}
+
+/* A slot's rates for the table, "-" when not known (or not finite: a page's counters are
+ * anyone's). */
+static void rate_cells(char cells[TC_COUNT][48], const struct gp_format_rate *r)
+{
+	if (r && r->known && r->allocs_per_s >= 0 && r->bytes_per_s >= 0 && r->allocs_per_s <= 1e300 &&
+	    r->bytes_per_s <= 1e300) {
+		rate_count(cells[TC_ARATE], 48, r->allocs_per_s);
+		rate_bytes(cells[TC_BRATE], 48, r->bytes_per_s);
+	} else {
+		snprintf(cells[TC_ARATE], 48, "-");
+		snprintf(cells[TC_BRATE], 48, "-");
+	}
+}
+
+/* Rows of the table below its head: one per active or inconsistent slot, one for a process
+ * without devices. */
+static size_t table_rows(const struct gp_format_proc *procs, size_t n)
+{
+	size_t rows = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct gpupool_page *pg = procs[i].page;
+		if (pg->ndevices == 0)
+			rows++;
+		for (uint32_t d = 0; d < pg->ndevices && d < GPUPOOL_MAX_DEVICES; d++)
+			rows += (procs[i].inconsistent & (1u << d)) || pg->dev[d].active;
+	}
+	return rows;
+}
+
+/* Lines of the table: the head, rows while `room` lasts, then what was left out. */
+struct table_out {
+	struct gp_format_out *o;
+	size_t room, left;
+	unsigned cut; /* 0, or the box's width */
+};
+
+static void table_put(struct table_out *t, unsigned mask, char cells[TC_COUNT][48])
+{
+	if (t->room) {
+		t->room--;
+		table_row(t->o, mask, cells, t->cut);
+	} else {
+		t->left++;
+	}
+}
+
+void gp_format_table_box(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n, unsigned width,
+			 unsigned rows)
 {
 	unsigned mask = table_columns(procs, n, width);
 	char cells[TC_COUNT][48];
+	size_t gone = 0, nrows = table_rows(procs, n);
+	for (size_t i = 0; i < n; i++)
+		gone += procs[i].stale;
+	struct table_out t = {o, nrows, 0, rows ? width : 0};
+	/* the head, the rows, the line counting the gone: one line counts what does not fit */
+	size_t fixed = 1 + (gone ? 1 : 0);
+	if (rows && fixed + nrows > rows)
+		t.room = rows > fixed + 1 ? rows - fixed - 1 : 0;
 	for (int c = 0; c < TC_COUNT; c++)
 		snprintf(cells[c], sizeof cells[c], "%s", tcols[c].head);
-	table_row(o, mask, cells);
-	size_t gone = 0;
+	table_row(o, mask, cells, t.cut);
 	for (size_t i = 0; i < n; i++) {
 		const struct gpupool_page *pg = procs[i].page;
 		char comm[GPUPOOL_COMM_LEN];
@@ -294,11 +414,10 @@ void gp_format_table_fit(struct gp_format_out *o, const struct gp_format_proc *p
 		snprintf(cells[TC_PID], sizeof cells[TC_PID], "%d", (int)pg->pid);
 		snprintf(cells[TC_COMM], sizeof cells[TC_COMM], "%s", comm);
 		snprintf(cells[TC_STATE], sizeof cells[TC_STATE], "%s", procs[i].stale ? "gone" : "live");
-		gone += procs[i].stale;
 		if (pg->ndevices == 0) {
 			snprintf(cells[TC_DEV], sizeof cells[TC_DEV], "-");
 			table_fill(cells, "-");
-			table_row(o, mask, cells);
+			table_put(&t, mask, cells);
 		}
 		for (uint32_t d = 0; d < pg->ndevices && d < GPUPOOL_MAX_DEVICES; d++) {
 			const struct gpupool_device_stats *s = &pg->dev[d];
@@ -306,7 +425,7 @@ void gp_format_table_fit(struct gp_format_out *o, const struct gp_format_proc *p
 			if (procs[i].inconsistent & (1u << d)) {
 				table_fill(cells, "?");
 				snprintf(cells[TC_STATE], sizeof cells[TC_STATE], "inconsistent (writer died mid-update?)");
-				table_row(o, mask, cells);
+				table_put(&t, mask, cells);
 				snprintf(cells[TC_STATE], sizeof cells[TC_STATE], "%s", procs[i].stale ? "gone" : "live");
 				continue;
 			}
@@ -314,6 +433,7 @@ void gp_format_table_fit(struct gp_format_out *o, const struct gp_format_proc *p
 				continue;
 			gp_format_bytes(cells[TC_RESERVED], sizeof cells[0], s->reserved_bytes);
 			gp_format_bytes(cells[TC_ALLOCATED], sizeof cells[0], s->allocated_bytes);
+			rate_cells(cells, procs[i].rates ? &procs[i].rates[d] : NULL);
 			gp_format_bytes(cells[TC_PEAK], sizeof cells[0], s->reserved_bytes_peak);
 			gp_format_bytes(cells[TC_CACHED], sizeof cells[0], s->cached_bytes);
 			gp_format_bytes(cells[TC_LARGEST], sizeof cells[0], s->largest_free_block);
@@ -336,17 +456,30 @@ void gp_format_table_fit(struct gp_format_out *o, const struct gp_format_proc *p
 				snprintf(cells[TC_HIT], sizeof cells[0], "%.1f", hr);
 			snprintf(cells[TC_SEGS], sizeof cells[0], "%llu", (unsigned long long)s->segment_allocs);
 			snprintf(cells[TC_OOMS], sizeof cells[0], "%llu", (unsigned long long)s->ooms);
-			table_row(o, mask, cells);
+			table_put(&t, mask, cells);
 		}
 	}
-	if (gone)
-		gp_format_printf(o, "%zu process%s gone without removing %s page (gpupool-stat --clean removes %s)\n",
-				 gone, gone == 1 ? "" : "es", gone == 1 ? "its" : "their", gone == 1 ? "it" : "them");
+	char line[160];
+	if (t.left) {
+		snprintf(line, sizeof line, "%zu row%s left out: a taller terminal shows %s", t.left, t.left == 1 ? "" : "s",
+			 t.left == 1 ? "it" : "them");
+		box_cut(o, line, t.cut);
+	}
+	if (gone) {
+		snprintf(line, sizeof line, "%zu process%s gone without removing %s page (gpupool-stat --clean removes %s)",
+			 gone, gone == 1 ? "" : "es", gone == 1 ? "its" : "their", gone == 1 ? "it" : "them");
+		box_cut(o, line, t.cut);
+	}
+}
+
+void gp_format_table_fit(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n, unsigned width)
+{
+	gp_format_table_box(o, procs, n, width, 0);
 }
 
 void gp_format_table(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n)
 {
-	gp_format_table_fit(o, procs, n, 0);
+	gp_format_table_box(o, procs, n, 0, 0);
 }
 
 /* ---- detail ---------------------------------------------------------------------- */
@@ -361,53 +494,181 @@ static void value_cell(char *buf, size_t cap, bool bytes, uint64_t v)
 	}
 }
 
-void gp_format_detail(struct gp_format_out *o, const struct gp_format_proc *p)
+/* How much each line of the detail view matters when it does not all fit (detail_box). */
+enum prio { P_TOP, P_KEY, P_MORE, P_REST, P_COUNT };
+
+/* The priority of a field's line: reserved and allocated bytes first, then what says whether
+ * the pool is healthy. */
+static enum prio field_prio(const struct metric *m)
+{
+	static const char *const key[] = {"reserved_bytes", "allocated_bytes"};
+	static const char *const more[] = {"requested_bytes", "cached_bytes", "largest_free_block", "ooms"};
+	for (size_t i = 0; i < sizeof key / sizeof key[0]; i++)
+		if (strcmp(m->name, key[i]) == 0)
+			return P_KEY;
+	for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
+		if (strcmp(m->name, more[i]) == 0)
+			return P_MORE;
+	return P_REST;
+}
+
+/* The detail view's lines go through a box: a first pass counts them by priority, the second
+ * writes those that fit (all of the priorities below `full`, the first `partial` of `full`),
+ * each cut at `width`, and counts the rest. */
+struct box {
+	struct gp_format_out *o;
+	unsigned width; /* 0: no bound */
+	bool counting;
+	unsigned count[P_COUNT];
+	int full;
+	unsigned partial, left;
+};
+
+static void box_line(struct box *b, enum prio prio, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void box_line(struct box *b, enum prio prio, const char *fmt, ...)
+{
+	if (b->counting) {
+		b->count[prio]++;
+		return;
+	}
+	if ((int)prio > b->full || ((int)prio == b->full && b->partial == 0)) {
+		b->left++;
+		return;
+	}
+	if ((int)prio == b->full)
+		b->partial--;
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	int k = vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	if (k < 0)
+		return;
+	if (b->width && b->width < sizeof line && strlen(line) > b->width)
+		line[b->width] = '\0';
+	gp_format_printf(b->o, "%s\n", line);
+}
+
+/* The widths of the value columns of p's slots: the widest cell, or the heading. */
+static void detail_widths(const struct gp_format_proc *p, int *wcur, int *wpeak)
+{
+	char cell[40];
+	*wcur = (int)strlen("current");
+	*wpeak = (int)strlen("peak");
+	const struct gpupool_page *pg = p->page;
+	for (uint32_t d = 0; d < pg->ndevices && d < GPUPOOL_MAX_DEVICES; d++) {
+		const struct gpupool_device_stats *s = &pg->dev[d];
+		if ((p->inconsistent & (1u << d)) || !s->active)
+			continue;
+		for (size_t i = 0; i < NMETRICS; i++) {
+			value_cell(cell, sizeof cell, is_bytes(&metrics[i]), field(s, metrics[i].off));
+			*wcur = (int)strlen(cell) > *wcur ? (int)strlen(cell) : *wcur;
+			if (!metrics[i].gauge)
+				continue;
+			value_cell(cell, sizeof cell, is_bytes(&metrics[i]), field(s, metrics[i].peak_off));
+			*wpeak = (int)strlen(cell) > *wpeak ? (int)strlen(cell) : *wpeak;
+		}
+	}
+}
+
+static void detail_lines(struct box *b, const struct gp_format_proc *p)
 {
 	const struct gpupool_page *pg = p->page;
 	char comm[GPUPOOL_COMM_LEN];
+	int wc, wp;
+	detail_widths(p, &wc, &wp);
 	safe_comm(comm, pg);
-	gp_format_printf(o, "pid %d  command %s  %s  devices %u  started %llu.%03llu (unix time)\n",
-			 (int)pg->pid, comm, p->stale ? "STALE (process gone)" : "live", pg->ndevices,
-			 (unsigned long long)(pg->start_time_ns / 1000000000ull),
-			 (unsigned long long)(pg->start_time_ns / 1000000ull % 1000ull));
-	gp_format_printf(o, "release requests %llu, done %llu\n", (unsigned long long)pg->release_request,
-			 (unsigned long long)pg->release_done);
+	box_line(b, P_TOP, "pid %d  command %s  %s  devices %u  started %llu.%03llu (unix time)", (int)pg->pid, comm,
+		 p->stale ? "STALE (process gone)" : "live", pg->ndevices,
+		 (unsigned long long)(pg->start_time_ns / 1000000000ull),
+		 (unsigned long long)(pg->start_time_ns / 1000000ull % 1000ull));
+	box_line(b, P_REST, "release requests %llu, done %llu", (unsigned long long)pg->release_request,
+		 (unsigned long long)pg->release_done);
 	for (uint32_t d = 0; d < pg->ndevices && d < GPUPOOL_MAX_DEVICES; d++) {
 		const struct gpupool_device_stats *s = &pg->dev[d];
 		if (p->inconsistent & (1u << d)) {
-			gp_format_printf(o, "\ndevice %d: inconsistent (writer died mid-update?)\n", (int)s->device);
+			box_line(b, P_REST, "%s", "");
+			box_line(b, P_TOP, "device %d: inconsistent (writer died mid-update?)", (int)s->device);
 			continue;
 		}
 		if (!s->active)
 			continue;
-		char lim[40], cur[40], pk[40];
+		char lim[40], cur[40], pk[40], uuid[GP_FORMAT_UUID_LEN];
 		if (s->limit_bytes)
 			value_cell(lim, sizeof lim, true, s->limit_bytes);
 		else
 			snprintf(lim, sizeof lim, "none");
-		gp_format_printf(o, "\ndevice %d  limit %s\n", (int)s->device, lim);
-		gp_format_printf(o, "  %-25s %28s %28s\n", "gauge", "current", "peak");
+		gp_format_uuid(uuid, s);
+		box_line(b, P_REST, "%s", "");
+		box_line(b, P_TOP, "device %d  limit %s%s%s", (int)s->device, lim, uuid[0] ? "  " : "", uuid);
+		if (p->rates) {
+			const struct gp_format_rate *r = &p->rates[d];
+			char a[24], by[24];
+			if (r->known && r->allocs_per_s >= 0 && r->bytes_per_s >= 0 && r->allocs_per_s <= 1e300 &&
+			    r->bytes_per_s <= 1e300) {
+				rate_count(a, sizeof a, r->allocs_per_s);
+				rate_bytes(by, sizeof by, r->bytes_per_s);
+				box_line(b, P_KEY, "  per second: %s allocations, %s asked for", a, by);
+			} else {
+				box_line(b, P_KEY, "  per second: - (from the next refresh)");
+			}
+		}
+		box_line(b, P_KEY, "  %-25s %*s %*s", "gauge", wc, "current", wp, "peak");
 		for (size_t i = 0; i < NMETRICS; i++) {
 			if (!metrics[i].gauge)
 				continue;
 			value_cell(cur, sizeof cur, is_bytes(&metrics[i]), field(s, metrics[i].off));
 			value_cell(pk, sizeof pk, is_bytes(&metrics[i]), field(s, metrics[i].peak_off));
-			gp_format_printf(o, "  %-25s %28s %28s\n", metrics[i].name, cur, pk);
+			box_line(b, field_prio(&metrics[i]), "  %-25s %*s %*s", metrics[i].name, wc, cur, wp, pk);
 		}
-		gp_format_printf(o, "  %-25s %28s\n", "counter", "total");
+		box_line(b, P_MORE, "  %-25s %*s", "counter", wc, "total");
 		for (size_t i = 0; i < NMETRICS; i++) {
 			if (metrics[i].gauge)
 				continue;
 			value_cell(cur, sizeof cur, is_bytes(&metrics[i]), field(s, metrics[i].off));
-			gp_format_printf(o, "  %-25s %28s\n", metrics[i].name, cur);
+			box_line(b, field_prio(&metrics[i]), "  %-25s %*s", metrics[i].name, wc, cur);
 		}
 		double hr = gp_format_hit_rate(s);
 		if (hr >= 0)
-			gp_format_printf(o, "  %-25s %27.1f%%\n", "hit rate", hr);
+			box_line(b, P_MORE, "  %-25s %*.1f%%", "hit rate", wc - 1, hr);
 		char saved[24];
 		gp_format_calls_saved(saved, sizeof saved, s);
-		gp_format_printf(o, "  %-25s %28s\n", "driver calls saved", saved);
+		box_line(b, P_REST, "  %-25s %*s", "driver calls saved", wc, saved);
 	}
+}
+
+void gp_format_detail_box(struct gp_format_out *o, const struct gp_format_proc *p, unsigned width, unsigned rows)
+{
+	struct box b = {.o = o, .width = width, .counting = true};
+	detail_lines(&b, p);
+	unsigned total = 0;
+	for (int i = 0; i < P_COUNT; i++)
+		total += b.count[i];
+	b.counting = false;
+	b.full = P_COUNT;
+	if (rows && total > rows) {
+		/* the last line counts what is left out; the most important lines first */
+		unsigned avail = rows - 1, used = 0;
+		int t = 0;
+		while (t < P_COUNT && used + b.count[t] <= avail)
+			used += b.count[t++];
+		b.full = t;
+		b.partial = avail - used;
+	}
+	detail_lines(&b, p);
+	if (b.left) {
+		char line[128];
+		snprintf(line, sizeof line, "%u row%s left out: a taller terminal shows %s", b.left, b.left == 1 ? "" : "s",
+			 b.left == 1 ? "it" : "them");
+		if (width && width < sizeof line)
+			line[width] = '\0';
+		gp_format_printf(o, "%s\n", line);
+	}
+}
+
+void gp_format_detail(struct gp_format_out *o, const struct gp_format_proc *p)
+{
+	gp_format_detail_box(o, p, 0, 0);
 }
 
 /* ---- JSON ------------------------------------------------------------------------ */
@@ -454,7 +715,9 @@ static void json_processes(struct gp_format_out *o, const struct gp_format_proc 
 					 (int)s->device, bad ? "false" : "true");
 			first = false;
 			if (!bad) {
-				gp_format_printf(o, ",\"limit_bytes\":%llu", (unsigned long long)s->limit_bytes);
+				char uuid[GP_FORMAT_UUID_LEN];
+				gp_format_printf(o, ",\"uuid\":\"%s\",\"limit_bytes\":%llu", gp_format_uuid(uuid, s),
+						 (unsigned long long)s->limit_bytes);
 				for (size_t k = 0; k < NMETRICS; k++) {
 					gp_format_printf(o, ",\"%s\":%llu", metrics[k].name,
 							 (unsigned long long)field(s, metrics[k].off));
@@ -543,7 +806,10 @@ static void prom_labels(struct gp_format_out *o, const struct gpupool_page *pg, 
 {
 	gp_format_printf(o, "{pid=\"%d\",comm=\"", (int)pg->pid);
 	prom_label_value(o, pg->comm, GPUPOOL_COMM_LEN - 1);
-	if (s)
+	char uuid[GP_FORMAT_UUID_LEN];
+	if (s && gp_format_uuid(uuid, s)[0]) /* dcgm-exporter's label name: joins on(UUID) */
+		gp_format_printf(o, "\",device=\"%d\",UUID=\"%s\"}", (int)s->device, uuid);
+	else if (s)
 		gp_format_printf(o, "\",device=\"%d\"}", (int)s->device);
 	else
 		puts_(o, "\"}");
@@ -567,17 +833,18 @@ static void prom_meta(struct gp_format_out *o, bool om, const char *family, cons
 		gp_format_printf(o, "# UNIT %s %s\n", family, unit);
 }
 
-/* One family with one sample per live, consistent, active device slot: the field at off. */
+/* One family with one sample per live, consistent, active device slot: the field at off
+ * (but for a zero when skip_zero). */
 static void prom_device_family(struct gp_format_out *o, bool om, const struct gp_format_proc *procs, size_t n,
 			       const char *family, const char *type, const char *unit, const char *help_prefix,
-			       const char *help, size_t off)
+			       const char *help, size_t off, bool skip_zero)
 {
 	prom_meta(o, om, family, type, unit, help_prefix, help);
 	const char *total = strcmp(type, "counter") == 0 ? "_total" : "";
 	for (size_t i = 0; i < n; i++) {
 		const struct gpupool_page *pg = procs[i].page;
 		for (uint32_t d = 0; d < pg->ndevices && d < GPUPOOL_MAX_DEVICES; d++) {
-			if (!prom_slot_ok(&procs[i], d))
+			if (!prom_slot_ok(&procs[i], d) || (skip_zero && !field(&pg->dev[d], off)))
 				continue;
 			gp_format_printf(o, "%s%s", family, total);
 			prom_labels(o, pg, &pg->dev[d]);
@@ -602,15 +869,18 @@ void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *
 		const struct metric *m = &metrics[k];
 		const char *unit = is_bytes(m) ? "bytes" : NULL;
 		prom_family_name(name, sizeof name, m, false);
-		prom_device_family(o, om, procs, n, name, m->gauge ? "gauge" : "counter", unit, "", m->help, m->off);
+		prom_device_family(o, om, procs, n, name, m->gauge ? "gauge" : "counter", unit, "", m->help, m->off,
+				   false);
 		if (m->gauge) {
 			prom_family_name(name, sizeof name, m, true);
-			prom_device_family(o, om, procs, n, name, "gauge", unit, "peak of: ", m->help, m->peak_off);
+			prom_device_family(o, om, procs, n, name, "gauge", unit, "peak of: ", m->help, m->peak_off,
+					   false);
 		}
 	}
+	/* no sample where there is no limit: a 0 would read as a limit of nothing */
 	prom_device_family(o, om, procs, n, "gpupool_limit_bytes", "gauge", "bytes", "",
-			   "configured limit on reserved bytes (0 = none)",
-			   offsetof(struct gpupool_device_stats, limit_bytes));
+			   "configured limit on reserved bytes (no sample: no limit)",
+			   offsetof(struct gpupool_device_stats, limit_bytes), true);
 	prom_meta(o, om, "gpupool_process_start_time_seconds", "gauge", "seconds", "",
 		  "when the process started using gpupool (unix time)");
 	for (size_t i = 0; i < n; i++) {

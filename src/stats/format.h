@@ -29,12 +29,24 @@ void gp_format_printf(struct gp_format_out *o, const char *fmt, ...) __attribute
 /* Pushes staged bytes out; call once at the end. Returns 0 or -EIO (truncated). */
 int gp_format_flush(struct gp_format_out *o);
 
+/* How fast one device slot allocated between two snapshots of it (gpupool-stat --watch: the
+ * counters' differences over the time between the reads). */
+struct gp_format_rate {
+	bool known;          /* false: no earlier snapshot of this slot (the first refresh, a new
+			      * device or process, a counter that went back) */
+	double allocs_per_s; /* allocations served by the pool (the counter allocs) per second */
+	double bytes_per_s;  /* bytes asked for (the counter requested_bytes_total) per second */
+};
+
 /* One process as the formatters see it: a consistent page copy (gp_statpage_copy or
  * gp_statpage_read) plus what the reader learnt about it. */
 struct gp_format_proc {
 	const struct gpupool_page *page;
 	bool stale;            /* writer is gone: shown as stale, left out of Prometheus */
 	uint32_t inconsistent; /* slots without a consistent snapshot */
+	/* NULL: no rates (not watching); else one per slot of page->dev, for the table (ALLOCS/S,
+	 * BYTES/S) and the detail view; JSON and Prometheus leave them out */
+	const struct gp_format_rate *rates;
 };
 
 /* Pages the reader left out for one reason (reason: [a-z_]+, e.g. "foreign"). */
@@ -50,6 +62,11 @@ struct gp_format_skip {
 
 /* "1.5 GiB", "512 B": binary units, one decimal. Returns buf. */
 const char *gp_format_bytes(char *buf, size_t cap, uint64_t bytes);
+/* The slot's uuid as nvidia-smi and dcgm-exporter print it,
+ * "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (lowercase hex), or "" while it is not known (all
+ * zero). buf holds GP_FORMAT_UUID_LEN bytes. Returns buf. */
+#define GP_FORMAT_UUID_LEN 41
+const char *gp_format_uuid(char buf[GP_FORMAT_UUID_LEN], const struct gpupool_device_stats *s);
 
 /* One row per live (or gone: STATE "gone") process and active device, with a header line,
  * every column; LIMIT and %LIM (reserved / limit) only when some slot has a limit. SEGS
@@ -57,10 +74,22 @@ const char *gp_format_bytes(char *buf, size_t cap, uint64_t bytes);
  * processes that are gone. */
 void gp_format_table(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n);
 /* The same, rows at most `width` characters (0: no bound): the columns that matter least give
- * way first (docs/stats.md lists which); PID, COMMAND, DEV and STATE always stay. */
+ * way first (docs/stats.md lists which); PID, COMMAND, DEV and STATE always stay. ALLOCS/S
+ * and BYTES/S (after ALLOCATED) when some process has rates. */
 void gp_format_table_fit(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n, unsigned width);
-/* Every gauge (current, peak), every counter and the limit of one process. */
+/* gp_format_table_fit in at most `rows` lines too (a terminal; 0: no bound): the header, the
+ * first rows, and in the last line the number of rows left out. */
+void gp_format_table_box(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n, unsigned width,
+			 unsigned rows);
+/* Every gauge (current, peak), every counter, the limit and the uuid of one process, and its
+ * rates per second when p->rates. */
 void gp_format_detail(struct gp_format_out *o, const struct gp_format_proc *p);
+/* gp_format_detail in a box of `width` columns and `rows` lines (a terminal; 0: no bound):
+ * what matters most stays (the process's line; each device's line with its limit and
+ * uuid, the rates, reserved and allocated bytes; then requested, cached and the largest
+ * free block, OOMs and the hit rate), the other lines as room allows, in their order; the
+ * last line says how many rows were left out. Lines longer than width are cut. */
+void gp_format_detail_box(struct gp_format_out *o, const struct gp_format_proc *p, unsigned width, unsigned rows);
 /* {"version":GP_FORMAT_JSON_VERSION,"processes":[{..., "devices":[{...raw integers...}]}]}:
  * the exit report's JSON. Every field is listed in docs/json.md (a test keeps them equal). */
 void gp_format_json(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n);
@@ -71,6 +100,8 @@ void gp_format_json_listing(struct gp_format_out *o, const struct gp_format_proc
 /* Prometheus text exposition format 0.0.4, or OpenMetrics 1.0.0 when openmetrics (families
  * named without _total, UNIT lines, "# EOF" last); stale processes and inconsistent slots
  * left out. One family per name, the unit last, _total on counters only (docs/stats.md).
+ * Labels pid, comm, device, and UUID (dcgm-exporter's name) where the slot's uuid is known;
+ * gpupool_limit_bytes only where a limit is set.
  * First gpupool_build_info{version="<version>"} 1 unless version is NULL; last
  * gpupool_skipped_pages{reason="..."}, one sample per entry of skips[]. */
 void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n,

@@ -327,6 +327,24 @@ bool gp_statpage_release_pending(const struct gpupool_page *pg, uint64_t *req)
 	return true;
 }
 
+int gp_statpage_set_uuid(struct gpupool_page *pg, int device, const unsigned char uuid[GPUPOOL_UUID_LEN])
+{
+	if (!pg || !uuid || device < 0)
+		return -EINVAL;
+	struct gpupool_device_stats *s = gp_statpage_slot(pg, device);
+	if (!s)
+		return -ENOSPC;
+	/* word by word, as readers copy the slot */
+	gp_stats_word w[GPUPOOL_UUID_LEN / sizeof(gp_stats_word)];
+	memcpy(w, uuid, sizeof w);
+	gp_stats_word *to = (gp_stats_word *)(void *)s->uuid;
+	gp_stats_begin(s);
+	for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+		__atomic_store_n(&to[i], w[i], __ATOMIC_RELAXED);
+	gp_stats_end(s);
+	return 0;
+}
+
 void gp_statpage_release_ack(struct gpupool_page *pg, uint64_t req)
 {
 	if (!pg)
@@ -337,13 +355,53 @@ void gp_statpage_release_ack(struct gpupool_page *pg, uint64_t req)
 		;
 }
 
+/* Version 2's slot: struct gpupool_device_stats without its uuid; the fields before it at
+ * the same offsets (V2_HEAD bytes: seq, device, active, limit_bytes), those after it
+ * GPUPOOL_UUID_LEN bytes earlier. */
+#define V2_HEAD offsetof(struct gpupool_device_stats, uuid)
+#define V2_SLOT_SIZE (sizeof(struct gpupool_device_stats) - GPUPOOL_UUID_LEN)
+#define V2_PAGE_SIZE (offsetof(struct gpupool_page, dev) + GPUPOOL_MAX_DEVICES * V2_SLOT_SIZE)
+_Static_assert(V2_HEAD % sizeof(gp_stats_word) == 0 && GPUPOOL_UUID_LEN % sizeof(gp_stats_word) == 0,
+	       "a version 2 slot maps word for word");
+/* both layouts end in the same 4 KiB page (the smallest page size of the hosts gpupool runs
+ * on): a mapping of either length covers the same memory pages of either file */
+#define V2_SAME_PAGES ((V2_PAGE_SIZE - 1) / 4096 == (sizeof(struct gpupool_page) - 1) / 4096)
+_Static_assert(V2_SAME_PAGES, "a version 2 page and a current one span the same memory pages");
+
+size_t gp_statpage_size_of(uint32_t version)
+{
+	return version == GPUPOOL_PAGE_VERSION ? sizeof(struct gpupool_page) : version == 2 ? V2_PAGE_SIZE : 0;
+}
+
+/* gp_stats_snapshot of a slot of `bytes`: the current layout's, or version 2's (V2_SLOT_SIZE),
+ * whose words go to the current fields of the same names, the uuid zero. */
+static bool snapshot_bytes(const void *src, size_t bytes, struct gpupool_device_stats *dst, int tries)
+{
+	if (bytes == sizeof *dst)
+		return gp_stats_snapshot(src, dst, tries);
+	const gp_stats_word *from = src;
+	gp_stats_word *to = (gp_stats_word *)dst;
+	const size_t head = V2_HEAD / sizeof *to, gap = GPUPOOL_UUID_LEN / sizeof *to;
+	memset(dst, 0, sizeof *dst);
+	while (tries-- > 0) {
+		uint64_t a = __atomic_load_n(&from[0], __ATOMIC_ACQUIRE); /* seq */
+		if (a & 1)
+			continue;
+		for (size_t i = 0; i < V2_SLOT_SIZE / sizeof *to; i++)
+			to[i < head ? i : i + gap] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+		GP_STATS_FENCE(memory_order_acquire);
+		if (__atomic_load_n(&from[0], __ATOMIC_RELAXED) == a)
+			return true;
+	}
+	return false;
+}
+
 /* A busy writer keeps its slot odd for most of each pool call: spin a little, then let it
  * run, until deadline_ns (CLOCK_MONOTONIC). A writer that died mid-update never settles. */
-bool gp_statpage_snapshot_until(const struct gpupool_device_stats *s, struct gpupool_device_stats *d,
-				uint64_t deadline_ns)
+static bool settle(const void *s, size_t bytes, struct gpupool_device_stats *d, uint64_t deadline_ns)
 {
 	for (int round = 0;; round++) {
-		if (gp_stats_snapshot(s, d, GP_STATPAGE_TRIES))
+		if (snapshot_bytes(s, bytes, d, GP_STATPAGE_TRIES))
 			return true;
 		uint64_t now = gp_clock_ns(CLOCK_MONOTONIC);
 		if (!now || now >= deadline_ns)
@@ -357,6 +415,12 @@ bool gp_statpage_snapshot_until(const struct gpupool_device_stats *s, struct gpu
 	}
 }
 
+bool gp_statpage_snapshot_until(const struct gpupool_device_stats *s, struct gpupool_device_stats *d,
+				uint64_t deadline_ns)
+{
+	return settle(s, sizeof *s, d, deadline_ns);
+}
+
 uint32_t gp_statpage_copy(const struct gpupool_page *src, struct gpupool_page *dst)
 {
 	return gp_statpage_copy_until(src, dst, gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS);
@@ -365,8 +429,17 @@ uint32_t gp_statpage_copy(const struct gpupool_page *src, struct gpupool_page *d
 uint32_t gp_statpage_copy_until(const struct gpupool_page *src, struct gpupool_page *dst,
 				uint64_t deadline_ns)
 {
+	return gp_statpage_copy_image(src, sizeof *src, dst, deadline_ns);
+}
+
+uint32_t gp_statpage_copy_image(const void *src, size_t len, struct gpupool_page *dst, uint64_t deadline_ns)
+{
+	_Static_assert(offsetof(struct gpupool_device_stats, active) + sizeof(uint32_t) <= V2_HEAD,
+		       "device and active at the same offsets in both layouts");
+	const struct gpupool_page *hdr = src; /* the header is the same in every layout */
+	size_t slot = len == sizeof *dst ? sizeof dst->dev[0] : len == V2_PAGE_SIZE ? V2_SLOT_SIZE : 0;
 	uint32_t bad = 0;
-	uint32_t n = __atomic_load_n(&src->ndevices, __ATOMIC_ACQUIRE);
+	uint32_t n = slot ? __atomic_load_n(&hdr->ndevices, __ATOMIC_ACQUIRE) : 0;
 	memcpy(dst, src, offsetof(struct gpupool_page, dev));
 	dst->comm[GPUPOOL_COMM_LEN - 1] = '\0';
 	dst->lib_version[GPUPOOL_VERSION_LEN - 1] = '\0';
@@ -375,13 +448,16 @@ uint32_t gp_statpage_copy_until(const struct gpupool_page *src, struct gpupool_p
 	dst->ndevices = n;
 	memset(dst->dev, 0, sizeof dst->dev);
 	for (uint32_t i = 0; i < n; i++) {
-		const struct gpupool_device_stats *s = &src->dev[i];
+		const char *s = (const char *)src + offsetof(struct gpupool_page, dev) + i * slot;
 		struct gpupool_device_stats *d = &dst->dev[i];
-		if (!__atomic_load_n(&s->active, __ATOMIC_ACQUIRE))
+		/* device and active: at the same offsets in every layout */
+		const int32_t *device = (const void *)(s + offsetof(struct gpupool_device_stats, device));
+		const uint32_t *active = (const void *)(s + offsetof(struct gpupool_device_stats, active));
+		if (!__atomic_load_n(active, __ATOMIC_ACQUIRE))
 			continue;
-		if (!gp_statpage_snapshot_until(s, d, deadline_ns)) {
+		if (!settle(s, slot, d, deadline_ns)) {
 			memset(d, 0, sizeof *d);
-			d->device = __atomic_load_n(&s->device, __ATOMIC_RELAXED);
+			d->device = __atomic_load_n(device, __ATOMIC_RELAXED);
 			bad |= 1u << i;
 		}
 	}
@@ -416,18 +492,23 @@ const char *gp_statpage_skip_text(enum gp_statpage_skip r)
 	return r < GP_SKIP_COUNT ? skips[r].text : skips[GP_SKIP_INVALID].text;
 }
 
+static bool known_size(long long size)
+{
+	return size == (long long)sizeof(struct gpupool_page) || size == (long long)V2_PAGE_SIZE;
+}
+
 static int wrong_size(const char *name, long long size, char *why, size_t wl)
 {
-	why_set(why, wl, "skipped: %s truncated/wrong size (%lld bytes, expected %zu)%s", name, size,
-		sizeof(struct gpupool_page), size == 0 ? ", being created?" : "");
+	why_set(why, wl, "skipped: %s truncated/wrong size (%lld bytes, expected %zu, or %zu for version 2)%s", name,
+		size, sizeof(struct gpupool_page), V2_PAGE_SIZE, size == 0 ? ", being created?" : "");
 	return -EBADMSG;
 }
 
 /* Checks what `name` is before opening it (so a fifo or device is never opened), opens it
  * without following links, and checks again on the descriptor. Returns the fd (its owner
- * in *owner) or -errno. */
-static int open_checked(int dirfd, const char *name, uid_t uid, int oflags, uid_t *owner, char *why,
-			size_t wl)
+ * in *owner, its size, that of a known layout, in *size) or -errno. */
+static int open_checked(int dirfd, const char *name, uid_t uid, int oflags, uid_t *owner, size_t *size,
+			char *why, size_t wl)
 {
 	struct stat st, fst;
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -455,11 +536,12 @@ static int open_checked(int dirfd, const char *name, uid_t uid, int oflags, uid_
 		why_set(why, wl, "skipped: %s changed while being opened", name);
 		return -EAGAIN;
 	}
-	if (fst.st_size != (off_t)sizeof(struct gpupool_page)) {
+	if (!known_size((long long)fst.st_size)) {
 		close(fd);
 		return wrong_size(name, (long long)fst.st_size, why, wl);
 	}
 	*owner = fst.st_uid;
+	*size = (size_t)fst.st_size;
 	return fd;
 }
 
@@ -483,21 +565,27 @@ static int check_owner(const char *name, int pid, uid_t file_uid, uid_t uid, cha
 	return -ESRCH;
 }
 
-static int check_header(const struct gpupool_page *h, const char *name, int pid, char *why, size_t wl)
+/* The header of a page file of `len` bytes (a known layout's size): its version must be
+ * one this reader takes, of that size. */
+static int check_header(const struct gpupool_page *h, size_t len, const char *name, int pid, char *why, size_t wl)
 {
 	if (h->magic != GPUPOOL_PAGE_MAGIC) {
 		why_set(why, wl, "skipped: %s: bad magic 0x%016llx%s", name, (unsigned long long)h->magic,
 			h->magic == 0 ? " (being created?)" : "");
 		return -EBADMSG;
 	}
-	if (h->version != GPUPOOL_PAGE_VERSION) {
-		why_set(why, wl, "skipped: %s: page version %u, this tool reads %u", name, h->version,
-			GPUPOOL_PAGE_VERSION);
+	size_t want = gp_statpage_size_of(h->version);
+	if (!want) {
+		why_set(why, wl, "skipped: %s: page version %u, this tool reads %u to %u", name, h->version,
+			GP_STATPAGE_OLDEST_VERSION, GPUPOOL_PAGE_VERSION);
 		return -EPROTO;
 	}
-	if (h->size != sizeof(struct gpupool_page)) {
-		why_set(why, wl, "skipped: %s: header size %u, expected %zu", name, h->size,
-			sizeof(struct gpupool_page));
+	if (want != len) {
+		why_set(why, wl, "skipped: %s: page version %u in %zu bytes, expected %zu", name, h->version, len, want);
+		return -EBADMSG;
+	}
+	if (h->size != want) {
+		why_set(why, wl, "skipped: %s: header size %u, expected %zu", name, h->size, want);
 		return -EBADMSG;
 	}
 	if (h->ndevices > GPUPOOL_MAX_DEVICES) {
@@ -573,7 +661,8 @@ int gp_statpage_read(int dirfd, const char *name, uid_t uid, uint64_t deadline_n
 		return -EINVAL;
 	}
 	uid_t owner;
-	int fd = open_checked(dirfd, name, uid, O_RDONLY, &owner, why, whylen);
+	size_t size;
+	int fd = open_checked(dirfd, name, uid, O_RDONLY, &owner, &size, why, whylen);
 	if (fd < 0)
 		return fd;
 	int rc = check_owner(name, pid, owner, uid, why, whylen);
@@ -581,7 +670,7 @@ int gp_statpage_read(int dirfd, const char *name, uid_t uid, uint64_t deadline_n
 		close(fd);
 		return rc;
 	}
-	const struct gpupool_page *map = mmap(NULL, sizeof *map, PROT_READ, MAP_SHARED, fd, 0);
+	const struct gpupool_page *map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
 	int e = errno;
 	close(fd);
 	if (map == MAP_FAILED) {
@@ -593,17 +682,18 @@ int gp_statpage_read(int dirfd, const char *name, uid_t uid, uint64_t deadline_n
 	out->pid = pid;
 	/* first without waiting; a live writer caught mid-update then gets until the deadline
 	 * (a writer that is gone will never finish its update) */
-	rc = gp_statpage_validate(map, sizeof *map, name, 0, &out->page, &out->inconsistent, why, whylen);
+	rc = gp_statpage_validate(map, size, name, 0, &out->page, &out->inconsistent, why, whylen);
 	if (rc == 0) {
 		out->stale = gp_statpage_pid_stale(pid, out->page.start_time_ns);
 		if (out->inconsistent && !out->stale) {
 			if (!deadline_ns)
 				deadline_ns = gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS;
-			rc = gp_statpage_validate(map, sizeof *map, name, deadline_ns, &out->page, &out->inconsistent,
-						  why, whylen);
+			rc = gp_statpage_validate(map, size, name, deadline_ns, &out->page, &out->inconsistent, why,
+						  whylen);
 		}
+		out->read_ns = gp_clock_ns(CLOCK_MONOTONIC);
 	}
-	munmap((void *)map, sizeof *map);
+	munmap((void *)map, size);
 	return rc;
 }
 
@@ -616,15 +706,14 @@ int gp_statpage_validate(const void *buf, size_t len, const char *name, uint64_t
 		why_set(why, whylen, "skipped: %s: not a page name", name);
 		return -EINVAL;
 	}
-	if (len != sizeof *out)
+	if (!known_size((long long)len))
 		return wrong_size(name, (long long)len, why, whylen);
-	const struct gpupool_page *img = buf;
 	/* check a private copy of the header: the image may change under us */
-	memcpy(out, img, offsetof(struct gpupool_page, dev));
-	int rc = check_header(out, name, pid, why, whylen);
+	memcpy(out, buf, offsetof(struct gpupool_page, dev));
+	int rc = check_header(out, len, name, pid, why, whylen);
 	if (rc == 0) {
-		*inconsistent = gp_statpage_copy_until(img, out, deadline_ns);
-		rc = check_header(out, name, pid, why, whylen); /* the header is copied again */
+		*inconsistent = gp_statpage_copy_image(buf, len, out, deadline_ns);
+		rc = check_header(out, len, name, pid, why, whylen); /* the header is copied again */
 	}
 	return rc;
 }
@@ -654,12 +743,13 @@ int gp_statpage_clean_one(int dirfd, const char *name, uid_t uid, char *why, siz
 	uint64_t start = 0;
 	char tmp[8];
 	uid_t owner;
-	int fd = open_checked(dirfd, name, uid, O_RDONLY, &owner, tmp, sizeof tmp);
+	size_t size;
+	int fd = open_checked(dirfd, name, uid, O_RDONLY, &owner, &size, tmp, sizeof tmp);
 	if (fd >= 0) {
 		struct gpupool_page h;
 		if (pread(fd, &h, offsetof(struct gpupool_page, dev), 0) ==
 			    (ssize_t)offsetof(struct gpupool_page, dev) &&
-		    check_header(&h, name, pid, tmp, sizeof tmp) == 0)
+		    check_header(&h, size, name, pid, tmp, sizeof tmp) == 0)
 			start = h.start_time_ns;
 		close(fd);
 	}
@@ -677,7 +767,7 @@ int gp_statpage_clean_one(int dirfd, const char *name, uid_t uid, char *why, siz
 	return 1;
 }
 
-int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_page **map,
+int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_page **map, size_t *len,
 				uint64_t *req, char *why, size_t whylen)
 {
 	char name[32];
@@ -687,7 +777,8 @@ int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_pa
 		return -EINVAL;
 	}
 	uid_t owner;
-	int fd = open_checked(dirfd, name, uid, O_RDWR, &owner, why, whylen);
+	size_t size;
+	int fd = open_checked(dirfd, name, uid, O_RDWR, &owner, &size, why, whylen);
 	if (fd < 0)
 		return fd;
 	int rc = check_owner(name, pid, owner, uid, why, whylen);
@@ -695,6 +786,9 @@ int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_pa
 		close(fd);
 		return rc;
 	}
+	/* the current layout's length, whatever the file's: gp_statpage_unmap unmaps that much;
+	 * a version 2 file ends in the same memory page (V2_SAME_PAGES), so nothing of the
+	 * mapping lies wholly past the file's end */
 	struct gpupool_page *m = mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	int e = errno;
 	close(fd);
@@ -704,7 +798,7 @@ int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_pa
 	}
 	struct gpupool_page h;
 	memcpy(&h, m, offsetof(struct gpupool_page, dev));
-	rc = check_header(&h, name, pid, why, whylen);
+	rc = check_header(&h, size, name, pid, why, whylen);
 	if (rc == 0 && gp_statpage_pid_stale(pid, h.start_time_ns)) {
 		why_set(why, whylen, "%s is stale: pid %d is gone", name, pid);
 		rc = -ESRCH;
@@ -715,6 +809,7 @@ int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_pa
 	}
 	*req = __atomic_add_fetch(&m->release_request, 1, __ATOMIC_SEQ_CST);
 	*map = m;
+	*len = size;
 	return 0;
 }
 

@@ -45,6 +45,12 @@ bool gp_statpage_release_pending(const struct gpupool_page *pg, uint64_t *req);
 /* Acknowledges request `req`: release_done becomes req unless it is already at or past it
  * (a thread that answered an older request late never moves it back). Thread-safe. */
 void gp_statpage_release_ack(struct gpupool_page *pg, uint64_t req);
+/* Records the UUID of `device` (GPUPOOL_UUID_LEN raw bytes, as cudaDeviceProp.uuid or
+ * cuDeviceGetUuid give them) in its slot, activated on first use as by gp_statpage_slot,
+ * under the slot's sequence counter. The caller is the slot's one writer for that moment:
+ * before the device's pool is created, or holding its lock. Works on a private page too.
+ * Returns 0, -EINVAL (no page or uuid, device < 0) or -ENOSPC (no slot left). */
+int gp_statpage_set_uuid(struct gpupool_page *pg, int device, const unsigned char uuid[GPUPOOL_UUID_LEN]);
 
 /* How long one page's slots are waited for, at most, when they are mid-update (a busy
  * writer keeps a slot odd for a few microseconds per pool call; a dead one forever). */
@@ -65,6 +71,19 @@ uint32_t gp_statpage_copy_until(const struct gpupool_page *src, struct gpupool_p
 /* gp_statpage_copy_until with GP_STATPAGE_PATIENCE_NS from now. */
 uint32_t gp_statpage_copy(const struct gpupool_page *src, struct gpupool_page *dst);
 
+/* The oldest page layout the readers here take: version 2, the layout before each slot's
+ * uuid (the same header; each slot without the uuid, its figures GPUPOOL_UUID_LEN bytes
+ * earlier). Pages of libraries before version 3 keep being read after an upgrade. */
+#define GP_STATPAGE_OLDEST_VERSION 2u
+/* The size of a page file of layout `version`: sizeof(struct gpupool_page) for
+ * GPUPOOL_PAGE_VERSION, 16 slots of GPUPOOL_UUID_LEN bytes less for version 2, 0 for any
+ * other version. */
+size_t gp_statpage_size_of(uint32_t version);
+/* gp_statpage_copy_until of an image of `len` bytes, either layout by its size (the caller
+ * has checked it: gp_statpage_size_of); a version 2 image's slots are copied with a zero
+ * uuid, its header as it is (version 2). Any other len copies no slot (ndevices 0). */
+uint32_t gp_statpage_copy_image(const void *src, size_t len, struct gpupool_page *dst, uint64_t deadline_ns);
+
 /* ---- reader ---------------------------------------------------------------------- */
 
 /* The directory of pages: $GPUPOOL_SHM_DIR or /dev/shm. */
@@ -77,6 +96,7 @@ struct gp_statpage_info {
 	int pid;
 	bool stale;             /* the process is gone, or its pid now names another process */
 	uint32_t inconsistent;  /* active slots with no consistent snapshot (writer died mid-update?) */
+	uint64_t read_ns;       /* CLOCK_MONOTONIC when the snapshots were taken (rates between two) */
 	struct gpupool_page page; /* header and consistent slot snapshots */
 };
 
@@ -114,11 +134,13 @@ const char *gp_statpage_skip_text(enum gp_statpage_skip r);
 
 /* Reads and validates one page file in directory `dirfd`, for a reader whose effective
  * uid is `uid`: a regular file (never follows links, never opens fifos or devices), owned
- * by uid unless uid is 0 (-EACCES), of the exact size, with the right
- * magic/version/size/ndevices and the pid of its name. Its owner, from fstat on the open
- * descriptor and checked before anything is read, must be the owner of /proc/<pid>
- * (-EPERM: forged, or the pid now names another user's process); when the process is
- * gone the page counts (as stale) only when the file is uid's own (-ESRCH otherwise).
+ * by uid unless uid is 0 (-EACCES), of the exact size of a layout it takes (version 2 or
+ * GPUPOOL_PAGE_VERSION: out->page.version says which; a version 2 page's uuids are zero),
+ * with the right magic/version/size/ndevices and the pid of its name. Its owner, from
+ * fstat on the open descriptor and checked before anything is read, must be the owner of
+ * /proc/<pid> (-EPERM: forged, or the pid now names another user's process); when the
+ * process is gone the page counts (as stale) only when the file is uid's own (-ESRCH
+ * otherwise).
  * Slots mid-update are waited for until deadline_ns (gp_statpage_copy_until; 0:
  * GP_STATPAGE_PATIENCE_NS from now), those of a stale page not at all (its writer will
  * never finish). Returns 0 and fills *out, or a negative errno with a one-line reason in
@@ -127,9 +149,10 @@ const char *gp_statpage_skip_text(enum gp_statpage_skip r);
 int gp_statpage_read(int dirfd, const char *name, uid_t uid, uint64_t deadline_ns,
 		     struct gp_statpage_info *out, char *why, size_t whylen);
 /* Checks a page image of len bytes that claims to be file `name` ("gpupool.<pid>") and
- * copies it into *out: the exact size (nothing is read otherwise), magic, version, header
- * size, ndevices and the pid of the name, checked on a private copy of the header before
- * and after the slots are copied with gp_statpage_copy_until(deadline_ns). buf is aligned
+ * copies it into *out: the exact size of a layout (gp_statpage_size_of; nothing is read
+ * otherwise), magic, the version of that size, header size, ndevices and the pid of the
+ * name, checked on a private copy of the header before and after the slots are copied with
+ * gp_statpage_copy_image(deadline_ns). buf is aligned
  * for struct gpupool_page (a mapping, or malloc'd) and may change while being read (a live
  * writer's page). Returns 0 with *inconsistent the slots that never settled, or a negative
  * errno with a one-line reason in why[]. No I/O: gp_statpage_read's checks of content, and
@@ -143,9 +166,10 @@ int gp_statpage_clean_one(int dirfd, const char *name, uid_t uid, char *why, siz
 
 /* Opens `pid`'s page in dir read-write and increments its release request, under the
  * checks and the ownership rule of gp_statpage_read (a page of a process that is gone:
- * -ESRCH). Returns 0 with *req the request to wait for and *map the mapping (unmap with
- * gp_statpage_unmap), or a negative errno with why[]. */
-int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_page **map,
+ * -ESRCH). Returns 0 with *req the request to wait for, *map the mapping (unmap with
+ * gp_statpage_unmap) and *len the file's size (copy it with gp_statpage_copy_image: either
+ * layout), or a negative errno with why[]. */
+int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_page **map, size_t *len,
 				uint64_t *req, char *why, size_t whylen);
 void gp_statpage_unmap(struct gpupool_page *map);
 

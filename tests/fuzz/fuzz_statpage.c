@@ -1,8 +1,9 @@
 /* libFuzzer harness for the statistics-page reader. Each input is a page image: checked
  * in memory by gp_statpage_validate, then written as a page file in a private directory
  * and read back by gp_statpage_read; the two must agree (verdict and copy), and every
- * formatter (table, detail, JSON, listing JSON, Prometheus, exit report) runs on what
- * passes and must print only printable ASCII and newlines. A finding aborts. Linked with
+ * formatter (table, detail, both in a terminal's box with rates, JSON, listing JSON,
+ * Prometheus, exit report) runs on what passes and must print only printable ASCII and
+ * newlines. Pages of either layout a reader takes (version 2, the current one) are valid. A finding aborts. Linked with
  * -fsanitize=fuzzer by a fuzzing build, and with run_corpus.c over corpus/statpage in
  * the plain suite. Test code only. */
 #include "fuzz_statpage.h"
@@ -63,11 +64,17 @@ static void check_why(const char *why)
 		abort();
 }
 
-static void check_page(const struct gpupool_page *pg)
+/* A copy that passed: the header of either layout (version 2's, or the current one), and a
+ * version 2 page's uuids zero. */
+static void check_page(const struct gpupool_page *pg, size_t len)
 {
-	if (pg->magic != GPUPOOL_PAGE_MAGIC || pg->version != GPUPOOL_PAGE_VERSION ||
-	    pg->size != sizeof *pg || pg->pid != GP_FUZZ_STATPAGE_PID || pg->ndevices > GPUPOOL_MAX_DEVICES)
+	if (pg->magic != GPUPOOL_PAGE_MAGIC || gp_statpage_size_of(pg->version) != len || pg->size != len ||
+	    pg->pid != GP_FUZZ_STATPAGE_PID || pg->ndevices > GPUPOOL_MAX_DEVICES)
 		abort();
+	static const char zero[GPUPOOL_UUID_LEN];
+	for (int d = 0; d < GPUPOOL_MAX_DEVICES && pg->version == 2; d++)
+		if (memcmp(pg->dev[d].uuid, zero, sizeof zero) != 0)
+			abort();
 }
 
 /* Every view of one page, stale and live, into a buffer: printable ASCII and '\n' only. */
@@ -75,12 +82,22 @@ static void format_all(const struct gpupool_page *pg, uint32_t inconsistent)
 {
 	static char out[1 << 20];
 	static const struct gp_format_skip skips[] = {{"invalid", 1}, {"foreign", 2}, {"limit", 0}};
+	/* rates from the page's own counters, as if a second ago they had been zero: any value */
+	struct gp_format_rate rates[GPUPOOL_MAX_DEVICES];
+	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++)
+		rates[d] = (struct gp_format_rate){d % 3 != 2, (double)pg->dev[d].allocs,
+						   (double)pg->dev[d].requested_bytes_total};
 	for (int stale = 0; stale < 2; stale++) {
-		struct gp_format_proc p = {pg, stale, inconsistent};
+		struct gp_format_proc p = {pg, stale, inconsistent, NULL};
 		struct gp_format_out o;
 		gp_format_to_buf(&o, out, sizeof out);
 		gp_format_table(&o, &p, 1);
 		gp_format_detail(&o, &p);
+		p.rates = rates;
+		gp_format_table_box(&o, &p, 1, 80, 24);
+		gp_format_detail_box(&o, &p, 80, 24);
+		gp_format_detail_box(&o, &p, 3, 2);
+		p.rates = NULL;
 		gp_format_json(&o, &p, 1);
 		gp_format_json_listing(&o, &p, 1, skips, sizeof skips / sizeof skips[0]);
 		gp_format_prometheus(&o, &p, 1, skips, sizeof skips / sizeof skips[0], "0.0.0", false);
@@ -98,19 +115,20 @@ static void format_all(const struct gpupool_page *pg, uint32_t inconsistent)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static struct gpupool_page image, page;
+	static struct gpupool_page page;
 	static struct gp_statpage_info info;
 	char why[512];
 	uint32_t inconsistent;
-	/* an image of the right size in aligned memory; any other size as it came, so that a
-	 * read past its end is the sanitizer's to see */
+	/* an image of a layout's size (the current layout's, or version 2's) in aligned memory of
+	 * exactly that size, any other as it came: a read past its end is the sanitizer's to see */
 	const void *img = data;
-	if (size == sizeof image)
-		img = memcpy(&image, data, size);
+	void *copy = NULL;
+	if ((size == sizeof page || (size && size == gp_statpage_size_of(2))) && (copy = malloc(size)))
+		img = memcpy(copy, data, size);
 	why[0] = '\0';
 	int rc = gp_statpage_validate(img, size, GP_FUZZ_STATPAGE_NAME, 0, &page, &inconsistent, why, sizeof why);
 	if (rc == 0) {
-		check_page(&page);
+		check_page(&page, size);
 		format_all(&page, inconsistent);
 	} else {
 		check_why(why);
@@ -130,5 +148,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else {
 		check_why(why);
 	}
+	free(copy);
 	return 0;
 }

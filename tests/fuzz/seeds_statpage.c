@@ -1,10 +1,13 @@
 /* Writes the seed corpus of the statistics-page harness into the directory given
- * (tests/fuzz/corpus/statpage): a page written by the pool through the test writer, the
- * same truncated, with every slot's counter odd, with every counter at its largest, and
- * with counters whose derived figures (calls saved, hit rate) overflow naive arithmetic.
- * Rerun when struct gpupool_page changes. Test code only. */
+ * (tests/fuzz/corpus/statpage): a page written by the pool through the test writer (with
+ * each device's uuid), the same truncated, with every slot's counter odd, with every
+ * counter (and uuid byte) at its largest, and with counters whose derived figures (calls
+ * saved, hit rate) overflow naive arithmetic; each also in version 2's layout (v2_*, no
+ * uuid), and each layout's header in the other's size. Rerun when struct gpupool_page
+ * changes, keeping the old layout's seeds under a new name (v1_valid). Test code only. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,6 +27,33 @@ static int put(const char *dir, const char *name, const void *buf, size_t len)
 	}
 	close(fd);
 	return 0;
+}
+
+/* pg in version 2's layout: the same header but for version and size, each slot without its
+ * uuid (the figures after it 16 bytes earlier). Returns the size written to out
+ * (gp_statpage_size_of(2)). */
+static size_t to_v2(const struct gpupool_page *pg, unsigned char *out)
+{
+	size_t hdr = offsetof(struct gpupool_page, dev), head = offsetof(struct gpupool_device_stats, uuid);
+	size_t slot = sizeof(struct gpupool_device_stats) - GPUPOOL_UUID_LEN;
+	uint32_t version = 2, size = (uint32_t)gp_statpage_size_of(2);
+	memcpy(out, pg, hdr);
+	memcpy(out + offsetof(struct gpupool_page, version), &version, sizeof version);
+	memcpy(out + offsetof(struct gpupool_page, size), &size, sizeof size);
+	for (int i = 0; i < GPUPOOL_MAX_DEVICES; i++) { /* the slot less its uuid */
+		memcpy(out + hdr + (size_t)i * slot, &pg->dev[i], head);
+		memcpy(out + hdr + (size_t)i * slot + head, (const char *)&pg->dev[i] + head + GPUPOOL_UUID_LEN,
+		       slot - head);
+	}
+	return size;
+}
+
+static int put_both(const char *dir, const char *name, const struct gpupool_page *pg)
+{
+	static unsigned char v2[sizeof(struct gpupool_page)];
+	char v2name[64];
+	snprintf(v2name, sizeof v2name, "v2_%s", name);
+	return put(dir, name, pg, sizeof *pg) | put(dir, v2name, v2, to_v2(pg, v2));
 }
 
 int main(int argc, char **argv)
@@ -65,7 +95,13 @@ int main(int argc, char **argv)
 	mixed.dev[0].segment_frees = 0;
 	mixed.dev[0].hits = UINT64_MAX;
 	mixed.dev[0].misses = 2;
-	return put(argv[1], "valid", &pg, sizeof pg) | put(argv[1], "truncated", &pg, sizeof pg - 100) |
-	       put(argv[1], "odd_counters", &odd, sizeof odd) | put(argv[1], "huge_counters", &huge, sizeof huge) |
-	       put(argv[1], "mixed_extremes", &mixed, sizeof mixed);
+	/* each layout's header in the other layout's size */
+	static unsigned char v2[sizeof(struct gpupool_page)];
+	static struct gpupool_page v2_header;
+	size_t v2len = to_v2(&pg, v2);
+	memcpy(&v2_header, v2, offsetof(struct gpupool_page, dev));
+	return put_both(argv[1], "valid", &pg) | put(argv[1], "truncated", &pg, sizeof pg - 100) |
+	       put(argv[1], "v2_truncated", v2, v2len - 100) | put_both(argv[1], "odd_counters", &odd) |
+	       put_both(argv[1], "huge_counters", &huge) | put_both(argv[1], "mixed_extremes", &mixed) |
+	       put(argv[1], "v3_header_v2_size", &pg, v2len) | put(argv[1], "v2_header_v3_size", &v2_header, sizeof pg);
 }

@@ -5,6 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+void gp_test_writer_uuid(int d, unsigned char uuid[GPUPOOL_UUID_LEN])
+{
+	static const unsigned char base[GPUPOOL_UUID_LEN] = {0x67, 0x70, 0x70, 0x6f, 0x6f, 0x6c, 0x74, 0x65,
+							     0x73, 0x74, 0, 0, 0, 0, 0, 0};
+	memcpy(uuid, base, GPUPOOL_UUID_LEN);
+	uuid[GPUPOOL_UUID_LEN - 1] = (unsigned char)d;
+}
+
 int gp_test_writer_init(struct gp_test_writer *w, struct gpupool_page *pg, unsigned seed)
 {
 	struct gp_pool_params prm;
@@ -15,7 +23,9 @@ int gp_test_writer_init(struct gp_test_writer *w, struct gpupool_page *pg, unsig
 	w->answer_release = true;
 	for (int d = 0; d < 2; d++) {
 		struct gpupool_device_stats *s = gp_statpage_slot(pg, d);
-		if (!s)
+		unsigned char uuid[GPUPOOL_UUID_LEN];
+		gp_test_writer_uuid(d, uuid);
+		if (!s || gp_statpage_set_uuid(pg, d, uuid) != 0)
 			return -ENOSPC;
 		prm.limit = d ? (size_t)64 << 30 : 0;
 		int rc = gp_pool_create(&w->pools[d], d, &prm, &w->fb.be, s);

@@ -20,7 +20,10 @@ struct gp_test_writer {
 	bool answer_release;
 };
 
-/* Two pools whose counters live in slots 0 and 1 of pg; 0 or a negative errno. */
+/* The uuid the writer gives device d: GPU-6770706f-6f6c-7465-7374-00000000000<d>. */
+void gp_test_writer_uuid(int d, unsigned char uuid[GPUPOOL_UUID_LEN]);
+/* Two pools whose counters live in slots 0 and 1 of pg, each device with its uuid
+ * (gp_test_writer_uuid); 0 or a negative errno. */
 int gp_test_writer_init(struct gp_test_writer *w, struct gpupool_page *pg, unsigned seed);
 /* One allocation call's worth of work, as the shim does it: first the release request,
  * then an alloc or free on a random device. */

@@ -124,7 +124,11 @@ def main():
     # libraries' (libc's dlsym, the CUDA runtime's, the driver's): a lower layer that calls
     # one calls that library's API, which the hooks answer as they answer the program.
     with open(os.path.join(src, "hooks", "libgpupool.map"), encoding="utf-8") as f:
-        mapped = set(re.findall(r"^\s*([A-Za-z_][A-Za-z0-9_]*);", f.read(), re.M))
+        text = f.read()
+    block = text[text.find("exports:"):text.find("(end of exports)")]
+    mapped = set(re.findall(r"^\s*\*\s+([A-Za-z_][A-Za-z0-9_]*)\s*$", block, re.M))
+    if "dlsym" not in mapped:
+        errors.append("src/hooks/libgpupool.map: no exports list (a comment, from \"exports:\" to \"(end of exports)\")")
     interposed = {n for n in mapped if not n.startswith("gpupool_")}
     for layer, syms in undefined.items():
         allowed = closure(layer) | {layer}

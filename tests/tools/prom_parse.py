@@ -76,10 +76,13 @@ def check_families(families, openmetrics):
 
 
 def compare_with_json(samples, doc, pid):
-    """Every sample of pid against --json's integers, read while the writer was stopped."""
+    """Every sample of pid against --json's integers, read while the writer was stopped; the
+    UUID label against --json's uuid (the writer gives both devices one); no limit sample for
+    the device without a limit (0 in JSON)."""
     proc = [p for p in doc["processes"] if p["pid"] == pid][0]
     checked = 0
     for dev in proc["devices"]:
+        assert re.fullmatch(r"GPU-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", dev["uuid"]), dev["uuid"]
         for name, want in (("gpupool_reserved_bytes", dev["reserved_bytes"]),
                            ("gpupool_reserved_peak_bytes", dev["reserved_bytes_peak"]),
                            ("gpupool_largest_free_block_bytes", dev["largest_free_block"]),
@@ -87,10 +90,13 @@ def compare_with_json(samples, doc, pid):
                            ("gpupool_allocs_total", dev["allocs"]),
                            ("gpupool_alloc_requested_bytes_total", dev["requested_bytes_total"]),
                            ("gpupool_limit_bytes", dev["limit_bytes"])):
-            got = [v for l, v in samples[name] if l["pid"] == str(pid) and l["device"] == str(dev["device"])]
-            assert got == [float(want)], (name, dev["device"], got, want)
+            got = [(l.get("UUID"), v) for l, v in samples.get(name, [])
+                   if l["pid"] == str(pid) and l["device"] == str(dev["device"])]
+            want = [(dev["uuid"], float(want))] if name != "gpupool_limit_bytes" or want else []
+            assert got == want, (name, dev["device"], got, want)
             checked += 1
     assert checked == 14, checked
+    assert [d["limit_bytes"] > 0 for d in proc["devices"]] == [False, True], proc["devices"]
 
 
 def check_dashboard(samples):
@@ -124,8 +130,8 @@ def check_listen(pid):
     srv = subprocess.Popen([STAT, "--listen", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True)
     try:
         line = srv.stderr.readline()
-        if srv.poll() == 2 or "without libmicrohttpd" in line:
-            print("prom_parse: gpupool-stat built without libmicrohttpd: --listen not tried")
+        if srv.poll() == 2 or "needs libmicrohttpd" in line:
+            print("prom_parse: libmicrohttpd cannot be loaded: --listen not tried")
             return
         m = re.search(r"serving (http://127\.0\.0\.1:\d+)/metrics", line)
         assert m, line

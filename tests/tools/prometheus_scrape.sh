@@ -1,10 +1,12 @@
 #!/bin/sh
 # A real Prometheus server scrapes `gpupool-stat --listen` on loopback while a helper writer
 # (stat_writer, stopped with SIGSTOP so that its figures hold still) has a live page; the
-# figures Prometheus's HTTP API returns must be --json's. Installs Debian's prometheus when
-# missing. Usage: prometheus_scrape.sh GPUPOOL_STAT STAT_WRITER (CI: .ci/run).
-# Exit 0 passed, 1 failed, 77 skipped (prometheus cannot be installed, or gpupool-stat was
-# built without libmicrohttpd). Everything started here is killed at exit (stat_lib.sh).
+# figures Prometheus's HTTP API returns must be --json's. It also scrapes a stand-in
+# dcgm-exporter (DCGM_FI_DEV_FB_USED for the writer's two device UUIDs), and the join of
+# docs/stats.md ("Joining dcgm-exporter") must give each GPU's share. Installs Debian's
+# prometheus when missing. Usage: prometheus_scrape.sh GPUPOOL_STAT STAT_WRITER (CI: .ci/run).
+# Exit 0 passed, 1 failed, 77 skipped (prometheus cannot be installed, or libmicrohttpd cannot
+# be loaded). Everything started here is killed at exit (stat_lib.sh).
 set -eu
 . "$(dirname "$0")/stat_lib.sh"
 WAIT_S=30
@@ -51,6 +53,37 @@ for v in sorted(json.load(open(sys.argv[1]))["processes"][0]["devices"], key=lam
 want reserved_bytes >"$D/want.reserved"
 want allocs >"$D/want.allocs"
 [ "$(wc -l <"$D/want.reserved")" -eq 2 ] || fail "expected two devices in --json"
+# the join's answer: reserved / (FB_USED MiB), FB_USED being 4096 MiB on device 0 and 8192 on 1
+python3 -c 'import json, sys
+for v in json.load(open(sys.argv[1]))["processes"][0]["devices"]:
+    print(v["uuid"], "%.9f" % (v["reserved_bytes"] / ((4096 << v["device"]) * 1048576.0)))' "$D/json" | sort >"$D/want.join"
+
+# a stand-in dcgm-exporter: the writer's UUIDs, with labels of the real one's
+python3 - "$D/json" "$D/dcgm.port" <<'PY' 2>"$D/dcgm.err" &
+import http.server, json, sys
+devs = json.load(open(sys.argv[1]))["processes"][0]["devices"]
+body = "# HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).\n# TYPE DCGM_FI_DEV_FB_USED gauge\n"
+for v in devs:
+    body += 'DCGM_FI_DEV_FB_USED{gpu="%d",UUID="%s",device="nvidia%d",modelName="NVIDIA H200",Hostname="h"} %d\n' % (
+        v["device"] + 4, v["uuid"], v["device"] + 4, 4096 << v["device"])
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.end_headers()
+        self.wfile.write(body.encode())
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+open(sys.argv[2], "w").write(str(s.server_address[1]))
+s.serve_forever()
+PY
+HELPERS="$HELPERS $!"
+i=0
+until [ -s "$D/dcgm.port" ]; do
+	i=$((i + 1)); [ $i -lt 250 ] || { cat "$D/dcgm.err"; fail "the stand-in dcgm-exporter did not start"; }; sleep 0.02
+done
+DCGM="127.0.0.1:$(cat "$D/dcgm.port")"
 
 "$STAT" --listen 127.0.0.1:0 2>"$D/listen.err" &
 LPID=$!
@@ -60,7 +93,7 @@ until grep -qs "serving http" "$D/listen.err"; do
 	if ! kill -0 "$LPID" 2>/dev/null; then
 		wait "$LPID" && rc=0 || rc=$?
 		cat "$D/listen.err"
-		[ "$rc" -eq 2 ] && grep -q "without libmicrohttpd" "$D/listen.err" && { echo "prometheus_scrape: skipped"; exit 77; }
+		[ "$rc" -eq 2 ] && grep -q "needs libmicrohttpd" "$D/listen.err" && { echo "prometheus_scrape: skipped"; exit 77; }
 		fail "gpupool-stat --listen exited $rc"
 	fi
 	i=$((i + 1)); [ $i -lt 250 ] || fail "gpupool-stat --listen did not start"; sleep 0.02
@@ -76,6 +109,9 @@ scrape_configs:
   - job_name: gpupool
     static_configs:
       - targets: ['$TARGET']
+  - job_name: dcgm
+    static_configs:
+      - targets: ['$DCGM']
 EOF2
 # the free port can be taken between the probe and the bind: three tries
 for try in 1 2 3; do
@@ -110,6 +146,26 @@ echo "prometheus_scrape: after $(($(date +%s) - start)) s Prometheus has gpupool
 cat "$D/got.reserved"
 [ "$(query "up{job=\"gpupool\"}")" = "- 1" ] || fail "up{job=gpupool} is not 1"
 query "gpupool_build_info" | grep -q "^- 1$" || fail "no gpupool_build_info"
+
+# the join of docs/stats.md, as written there, with the stand-in dcgm-exporter's figures
+JOIN=$(sed -n '/<!-- dcgm-join:begin -->/,/<!-- dcgm-join:end -->/p' "$(dirname "$0")/../../docs/stats.md" | grep -v '^<!--\|^```')
+[ -n "$JOIN" ] || fail "no dcgm-join query in docs/stats.md"
+start=$(date +%s)
+until python3 - "http://127.0.0.1:$PPORT/api/v1/query" "$JOIN" >"$D/got.join" <<'PY' && cmp -s "$D/want.join" "$D/got.join"
+import json, sys, urllib.parse, urllib.request
+r = json.load(urllib.request.urlopen(sys.argv[1] + "?" + urllib.parse.urlencode({"query": sys.argv[2]}), timeout=5))
+for s in sorted(r["data"]["result"], key=lambda s: s["metric"].get("UUID", "")):
+    print(s["metric"].get("UUID", "-"), "%.9f" % float(s["value"][1]))
+PY
+do
+	if [ $(($(date +%s) - start)) -ge $WAIT_S ]; then
+		echo "want:"; cat "$D/want.join"; echo "got:"; cat "$D/got.join"
+		fail "the dcgm-exporter join of docs/stats.md did not give each GPU's share"
+	fi
+	sleep 0.5
+done
+echo "prometheus_scrape: the join on UUID with dcgm-exporter's DCGM_FI_DEV_FB_USED:"
+cat "$D/got.join"
 
 # every query of the example Grafana dashboard is PromQL this Prometheus accepts
 python3 - "http://127.0.0.1:$PPORT/api/v1/query" "$(dirname "$0")/../../docs/grafana-gpupool.json" <<'PY' ||

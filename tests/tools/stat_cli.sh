@@ -59,9 +59,14 @@ EOF
 # Prometheus
 "$STAT" --prometheus >"$D/prom" 2>/dev/null || fail "prometheus exit status"
 grep -q '^# TYPE gpupool_allocs_total counter$' "$D/prom" || fail "prom TYPE"
-grep -q "^gpupool_reserved_bytes{pid=\"$WPID\",comm=\"stat_writer\",device=\"1\"} [0-9]*$" "$D/prom" || fail "prom sample"
+grep -q "^gpupool_reserved_bytes{pid=\"$WPID\",comm=\"stat_writer\",device=\"1\",UUID=\"GPU-6770706f-6f6c-7465-7374-000000000001\"} [0-9]*$" "$D/prom" ||
+	fail "prom sample"
+# no limit on device 0: no gpupool_limit_bytes sample for it (a 0 would read as a limit of nothing)
+grep -q "^gpupool_limit_bytes{pid=\"$WPID\",comm=\"stat_writer\",device=\"1\",UUID=\"GPU-[0-9a-f-]*\"} 68719476736$" "$D/prom" ||
+	fail "prom limit of device 1"
+if grep -q "^gpupool_limit_bytes{pid=\"$WPID\",comm=\"stat_writer\",device=\"0\"" "$D/prom"; then fail "a limit sample for no limit"; fi
 bad=$(grep -v '^# \(HELP\|TYPE\) ' "$D/prom" |
-	grep -cv '^gpupool_[a-z_]*{\(pid="[0-9]*",comm="[^"]*"\(,device="[0-9]*"\)\?\|reason="[a-z_]*"\|version="[0-9A-Za-z.+~-]*"\)} [0-9.]*$' || true)
+	grep -cv '^gpupool_[a-z_]*{\(pid="[0-9]*",comm="[^"]*"\(,device="[0-9]*"\(,UUID="GPU-[0-9a-f-]\{36\}"\)\?\)\?\|reason="[a-z_]*"\|version="[0-9A-Za-z.+~-]*"\)} [0-9.]*$' || true)
 [ "$bad" -eq 0 ] || fail "prom grammar: $bad bad lines"
 
 # the table fits the width: 80 columns (no terminal, no COLUMNS) gives one line per row, and

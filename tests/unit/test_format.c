@@ -45,7 +45,12 @@ static const struct gp_format_skip skips[] = {{"invalid", 2}, {"foreign", 3}, {"
 #define NSKIPS (sizeof skips / sizeof skips[0])
 
 /* Two processes: pid 4242 "train" with devices 0 and 3 (distinct values in every field),
- * pid 77 with an awkward comm and one inconsistent slot; pid 77 is stale. */
+ * pid 77 with an awkward comm and one inconsistent slot; pid 77 is stale. Device 0 of each
+ * has a limit and a uuid (UUID0, and the same but for its last byte), device 3 neither. */
+static const unsigned char UUID0[GPUPOOL_UUID_LEN] = {0x60, 0x4a, 0xc7, 0x6c, 0xd9, 0xcf, 0xfe, 0xf3,
+						      0x62, 0xe9, 0xd9, 0x20, 0x44, 0xab, 0x6e, 0x52};
+#define UUID0_TEXT "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52"
+#define UUID77_TEXT "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e4d"
 static int setup(void **state)
 {
 	(void)state;
@@ -69,13 +74,18 @@ static int setup(void **state)
 			}
 		}
 		s0->limit_bytes = 40ull << 30;
+		unsigned char u[GPUPOOL_UUID_LEN];
+		memcpy(u, UUID0, sizeof u);
+		if (p)
+			u[GPUPOOL_UUID_LEN - 1] = 77;
+		assert_int_equal(gp_statpage_set_uuid(&pages[p], 0, u), 0);
 	}
 	/* reserved 1.5 GiB on pid 4242 device 0 for the table */
 	pages[0].dev[0].reserved_bytes = 3ull << 29;
 	memcpy(pages[0].comm, "train", 6);
 	memcpy(pages[1].comm, "we\"ird\\x\n\xff", 11);
-	procs[0] = (struct gp_format_proc){&pages[0], false, 0};
-	procs[1] = (struct gp_format_proc){&pages[1], false, 1u << 1};
+	procs[0] = (struct gp_format_proc){&pages[0], false, 0, NULL};
+	procs[1] = (struct gp_format_proc){&pages[1], false, 1u << 1, NULL};
 	return 0;
 }
 
@@ -89,6 +99,24 @@ static void test_bytes(void **state)
 	assert_string_equal(gp_format_bytes(b, sizeof b, 3ull << 29), "1.5 GiB");
 	assert_string_equal(gp_format_bytes(b, sizeof b, (1ull << 30) - 1), "1.0 GiB");
 	assert_string_equal(gp_format_bytes(b, sizeof b, UINT64_MAX), "16.0 EiB");
+}
+
+/* nvidia-smi's form, every byte value; all zero is "not known" */
+static void test_uuid(void **state)
+{
+	(void)state;
+	struct gpupool_device_stats s;
+	char buf[GP_FORMAT_UUID_LEN];
+	memset(&s, 0, sizeof s);
+	assert_string_equal(gp_format_uuid(buf, &s), "");
+	memcpy(s.uuid, UUID0, sizeof s.uuid);
+	assert_string_equal(gp_format_uuid(buf, &s), UUID0_TEXT);
+	memset(s.uuid, 0xff, sizeof s.uuid);
+	assert_string_equal(gp_format_uuid(buf, &s), "GPU-ffffffff-ffff-ffff-ffff-ffffffffffff");
+	memset(s.uuid, 0, sizeof s.uuid);
+	s.uuid[GPUPOOL_UUID_LEN - 1] = 1;
+	assert_string_equal(gp_format_uuid(buf, &s), "GPU-00000000-0000-0000-0000-000000000001");
+	assert_int_equal(strlen(buf) + 1, GP_FORMAT_UUID_LEN);
 }
 
 static void test_writer_targets(void **state)
@@ -208,8 +236,8 @@ static void test_detail_and_report(void **state)
 	assert_int_equal(gp_format_flush(&o), 0);
 	for (size_t i = 0; i < NFIELDS; i++)
 		assert_non_null(strstr(out, fields[i].name));
-	assert_non_null(strstr(out, "limit 42949672960 (40.0 GiB)"));
-	assert_non_null(strstr(out, "device 3"));
+	assert_non_null(strstr(out, "\ndevice 0  limit 42949672960 (40.0 GiB)  " UUID0_TEXT "\n"));
+	assert_non_null(strstr(out, "\ndevice 3  limit none\n"));
 
 	const struct gpupool_device_stats *s = &pages[0].dev[0];
 	char want[128];
@@ -277,7 +305,7 @@ static void test_json(void **state)
 	FILE *py = popen(cmd, "r");
 	assert_non_null(py);
 	char line[512];
-	int numbers = 0, procs_seen = 0, inconsistent_seen = 0;
+	int numbers = 0, procs_seen = 0, inconsistent_seen = 0, uuids_seen = 0;
 	while (fgets(line, sizeof line, py)) {
 		char key[128], word[64];
 		int pid, dev;
@@ -288,7 +316,15 @@ static void test_json(void **state)
 			continue;
 		}
 		if (line[0] == 'B') {
-			assert_int_equal(sscanf(line, "B %d %d %127s %63s", &pid, &dev, key, word), 4);
+			int k = sscanf(line, "B %d %d %127s %63s", &pid, &dev, key, word);
+			if (strcmp(key, "uuid") == 0) { /* known on device 0 only */
+				assert_int_equal(k, dev == 0 ? 4 : 3);
+				if (dev == 0)
+					assert_string_equal(word, pid == 4242 ? UUID0_TEXT : UUID77_TEXT);
+				uuids_seen++;
+				continue;
+			}
+			assert_int_equal(k, 4);
 			assert_string_equal(key, "consistent");
 			inconsistent_seen += strcmp(word, "False") == 0;
 			continue;
@@ -315,6 +351,7 @@ static void test_json(void **state)
 		per_dev += fields[i].gauge ? 2 : 1;
 	assert_int_equal(procs_seen, 2);
 	assert_int_equal(inconsistent_seen, 1);
+	assert_int_equal(uuids_seen, 3); /* every consistent slot has one, "" when not known */
 	assert_int_equal(numbers, (int)(3 * per_dev + 1)); /* the inconsistent slot: device only */
 
 	/* one process's document (the exit report) has no reader, nothing skipped */
@@ -413,17 +450,18 @@ static void test_prometheus(void **state)
 	regex_t sample, help, type;
 	assert_int_equal(regcomp(&sample,
 				 "^([a-zA-Z_:][a-zA-Z0-9_:]*)"
-				 "\\{pid=\"([0-9]+)\",comm=\"(([^\"\\\\\n]|\\\\[\"\\\\n])*)\"(,device=\"([0-9]+)\")?\\}"
+				 "\\{pid=\"([0-9]+)\",comm=\"(([^\"\\\\\n]|\\\\[\"\\\\n])*)\"(,device=\"([0-9]+)\")?"
+				 "(,UUID=\"(GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\")?\\}"
 				 " ([0-9]+(\\.[0-9]+)?)$",
 				 REG_EXTENDED),
 			 0);
 	assert_int_equal(regcomp(&help, "^# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) [^\n]+$", REG_EXTENDED), 0);
 	assert_int_equal(regcomp(&type, "^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (gauge|counter)$", REG_EXTENDED), 0);
 	char helped[128][96], typed[128][96], types[128][16];
-	int nhelp = 0, ntype = 0, samples = 0, skipped = 0, builds = 0;
+	int nhelp = 0, ntype = 0, samples = 0, skipped = 0, builds = 0, limits = 0;
 	char *copy = strdup(text), *save = NULL;
 	for (char *ln = strtok_r(copy, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
-		regmatch_t m[10];
+		regmatch_t m[12];
 		if (strncmp(ln, "# HELP ", 7) == 0) {
 			assert_int_equal(regexec(&help, ln, 2, m, 0), 0);
 			assert_true(nhelp < 128);
@@ -458,7 +496,7 @@ static void test_prometheus(void **state)
 			skipped++;
 			continue;
 		}
-		if (regexec(&sample, ln, 10, m, 0) != 0)
+		if (regexec(&sample, ln, 12, m, 0) != 0)
 			fail_msg("not a sample line: %s", ln);
 		char name[96];
 		snprintf(name, sizeof name, "%.*s", (int)(m[1].rm_eo - m[1].rm_so), ln + m[1].rm_so);
@@ -471,18 +509,28 @@ static void test_prometheus(void **state)
 		assert_true(pid == 4242 || pid == 77);
 		assert_true(strncmp(ln + m[3].rm_so, pid == 77 ? "we\\\"ird\\\\x\\n?\"" : "train\"", 6) == 0);
 		const struct gpupool_page *pg = pid == 4242 ? &pages[0] : &pages[1];
-		unsigned long long v = strtoull(ln + m[7].rm_so, NULL, 10);
+		unsigned long long v = strtoull(ln + m[9].rm_so, NULL, 10);
 		samples++;
 		if (m[6].rm_so < 0) {
 			assert_string_equal(name, "gpupool_process_start_time_seconds");
 			assert_int_equal(v, pg->start_time_ns / 1000000000ull);
+			assert_true(m[7].rm_so < 0);
 			continue;
 		}
 		int dev = atoi(ln + m[6].rm_so);
 		const struct gpupool_device_stats *s = dev == 0 ? &pg->dev[0] : &pg->dev[1];
 		assert_false(pid == 77 && dev == 3); /* inconsistent: left out */
+		/* dcgm-exporter's UUID label where the uuid is known (device 0), none elsewhere */
+		if (dev == 0) {
+			assert_true(m[8].rm_so >= 0);
+			assert_memory_equal(ln + m[8].rm_so, pid == 4242 ? UUID0_TEXT : UUID77_TEXT, sizeof UUID0_TEXT - 1);
+		} else {
+			assert_true(m[7].rm_so < 0);
+		}
 		if (strcmp(name, "gpupool_limit_bytes") == 0) {
+			assert_true(s->limit_bytes > 0); /* no sample for no limit */
 			assert_int_equal(v, s->limit_bytes);
+			limits++;
 			continue;
 		}
 		/* map back through the names docs/stats.md gives */
@@ -511,7 +559,11 @@ static void test_prometheus(void **state)
 		families += fields[i].gauge ? 2 : 1;
 	assert_int_equal(nhelp, (int)families + 2); /* and skipped pages, build info */
 	assert_int_equal(ntype, (int)families + 2);
-	assert_int_equal(samples, (int)((families - 1) * 3 + 2));
+	/* three consistent slots in every per-device family but the limit (two have one), and
+	 * each process's start time */
+	assert_int_equal(limits, 2);
+	assert_int_equal(samples, (int)((families - 1) * 3 - 1 + 2));
+	assert_non_null(strstr(text, "# TYPE gpupool_limit_bytes gauge\n"));
 	assert_int_equal(skipped, (int)NSKIPS);
 	assert_int_equal(builds, 1);
 	/* the names docs/stats.md lists */
@@ -575,15 +627,20 @@ static void test_extreme_values(void **state)
 				s->hits = cases[c].hits;
 				s->misses = cases[c].misses;
 			}
-			struct gp_format_proc p = {&pg, false, 0};
+			struct gp_format_proc p = {&pg, false, 0, NULL};
 			gp_format_to_buf(&o, out, sizeof out);
 			gp_format_table(&o, &p, 1);
 			gp_format_detail(&o, &p);
 			gp_format_json(&o, &p, 1);
 			gp_format_prometheus(&o, &p, 1, NULL, 0, "0.0.0", false);
 			assert_int_equal(gp_format_flush(&o), 0);
-			snprintf(want, sizeof want, "  %-25s %28s\n", "driver calls saved", cases[c].saved);
-			assert_non_null(strstr(out, want));
+			/* the value ends the line, right-aligned in its column */
+			const char *line = strstr(out, "\n  driver calls saved ");
+			assert_non_null(line);
+			snprintf(want, sizeof want, " %s\n", cases[c].saved);
+			const char *end = strchr(line + 1, '\n');
+			assert_true(end - line + 1 >= (ptrdiff_t)strlen(want));
+			assert_memory_equal(end + 1 - strlen(want), want, strlen(want));
 
 			gp_format_to_buf(&o, out, sizeof out);
 			gp_format_report(&o, &pg);
@@ -595,10 +652,139 @@ static void test_extreme_values(void **state)
 	}
 }
 
+static unsigned count_lines(const char *t, unsigned *longest)
+{
+	unsigned lines = 0, cur = 0;
+	*longest = 0;
+	for (const char *p = t; *p; p++) {
+		cur = *p == '\n' ? 0 : cur + 1;
+		*longest = cur > *longest ? cur : *longest;
+		lines += *p == '\n';
+	}
+	return lines;
+}
+
+/* Rates in the table (ALLOCS/S, BYTES/S) and the PID view: known, not known, not finite. */
+static void test_rates(void **state)
+{
+	(void)state;
+	struct gp_format_rate r0[GPUPOOL_MAX_DEVICES] = {{true, 1234.0, 3.0 * (1 << 30)}, {false, 0, 0}};
+	struct gp_format_rate r1[GPUPOOL_MAX_DEVICES] = {{true, 0.5, 512.0}, {true, 1.0 / 0.0, 0}};
+	procs[0].rates = r0;
+	procs[1].rates = r1;
+	const char *t = render(gp_format_table, 2);
+	assert_non_null(strstr(t, "  ALLOCATED ALLOCS/S    BYTES/S "));
+	assert_non_null(strstr(t, "     1234    3.0 GiB "));
+	assert_non_null(strstr(t, "      0.5      512 B "));
+	unsigned dashes = 0;
+	for (const char *p = strstr(t, "        -          - "); p; p = strstr(p + 1, "        -          - "))
+		dashes++;
+	assert_int_equal(dashes, 1); /* device 3 of pid 4242; pid 77's is inconsistent ("?") */
+	struct gp_format_out o;
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_detail(&o, &procs[0]);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_non_null(strstr(out, "\n  per second: 1234 allocations, 3.0 GiB asked for\n"));
+	assert_non_null(strstr(out, "\n  per second: - (from the next refresh)\n"));
+	/* the compact counts */
+	static const struct {
+		double v;
+		const char *text;
+	} counts[] = {{0, "0.0"}, {9.94, "9.9"}, {12, "12"}, {9999, "9999"}, {12345, "12.3k"}, {4.1e6, "4.1M"},
+		      {1e21, "1000.0E"}};
+	for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+		r0[0].allocs_per_s = counts[i].v;
+		gp_format_to_buf(&o, out, sizeof out);
+		gp_format_detail(&o, &procs[0]);
+		assert_int_equal(gp_format_flush(&o), 0);
+		char want[96];
+		snprintf(want, sizeof want, "per second: %s allocations,", counts[i].text);
+		assert_non_null(strstr(out, want));
+	}
+	/* no rates: no columns */
+	procs[0].rates = procs[1].rates = NULL;
+	t = render(gp_format_table, 2);
+	assert_null(strstr(t, "ALLOCS/S"));
+}
+
+/* The views in a terminal's box: at most `rows` lines of at most `width` characters, the
+ * key lines kept, the rest counted; with room to spare, the same as without a box. */
+static void test_boxes(void **state)
+{
+	(void)state;
+	struct gp_format_rate r0[GPUPOOL_MAX_DEVICES] = {{true, 10, 20}, {true, 30, 40}};
+	procs[0].rates = r0;
+	static char whole[1 << 16];
+	struct gp_format_out o;
+	gp_format_to_buf(&o, whole, sizeof whole);
+	gp_format_detail(&o, &procs[0]);
+	assert_int_equal(gp_format_flush(&o), 0);
+	unsigned longest, all = count_lines(whole, &longest);
+	assert_true(all > 60);
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_detail_box(&o, &procs[0], 200, all);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_string_equal(out, whole);
+	const unsigned sizes[][2] = {{80, 24}, {60, 12}, {40, 7}, {100, all - 1}, {80, 2}, {80, 1}};
+	for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+		unsigned w = sizes[k][0], rows = sizes[k][1];
+		gp_format_to_buf(&o, out, sizeof out);
+		gp_format_detail_box(&o, &procs[0], w, rows);
+		assert_int_equal(gp_format_flush(&o), 0);
+		unsigned lines = count_lines(out, &longest);
+		assert_int_equal(lines, rows);
+		assert_true(longest <= w);
+		char want[64];
+		snprintf(want, sizeof want, "%u row%s left out", all - (rows - 1), all - (rows - 1) == 1 ? "" : "s");
+		assert_non_null(strstr(out, w >= 20 ? want : "row"));
+		if (rows >= 9) { /* the process, its devices, their rates, reserved and allocated */
+			assert_true(strncmp(out, "pid 4242  command train", 23) == 0);
+			const char *d0 = strstr(out, "\ndevice 0  limit"), *d3 = strstr(out, "\ndevice 3  limit none\n");
+			assert_non_null(d0);
+			assert_non_null(d3);
+			assert_true(d0 < d3);
+			for (const char *dev = d0; dev; dev = dev == d0 ? d3 : NULL) {
+				const char *next = dev == d0 ? d3 : out + strlen(out);
+				const char *keys[] = {"\n  per second: ", "\n  reserved_bytes ", "\n  allocated_bytes "};
+				for (size_t i = 0; i < 3; i++) {
+					const char *at = strstr(dev, keys[i]);
+					assert_true(at && at < next);
+				}
+			}
+		}
+		if (rows == 24) { /* then requested, cached, the largest free block, OOMs, the hit rate */
+			assert_non_null(strstr(out, "\n  cached_bytes "));
+			assert_non_null(strstr(out, "\n  ooms "));
+			assert_null(strstr(out, "\n  splits "));
+		}
+	}
+	/* the table: the head, the rows that fit, the count of the others, the gone line */
+	procs[1].stale = true;
+	static const unsigned trows[][2] = {{6, 0}, {5, 2}, {4, 3}, {3, 4}};
+	for (size_t k = 0; k < sizeof trows / sizeof trows[0]; k++) {
+		gp_format_to_buf(&o, out, sizeof out);
+		gp_format_table_box(&o, procs, 2, 80, trows[k][0]);
+		assert_int_equal(gp_format_flush(&o), 0);
+		assert_int_equal(count_lines(out, &longest), trows[k][0]);
+		assert_true(longest <= 80);
+		assert_non_null(strstr(out, "1 process gone without removing its page"));
+		char want[64];
+		snprintf(want, sizeof want, "%u row%s left out: a taller terminal shows", trows[k][1],
+			 trows[k][1] == 1 ? "" : "s");
+		if (trows[k][1])
+			assert_non_null(strstr(out, want));
+		else
+			assert_null(strstr(out, "left out"));
+	}
+	procs[1].stale = false;
+	procs[0].rates = NULL;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bytes),
+		cmocka_unit_test(test_uuid),
 		cmocka_unit_test(test_writer_targets),
 		cmocka_unit_test_setup(test_table, setup),
 		cmocka_unit_test_setup(test_table_fit, setup),
@@ -606,6 +792,8 @@ int main(void)
 		cmocka_unit_test_setup(test_json, setup),
 		cmocka_unit_test_setup(test_prometheus, setup),
 		cmocka_unit_test_setup(test_openmetrics, setup),
+		cmocka_unit_test_setup(test_rates, setup),
+		cmocka_unit_test_setup(test_boxes, setup),
 		cmocka_unit_test(test_extreme_values),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -282,7 +282,7 @@ static void test_inconsistent_slot(void **state)
 	assert_int_equal(info->page.dev[1].allocs, 9);
 	char out[4096];
 	struct gp_format_out o;
-	struct gp_format_proc p = {&info->page, info->stale, info->inconsistent};
+	struct gp_format_proc p = {&info->page, info->stale, info->inconsistent, NULL};
 	gp_format_to_buf(&o, out, sizeof out);
 	gp_format_table(&o, &p, 1);
 	gp_format_flush(&o);
@@ -298,7 +298,7 @@ static int poke(const char *name, struct gp_statpage_info *info)
 	why[0] = '\0';
 	int rc = gp_statpage_read(dfd, name, geteuid(), 0, info, why, sizeof why);
 	if (rc == 0) {
-		struct gp_format_proc p = {&info->page, info->stale, info->inconsistent};
+		struct gp_format_proc p = {&info->page, info->stale, info->inconsistent, NULL};
 		struct gp_format_out o;
 		gp_format_to_buf(&o, out, sizeof out);
 		gp_format_table(&o, &p, 1);
@@ -350,8 +350,8 @@ static void test_fuzz_reader(void **state)
 		unsigned r = (unsigned)rand_r(&seed);
 		size_t len;
 		switch (it % 4) {
-		case 0: /* random bytes of a random length, sometimes exactly the page size */
-			len = r % 3 == 0 ? size : (size_t)rand_r(&seed) % (2 * size + 16);
+		case 0: /* random bytes of a random length, sometimes exactly a layout's size */
+			len = r % 3 == 0 ? size : r % 5 == 1 ? gp_statpage_size_of(2) : (size_t)rand_r(&seed) % (2 * size + 16);
 			for (size_t i = 0; i < len; i++)
 				buf[i] = (unsigned char)rand_r(&seed);
 			if (len >= 8 && r % 2)
@@ -440,6 +440,137 @@ static void test_fuzz_reader(void **state)
 	free(buf);
 }
 
+/* pg in version 2's layout (slots without their uuid), at most sizeof *pg bytes into out;
+ * returns its size. */
+static size_t to_v2(const struct gpupool_page *pg, unsigned char *out)
+{
+	size_t hdr = offsetof(struct gpupool_page, dev), head = offsetof(struct gpupool_device_stats, uuid);
+	size_t slot = sizeof(struct gpupool_device_stats) - GPUPOOL_UUID_LEN;
+	uint32_t version = 2, size = (uint32_t)gp_statpage_size_of(2);
+	memset(out, 0, sizeof *pg);
+	memcpy(out, pg, hdr);
+	memcpy(out + offsetof(struct gpupool_page, version), &version, sizeof version);
+	memcpy(out + offsetof(struct gpupool_page, size), &size, sizeof size);
+	for (int i = 0; i < GPUPOOL_MAX_DEVICES; i++) { /* the slot less its uuid */
+		memcpy(out + hdr + (size_t)i * slot, &pg->dev[i], head);
+		memcpy(out + hdr + (size_t)i * slot + head, (const char *)&pg->dev[i] + head + GPUPOOL_UUID_LEN,
+		       slot - head);
+	}
+	return size;
+}
+
+/* The uuid of each slot (gp_statpage_set_uuid), and the layouts a reader takes: the current
+ * one and version 2's (the same slots less their uuid), each only at its own size; other
+ * versions are refused with a line that names them. */
+static void test_uuid_and_layouts(void **state)
+{
+	(void)state;
+	static struct gpupool_page pg, copy;
+	static unsigned char v2[sizeof(struct gpupool_page)];
+	static struct gp_statpage_info info;
+	static struct gp_test_writer w;
+	char why[512];
+	unsigned char u[GPUPOOL_UUID_LEN];
+	const size_t v2size = gp_statpage_size_of(2);
+	assert_int_equal(gp_statpage_size_of(GPUPOOL_PAGE_VERSION), sizeof pg);
+	assert_int_equal(v2size, sizeof pg - GPUPOOL_MAX_DEVICES * GPUPOOL_UUID_LEN);
+	assert_int_equal(gp_statpage_size_of(1), 0);
+	assert_int_equal(gp_statpage_size_of(GPUPOOL_PAGE_VERSION + 1), 0);
+
+	/* the writer's uuids, set under the slot's counter; a slot is activated for one */
+	gp_statpage_init(&pg);
+	pg.pid = 4000004;
+	assert_int_equal(gp_test_writer_init(&w, &pg, 3), 0);
+	for (int i = 0; i < 200; i++)
+		gp_test_writer_step(&w, &pg);
+	for (int d = 0; d < 2; d++) {
+		gp_test_writer_uuid(d, u);
+		assert_memory_equal(pg.dev[d].uuid, u, sizeof u);
+		assert_int_equal(pg.dev[d].seq % 2, 0);
+	}
+	assert_int_equal(gp_statpage_set_uuid(&pg, 5, u), 0);
+	assert_int_equal(pg.ndevices, 3);
+	assert_int_equal(pg.dev[2].device, 5);
+	assert_memory_equal(pg.dev[2].uuid, u, sizeof u);
+	assert_int_equal(gp_statpage_set_uuid(NULL, 0, u), -EINVAL);
+	assert_int_equal(gp_statpage_set_uuid(&pg, -1, u), -EINVAL);
+	assert_int_equal(gp_statpage_set_uuid(&pg, 0, NULL), -EINVAL);
+	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++)
+		gp_statpage_slot(&pg, 100 + d);
+	assert_int_equal(gp_statpage_set_uuid(&pg, 99, u), -ENOSPC);
+
+	/* the current layout in a file: every byte comes back, uuids included */
+	write_file("gpupool.4000004", &pg, sizeof pg);
+	assert_int_equal(gp_statpage_read(dfd, "gpupool.4000004", geteuid(), 0, &info, why, sizeof why), 0);
+	assert_memory_equal(&info.page, &pg, sizeof pg);
+
+	/* version 2's layout: the same figures, uuids zero, the header as it is */
+	size_t n = to_v2(&pg, v2);
+	assert_int_equal(n, v2size);
+	write_file("gpupool.4000004", v2, n);
+	assert_int_equal(gp_statpage_read(dfd, "gpupool.4000004", geteuid(), 0, &info, why, sizeof why), 0);
+	assert_int_equal(info.page.version, 2);
+	assert_int_equal(info.page.size, v2size);
+	assert_int_equal(info.page.ndevices, pg.ndevices);
+	for (uint32_t d = 0; d < pg.ndevices; d++) {
+		struct gpupool_device_stats want = pg.dev[d];
+		memset(want.uuid, 0, sizeof want.uuid);
+		assert_memory_equal(&info.page.dev[d], &want, sizeof want);
+		assert_int_equal(info.page.dev[d].allocs, pg.dev[d].allocs); /* a field after the uuid */
+	}
+	/* in memory, an image of exactly that size (a read past it is ASan's to see) */
+	unsigned char *img = malloc(n);
+	memcpy(img, v2, n);
+	uint32_t bad;
+	assert_int_equal(gp_statpage_validate(img, n, "gpupool.4000004", 0, &copy, &bad, why, sizeof why), 0);
+	assert_memory_equal(&copy, &info.page, sizeof copy);
+	assert_int_equal(gp_statpage_copy_image(img, n, &copy, 0), 0);
+	assert_memory_equal(&copy, &info.page, sizeof copy);
+	assert_int_equal(gp_statpage_copy_image(img, n - 8, &copy, 0), 0);
+	assert_int_equal(copy.ndevices, 0); /* a length of no layout: no slot */
+	free(img);
+
+	/* each layout only at its own size; versions 1 and 4 named */
+	write_file("gpupool.4000004", &pg, v2size);
+	assert_int_equal(gp_statpage_read(dfd, "gpupool.4000004", geteuid(), 0, &info, why, sizeof why), -EBADMSG);
+	assert_non_null(strstr(why, "page version 3 in 6128 bytes, expected 6384"));
+	memcpy(&copy, v2, offsetof(struct gpupool_page, dev));
+	write_file("gpupool.4000004", &copy, sizeof copy);
+	assert_int_equal(gp_statpage_read(dfd, "gpupool.4000004", geteuid(), 0, &info, why, sizeof why), -EBADMSG);
+	assert_non_null(strstr(why, "page version 2 in 6384 bytes, expected 6128"));
+	struct gpupool_page *h = (struct gpupool_page *)(void *)v2;
+	h->version = 1;
+	write_file("gpupool.4000004", v2, n);
+	assert_int_equal(gp_statpage_read(dfd, "gpupool.4000004", geteuid(), 0, &info, why, sizeof why), -EPROTO);
+	assert_non_null(strstr(why, "page version 1, this tool reads 2 to 3"));
+	copy = pg;
+	copy.version = GPUPOOL_PAGE_VERSION + 1;
+	write_file("gpupool.4000004", &copy, sizeof copy);
+	assert_int_equal(gp_statpage_read(dfd, "gpupool.4000004", geteuid(), 0, &info, why, sizeof why), -EPROTO);
+	write_file("gpupool.4000004", &pg, v2size + 8);
+	assert_int_equal(gp_statpage_read(dfd, "gpupool.4000004", geteuid(), 0, &info, why, sizeof why), -EBADMSG);
+	assert_non_null(strstr(why, "wrong size (6136 bytes, expected 6384, or 6128 for version 2)"));
+	assert_int_equal(unlinkat(dfd, "gpupool.4000004", 0), 0);
+
+	/* a release request to a version 2 page (a process of an older library): our own pid */
+	char name[32];
+	struct gpupool_page *m = NULL;
+	size_t mlen = 0;
+	uint64_t req = 0;
+	h->version = 2;
+	h->pid = getpid();
+	page_name(name, sizeof name, getpid());
+	write_file(name, v2, n);
+	assert_int_equal(gp_statpage_request_release(dfd, getpid(), geteuid(), &m, &mlen, &req, why, sizeof why), 0);
+	assert_int_equal(mlen, v2size);
+	assert_int_equal(req, 1);
+	assert_int_equal(gp_statpage_copy_image(m, mlen, &copy, 0), 0);
+	assert_int_equal(copy.release_request, 1);
+	assert_int_equal(copy.dev[1].allocs, pg.dev[1].allocs);
+	gp_statpage_unmap(m);
+	assert_int_equal(unlinkat(dfd, name, 0), 0);
+}
+
 /* A valid page of `pid` (one active slot) at `name`, owned by the caller. */
 static void write_page(const char *name, int pid)
 {
@@ -467,6 +598,7 @@ static void test_owner_rule(void **state)
 	(void)state;
 	char why[512], name[32];
 	struct gpupool_page *m = NULL;
+	size_t mlen = 0;
 	uint64_t req;
 	bool root = geteuid() == 0;
 	const uid_t nobody = 65534;
@@ -479,7 +611,7 @@ static void test_owner_rule(void **state)
 		assert_int_equal(fchownat(dfd, name, nobody, nobody, 0), 0);
 		assert_int_equal(read_rc(name, 0, why, sizeof why), -EPERM);
 		assert_non_null(strstr(why, "not owned by the user of process"));
-		assert_int_equal(gp_statpage_request_release(dfd, getpid(), 0, &m, &req, why, sizeof why), -EPERM);
+		assert_int_equal(gp_statpage_request_release(dfd, getpid(), 0, &m, &mlen, &req, why, sizeof why), -EPERM);
 	}
 	assert_int_equal(unlinkat(dfd, name, 0), 0);
 
@@ -489,7 +621,7 @@ static void test_owner_rule(void **state)
 		assert_int_equal(read_rc("gpupool.1", geteuid(), why, sizeof why), -EPERM);
 		assert_non_null(strstr(why, "not owned by the user of process 1"));
 		assert_int_equal(read_rc("gpupool.1", 0, why, sizeof why), -EPERM);
-		assert_int_equal(gp_statpage_request_release(dfd, 1, geteuid(), &m, &req, why, sizeof why), -EPERM);
+		assert_int_equal(gp_statpage_request_release(dfd, 1, geteuid(), &m, &mlen, &req, why, sizeof why), -EPERM);
 		assert_int_equal(unlinkat(dfd, "gpupool.1", 0), 0);
 	} else {
 		/* a process of another user: root's file claiming it is forged, its user's is not */
@@ -508,10 +640,10 @@ static void test_owner_rule(void **state)
 		page_name(name, sizeof name, child);
 		write_page(name, child);
 		assert_int_equal(read_rc(name, 0, why, sizeof why), -EPERM);
-		assert_int_equal(gp_statpage_request_release(dfd, child, 0, &m, &req, why, sizeof why), -EPERM);
+		assert_int_equal(gp_statpage_request_release(dfd, child, 0, &m, &mlen, &req, why, sizeof why), -EPERM);
 		assert_int_equal(fchownat(dfd, name, nobody, nobody, 0), 0);
 		assert_int_equal(read_rc(name, 0, why, sizeof why), 0);
-		assert_int_equal(gp_statpage_request_release(dfd, child, 0, &m, &req, why, sizeof why), 0);
+		assert_int_equal(gp_statpage_request_release(dfd, child, 0, &m, &mlen, &req, why, sizeof why), 0);
 		gp_statpage_unmap(m);
 		assert_int_equal(unlinkat(dfd, name, 0), 0);
 		kill(child, SIGKILL);
@@ -621,13 +753,15 @@ static void test_release_round_trip(void **state)
 	(void)state;
 	char why[256];
 	struct gpupool_page *m = NULL;
+	size_t mlen = 0;
 	uint64_t req = 0;
-	assert_int_equal(gp_statpage_request_release(dfd, 4000009, 0, &m, &req, why, sizeof why), -ENOENT);
+	assert_int_equal(gp_statpage_request_release(dfd, 4000009, 0, &m, &mlen, &req, why, sizeof why), -ENOENT);
 	for (int answer = 1; answer >= 0; answer--) {
 		int rfd;
 		pid_t pid = spawn_writer(answer, &rfd);
-		assert_int_equal(gp_statpage_request_release(dfd, pid, geteuid(), &m, &req, why, sizeof why), 0);
+		assert_int_equal(gp_statpage_request_release(dfd, pid, geteuid(), &m, &mlen, &req, why, sizeof why), 0);
 		assert_int_equal(req, 1);
+		assert_int_equal(mlen, sizeof(struct gpupool_page));
 		struct timespec t0, t;
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		long ms = 0;
@@ -650,7 +784,7 @@ static void test_release_round_trip(void **state)
 		close(rfd);
 		char name[32];
 		page_name(name, sizeof name, pid);
-		assert_int_equal(gp_statpage_request_release(dfd, pid, geteuid(), &m, &req, why, sizeof why), -ESRCH);
+		assert_int_equal(gp_statpage_request_release(dfd, pid, geteuid(), &m, &mlen, &req, why, sizeof why), -ESRCH);
 		assert_int_equal(gp_statpage_clean_one(dfd, name, geteuid(), why, sizeof why), 1);
 	}
 }
@@ -689,6 +823,7 @@ int main(void)
 		cmocka_unit_test(test_writer_under_load),
 		cmocka_unit_test(test_inconsistent_slot),
 		cmocka_unit_test(test_fuzz_reader),
+		cmocka_unit_test(test_uuid_and_layouts),
 		cmocka_unit_test(test_owner_rule),
 		cmocka_unit_test(test_scan_and_deadline),
 		cmocka_unit_test(test_release_round_trip),
