@@ -41,7 +41,7 @@ LIB_NAME = "libgpupool.so"
 # ---- the page layout: include/gpupool/stats.h, field for field --------------------------
 # python/test_gpupool.py parses the header and checks these lists and sizes against it.
 PAGE_MAGIC = 0x31504F4F4C505047  # "GPPLOOP1"
-PAGE_VERSION = 2
+PAGE_VERSION = 3
 MAX_DEVICES = 16
 COMM_LEN = 16
 
@@ -58,10 +58,11 @@ COUNTERS = (  # GPUPOOL_COUNTERS: uint64 each
     "driver_passthrough_allocs",
 )
 
-# struct gpupool_device_stats: seq u64, device i32, active u32, limit_bytes u64, gauges, counters
-DEV_FIELDS = (("seq", "device", "active", "limit_bytes")
+# struct gpupool_device_stats: seq u64, device i32, active u32, limit_bytes u64, uuid[16],
+# gauges, counters
+DEV_FIELDS = (("seq", "device", "active", "limit_bytes", "uuid")
               + tuple(x for g in GAUGES for x in (g, g + "_peak")) + COUNTERS)
-DEV_STRUCT = struct.Struct("=QiIQ" + "Q" * (2 * len(GAUGES) + len(COUNTERS)))
+DEV_STRUCT = struct.Struct("=QiIQ16s" + "Q" * (2 * len(GAUGES) + len(COUNTERS)))
 # struct gpupool_page header: magic, version, size, pid, ndevices, start_time_ns, comm[16],
 # release_request, release_done, lib_version[16], reserved_[4]
 VERSION_LEN = 16
@@ -282,9 +283,18 @@ def page_path(pid=None):
     return os.path.join(d, "gpupool.%d" % (os.getpid() if pid is None else int(pid)))
 
 
+def _uuid_text(raw):
+    """nvidia-smi's form of a device UUID (GPU-8-4-4-4-12 hex digits), "" while unknown."""
+    if not any(raw):
+        return ""
+    h = raw.hex()
+    return "GPU-%s-%s-%s-%s-%s" % (h[0:8], h[8:12], h[12:16], h[16:20], h[20:32])
+
+
 def _decode_slot(raw):
     d = dict(zip(DEV_FIELDS, DEV_STRUCT.unpack(raw)))
     d.pop("seq")
+    d["uuid"] = _uuid_text(d["uuid"])
     return d
 
 

@@ -101,7 +101,7 @@ def build_slot(device, values=None, seq=2, active=1):
     values = values or {}
     vals = []
     for name, _ in H.dev:
-        vals.append({"seq": seq, "device": device, "active": active}.get(name, values.get(name, 0)))
+        vals.append({"seq": seq, "device": device, "active": active}.get(name, values.get(name, b"" if name == "uuid" else 0)))
     return struct.pack(H.dev_format(), *vals)
 
 
@@ -160,7 +160,7 @@ class LayoutTest(unittest.TestCase):
         self.assertEqual(struct.calcsize(H.page_header_format("@")), gpupool.HDR_STRUCT.size)
         off = struct.calcsize("=" + "".join(f for n, f in H.page[:names.index("release_request")]))
         self.assertEqual(off, gpupool.OFF_RELEASE_REQUEST)
-        self.assertEqual(gpupool.PAGE_SIZE, 6128)  # the size gpupool-stat's messages quote
+        self.assertEqual(gpupool.PAGE_SIZE, 6384)  # the size gpupool-stat's messages quote
 
     @unittest.skipUnless(shutil.which("cc"), "no C compiler")
     def test_sizes_from_c_compiler(self):
@@ -206,7 +206,7 @@ class PageDir:
 
     def values(self, k):
         # distinct value per field so a shifted field shows
-        return {n: 1000 * k + i for i, (n, _) in enumerate(H.dev) if n not in ("seq", "device", "active")}
+        return {n: 1000 * k + i for i, (n, _) in enumerate(H.dev) if n not in ("seq", "device", "active", "uuid")}
 
 
 class PageTest(PageDir, unittest.TestCase):
@@ -277,7 +277,7 @@ class PageTest(PageDir, unittest.TestCase):
 
     def test_wrong_file_size(self):
         self.write(build_page([build_slot(0)])[:100])
-        with self.assertRaisesRegex(gpupool.GpupoolError, r"wrong size \(100 bytes, expected 6128\)"):
+        with self.assertRaisesRegex(gpupool.GpupoolError, r"wrong size \(100 bytes, expected 6384\)"):
             gpupool.stats(GONE)
 
     def test_wrong_header_size_and_version(self):

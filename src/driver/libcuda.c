@@ -5,6 +5,7 @@
 #include "libcuda.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -145,6 +146,20 @@ bool gp_libcuda_is_handle(void *h)
 }
 
 void *gp_libcuda_handle(void) { return gp_libcuda_get() ? atomic_load_explicit(&handle, memory_order_relaxed) : NULL; }
+
+int gp_libcuda_device_uuid(int ordinal, unsigned char out[16])
+{
+	const struct gp_driver *d = gp_libcuda_get();
+	CUdevice dev;
+	CUuuid u;
+	/* cuInit first: the pool of a runtime program is made before the runtime's first call
+	 * into the driver; the runtime makes the same call, and a second one does nothing */
+	if (!d || !d->cuInit || !d->cuDeviceGet || !d->cuDeviceGetUuid_v2 || d->cuInit(0) != CUDA_SUCCESS ||
+	    d->cuDeviceGet(&dev, ordinal) != CUDA_SUCCESS || d->cuDeviceGetUuid_v2(&u, dev) != CUDA_SUCCESS)
+		return -ENODEV;
+	memcpy(out, u.bytes, 16);
+	return 0;
+}
 
 const char *gp_libcuda_lacks(const struct gp_driver *d)
 {

@@ -46,7 +46,8 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuin
 
 /* What gpupool itself calls (besides the real versions of the names above): X(name). */
 #define GP_DRIVER_USED(X)                                                                      \
-	X(cuInit) X(cuDeviceGetCount) X(cuCtxGetCurrent) X(cuCtxGetDevice)                         \
+	X(cuInit) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetUuid_v2) X(cuCtxGetCurrent)      \
+	X(cuCtxGetDevice)                                                                          \
 	X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxGetState)  \
 	X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuCtxSynchronize) X(cuEventCreate)          \
 	X(cuEventRecord) X(cuEventDestroy_v2) X(cuStreamWaitEvent) X(cuStreamIsCapturing)          \
@@ -100,6 +101,11 @@ bool gp_dlsym_is_ours(const void *addr);
 /* The linker's bounds of this object (its ELF header, the end of its last segment). */
 extern const char __ehdr_start[] __attribute__((visibility("hidden")));
 extern const char _end[] __attribute__((visibility("hidden")));
+
+/* The UUID of device `ordinal` (16 raw bytes, as nvidia-smi prints them after "GPU-"), from
+ * the loaded driver (initialised first, as the runtime would), into out: 0, or -ENODEV when
+ * no driver is loaded, it lacks the calls or does not answer. */
+int gp_libcuda_device_uuid(int ordinal, unsigned char out[16]);
 
 /* In a forked child: the lookup's lock is made free. */
 void gp_libcuda_after_fork(void);

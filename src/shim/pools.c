@@ -14,6 +14,7 @@
 #include "exit_report.h"
 #include "fence_thread.h"
 #include "format.h"
+#include "libcuda.h"
 #include "log.h"
 #include "outfile.h"
 #include "proc.h"
@@ -76,6 +77,11 @@ gp_pool *gp_registry_pool_create(int dev)
 	struct gp_pool_params prm;
 	gp_config_pool_params(&R->cfg, dtotal, &prm);
 	struct gpupool_device_stats *slot = gp_statpage_slot(page, dev);
+	/* the device's UUID, which names the physical GPU the same way in every process
+	 * whatever CUDA_VISIBLE_DEVICES renumbers (gpupool-stat, Prometheus' UUID label) */
+	unsigned char uuid[GPUPOOL_UUID_LEN];
+	if (slot && gp_libcuda_device_uuid(dev, uuid) == 0)
+		(void)gp_statpage_set_uuid(page, dev, uuid);
 	if (!slot || gp_pool_create(&p, dev, &prm, gp_registry_backend(), slot) != 0) {
 		gp_log(GP_LOG_WARN, "device %d: cannot create a pool; passing its calls through", dev);
 		p = NULL;

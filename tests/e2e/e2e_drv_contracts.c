@@ -15,6 +15,7 @@
  *   fork     the child starts with a pool of its own;
  *   reset    cuDevicePrimaryCtxReset drops the device's pool. */
 #include <pthread.h>
+#include <string.h>
 #include <sys/wait.h>
 
 #include "e2e_drv.h"
@@ -207,6 +208,10 @@ static void devices(void)
 	printf("devices: dev0 allocs=%llu frees=%llu dev1 allocs=%llu frees=%llu\n", (unsigned long long)s0.allocs,
 	       (unsigned long long)s0.frees, (unsigned long long)s1.allocs, (unsigned long long)s1.frees);
 	CHECK(s0.allocs == 1 && s0.frees == 1 && s1.allocs == 1 && s1.frees == 1);
+	/* each device's UUID, from the driver, in its slot (the fake's: "fakegpu", ordinal + 1):
+	 * what names the physical GPU in every process, whatever CUDA_VISIBLE_DEVICES says */
+	CHECK(memcmp(s0.uuid, "fakegpu", 7) == 0 && s0.uuid[15] == 1);
+	CHECK(memcmp(s1.uuid, "fakegpu", 7) == 0 && s1.uuid[15] == 2);
 }
 
 static void forked(void)

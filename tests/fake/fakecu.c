@@ -27,7 +27,7 @@
 
 /* ---- entry point names: counters, fault rules and cuGetProcAddress ---- */
 #define FC_FUNCS(X) \
-	X(cuInit) X(cuDriverGetVersion) X(cuDeviceGet) X(cuDeviceGetCount) X(cuCtxGetCurrent) \
+	X(cuInit) X(cuDriverGetVersion) X(cuDeviceGet) X(cuDeviceGetUuid_v2) X(cuDeviceGetCount) X(cuCtxGetCurrent) \
 	X(cuCtxSetCurrent) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuCtxGetDevice) \
 	X(cuCtxCreate_v2) X(cuCtxCreate_v4) X(cuCtxDestroy_v2) X(cuCtxSynchronize) \
 	X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxReset_v2) \
@@ -454,6 +454,20 @@ FC_API CUresult cuDeviceGetCount(int *n)
 	if (!n)
 		return CUDA_ERROR_INVALID_VALUE;
 	*n = g_ndev;
+	return CUDA_SUCCESS;
+}
+
+/* The same UUID for a device in every process: "fakegpu" and the ordinal. */
+FC_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+	ENTER(cuDeviceGetUuid_v2);
+	if (!uuid)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dev < 0 || dev >= g_ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	memset(uuid->bytes, 0, sizeof uuid->bytes);
+	memcpy(uuid->bytes, "fakegpu", 7);
+	uuid->bytes[15] = (char)(dev + 1);
 	return CUDA_SUCCESS;
 }
 
