@@ -1,4 +1,5 @@
-/* The pool's invariant checker (pool_check.h, and gp_pool_check of pool.h): segments do
+/* The pool's invariant checker (pool_check.h; gp_pool_check of pool.h is pool.c's frame
+ * around it, and so is the check after every operation): segments do
  * not overlap, blocks tile their segment, the free trees, the pending list and the address
  * map hold exactly the blocks they should, counters equal a recount. Reads the pool, changes
  * nothing, until it finds something wrong: then the pool stops pooling (bypass.h). Depends
@@ -142,12 +143,4 @@ int gp_pool_check_locked(gp_pool *p)
 	if (p->prm.limit && reserved > p->prm.limit)
 		return fail(p, "reserved bytes over the limit");
 	return 0;
-}
-
-int gp_pool_check(gp_pool *p)
-{
-	gp_lock_take(&p->lock);
-	int rc = gp_pool_check_locked(p);
-	gp_lock_give(&p->lock);
-	return rc;
 }
