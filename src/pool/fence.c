@@ -1,8 +1,8 @@
 /* Pending frees and fences (fence.h): the pending list, the markers in flight, and the
  * fences themselves, all with the pool lock held (gp_pool_fence and gp_pool_fence_poll are
- * pool.c's frames around them). Depends on pool_internal.h, freelist.h, treap.h and the
- * backend's fence calls; no allocation policy, no segments (the pool's files in order:
- * docs/architecture.md). */
+ * pool.c's frames around them). No allocation policy, no segments. Fifth in the pool's file
+ * order (docs/architecture.md): uses freelist.c and treap.c, with pool_internal.h and the
+ * backend's fence calls. */
 #include "fence.h"
 
 #include <errno.h>

@@ -1,5 +1,6 @@
 /* The fence thread's schedule (fence_schedule.h): a pure step over its state and the clock
- * it is handed. Depends on fence_schedule.h only. */
+ * it is handed. Outside the pool's file order (docs/architecture.md): no pool state; depends
+ * on fence_schedule.h only. */
 #include "fence_schedule.h"
 
 void gp_fence_schedule_init(struct gp_fence_schedule *s, uint64_t interval_ns)

@@ -1,9 +1,9 @@
 /* The pool's public entry points (pool.h), every one in the same frame (the lock, a broken
  * pool's own answer, the stats slot, the checker after: "the public entry points" below),
  * and its allocation policy (best fit, split rules, the ladder of what to try when no block
- * fits), over free lists (freelist.c), segments (segment.c), pending frees and fences
- * (fence.c), the layout's readers (pool_walk.c), the checker (pool_check.c) and what a broken
- * pool does instead (bypass.c), whose *_locked functions it runs in that frame. Depends on
+ * fits). First in the pool's file order (docs/architecture.md; tests/unit/pool_order.py):
+ * it runs the *_locked functions of every file after it (pool_walk.c, pool_check.c,
+ * bypass.c, fence.c, segment.c, freelist.c, treap.c, addrmap.c) and none uses it. Depends on
  * those, the backend and stats.h only: no CUDA types, no config, no getenv, no I/O. */
 #include "pool.h"
 

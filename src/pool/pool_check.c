@@ -1,9 +1,9 @@
-/* The pool's invariant checker (pool_check.h; gp_pool_check of pool.h is pool.c's frame
- * around it, and so is the check after every operation): segments do
- * not overlap, blocks tile their segment, the free trees, the pending list and the address
- * map hold exactly the blocks they should, counters equal a recount. Reads the pool, changes
- * nothing, until it finds something wrong: then the pool stops pooling (bypass.h). Depends
- * on pool_internal.h, freelist.h, treap.h, bypass.h and log.h. */
+/* The pool's invariant checker (pool_check.h; gp_pool_check and the check after every
+ * operation are pool.c's): segments do not overlap, blocks tile their segment, the free
+ * trees, the pending list and the address map hold exactly the blocks they should, counters
+ * equal a recount. Reads the pool, changes nothing, until it finds something wrong: then the
+ * pool stops pooling (bypass.h). Third in the pool's file order (docs/architecture.md): uses
+ * bypass.c, freelist.c, treap.c and addrmap.c, with pool_internal.h and log.h. */
 #include "pool_check.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* Reading the pool's layout with the lock held, for readers that show it (gp_pool_walk and
  * gp_pool_block_pending of pool.h, pool.c's frames around these: the PyTorch snapshot of a
- * replay, the replay's events). Changes nothing. Depends on pool_internal.h and segment.h
- * only (the pool's files in order: docs/architecture.md). */
+ * replay, the replay's events). Changes nothing. Second in the pool's file order
+ * (docs/architecture.md): uses segment.c only, and pool_internal.h. */
 #include "pool_walk.h"
 
 #include "segment.h"

@@ -1,7 +1,8 @@
 /* Segments (segment.h): size classes, growth, release of whole free segments, and the
  * slab of block structs they are carved into, with the pool lock held (gp_pool_release is
- * pool.c's frame around the release). Depends on pool_internal.h, freelist.h, the backend
- * and log.h; no allocation policy, no fences. */
+ * pool.c's frame around the release). No allocation policy, no fences, no checker. Sixth in
+ * the pool's file order (docs/architecture.md): uses freelist.c only, with pool_internal.h,
+ * the backend and log.h. */
 #include "segment.h"
 
 #include <errno.h>
