@@ -151,6 +151,8 @@ static int take_block(gp_pool *p, struct gp_block *b, size_t rounded, size_t req
  *                            or a marker the device has passed: asked without waiting)
  *   try_fence_headroom       the pool grew fence_headroom since the last fence: fence
  *   try_fence_before_peak    growing would raise the peak while frees in flight could serve
+ *   try_fence_pending_bound  the frees in flight hold more than fence_headroom and eight
+ *                            times what is live: fence, whatever it takes
  *   try_grow                 a new segment (past the peak, first release unused cache)
  *   try_fence_all            no room to grow: fence, promoting every stream's blocks too
  *   try_release_and_grow     release every free segment and grow once more (OOM retry)
@@ -162,8 +164,8 @@ static int take_block(gp_pool *p, struct gp_block *b, size_t rounded, size_t req
  * at most wait_fence_ns / 16 (try_wait_for_better_fit, try_fence_headroom: fragmentation and
  * headroom are worth little) or wait_fence_ns * 16 (try_fence_before_peak: the peak is what
  * the pool is judged by), within the wait credit (fence.c), and grow otherwise;
- * try_fence_all waits whatever it takes. Without markers each is one device_sync, under the
- * conditions said at each rung.
+ * try_fence_pending_bound and try_fence_all wait whatever it takes. Without markers each is
+ * one device_sync, under the conditions said at each rung.
  *
  * A rung that does not apply answers NULL without side effects, except where said. */
 
@@ -322,6 +324,26 @@ static struct gp_block *try_fence_before_peak(gp_pool *p, struct request *rq)
 	return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq, p->prm.wait_fence_ns * 16);
 }
 
+/* Frees in flight may hold this many times what is live (and fence_headroom) before an
+ * allocation waits for them rather than grow (try_fence_pending_bound). 8: no bundled trace
+ * reaches it at any modelled lag (BENCHMARKS.md section 20), where 2 and 4 already trade
+ * BERT's waits for its memory. */
+#define GP_PENDING_PER_LIVE 8
+
+/* Frees in flight hold more than fence_headroom and GP_PENDING_PER_LIVE times what is live:
+ * growing again would let reserved memory track what is freed in a lag's time rather than
+ * what the program holds (a tight cudaMalloc/cudaFree loop on a GPU that lags grows by every
+ * block it frees while their fence is in flight). Wait for the oldest fence that covers a
+ * fitting block, whatever the budget and the wait credit: it is the first to complete. */
+static struct gp_block *try_fence_pending_bound(gp_pool *p, struct request *rq)
+{
+	size_t pending = p->st->pending_bytes;
+	if (!p->pend_head || pending < rq->rounded || pending <= p->prm.fence_headroom ||
+	    pending / GP_PENDING_PER_LIVE <= p->st->allocated_bytes)
+		return NULL;
+	return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq, UINT64_MAX);
+}
+
 /* A new segment. Growing past the peak reserved so far: first hand back cached segments
  * that cannot serve this request, so the peak holds what the program needs, not what an
  * earlier phase left behind. Below the old peak, growth costs nothing in peak terms and no
@@ -367,7 +389,7 @@ static struct gp_block *try_release_and_grow(gp_pool *p, struct request *rq)
 
 /* The rungs after try_ready and try_wait_for_better_fit, in the order of the table above. */
 static struct gp_block *(*const rungs[])(gp_pool *, struct request *) = {
-	try_steal, try_retired, try_fence_headroom, try_fence_before_peak,
+	try_steal, try_retired, try_fence_headroom, try_fence_before_peak, try_fence_pending_bound,
 	try_grow, try_fence_all, try_release_and_grow,
 };
 
