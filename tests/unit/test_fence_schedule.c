@@ -26,6 +26,15 @@ static void step(struct gp_fence_schedule *s, uint64_t now, unsigned ev, enum gp
 	assert_int_equal(st.next_wake_ns, action == GP_FENCE_SLEEP ? wake : now);
 }
 
+/* A schedule that a free at clock 0 woke, taken to its first marker: answers the clock then. */
+static uint64_t to_first_marker(struct gp_fence_schedule *s)
+{
+	gp_fence_schedule_init(s, INTERVAL);
+	step(s, 0, FREED, GP_FENCE_SLEEP, INTERVAL); /* the burst gathers for the interval */
+	step(s, INTERVAL, 0, GP_FENCE_MARK, 0);
+	return INTERVAL;
+}
+
 static void test_idle_without_frees(void **state)
 {
 	(void)state;
@@ -39,12 +48,7 @@ static void test_burst_then_polls_slow_down(void **state)
 {
 	(void)state;
 	struct gp_fence_schedule s;
-	gp_fence_schedule_init(&s, INTERVAL);
-	uint64_t t = 1 * MS;
-	/* a free wakes the thread: the burst gathers for the interval, then one marker */
-	step(&s, t, FREED, GP_FENCE_SLEEP, t + INTERVAL);
-	t += INTERVAL;
-	step(&s, t, FREED, GP_FENCE_MARK, 0);
+	uint64_t t = to_first_marker(&s);
 	/* markers outstanding: polls 50 us later, then twice as late each time, up to 1 ms */
 	const uint64_t delays[] = {50 * US, 100 * US, 200 * US, 400 * US, 800 * US, 1000 * US, 1000 * US};
 	for (size_t i = 0; i < sizeof delays / sizeof delays[0]; i++) {
@@ -61,11 +65,7 @@ static void test_new_frees_start_over(void **state)
 {
 	(void)state;
 	struct gp_fence_schedule s;
-	gp_fence_schedule_init(&s, INTERVAL);
-	uint64_t t = 0;
-	step(&s, t, FREED, GP_FENCE_SLEEP, INTERVAL);
-	t = INTERVAL;
-	step(&s, t, 0, GP_FENCE_MARK, 0);
+	uint64_t t = to_first_marker(&s);
 	step(&s, t, OUT, GP_FENCE_SLEEP, t + 50 * US);
 	t += 50 * US;
 	step(&s, t, 0, GP_FENCE_POLL, 0);
@@ -89,11 +89,7 @@ static void test_backoff_while_refused(void **state)
 {
 	(void)state;
 	struct gp_fence_schedule s;
-	gp_fence_schedule_init(&s, INTERVAL);
-	uint64_t t = 0;
-	step(&s, t, FREED, GP_FENCE_SLEEP, INTERVAL);
-	t = INTERVAL;
-	step(&s, t, 0, GP_FENCE_MARK, 0);
+	uint64_t t = to_first_marker(&s);
 	/* a capture refuses: the marker again after the backoff and the interval, the backoff
 	 * doubling while under 100 ms (so up to 128 ms), frees meanwhile or not */
 	uint64_t backoff = 1 * MS;
