@@ -1,5 +1,5 @@
-/* The address map's slow paths (addrmap.h): setup, growth, recount. Depends on block.h
- * only. */
+/* The address map's slow paths (addrmap.h): setup, growth, recount. Last of the pool's
+ * files with pool state (docs/architecture.md): depends on block.h only. */
 #include "addrmap.h"
 
 #include <errno.h>

@@ -1,5 +1,9 @@
 /* The backend: the small contract between the pool and whatever owns device memory, with
- * two implementations, backend_cuda.c (the runtime) and backend_fake.c (tests, replay).
+ * three implementations: backend_cuda.c (runtime layer: over the CUDA runtime),
+ * backend_driver.c (driver layer: over the driver, for a process without a dynamic runtime)
+ * and backend_fake.c (replay layer: tests, the benchmark, the replay); and backend_guard.c
+ * (driver layer), which wraps the one the registry picks so that the driver hooks pass the
+ * pools' own calls through.
  * Every function returns 0 or a negative errno; segment_alloc/free, stream_wait and the
  * non-blocking marker calls (fence_mark, fence_query, fence_drop) may be called with a pool
  * lock held, device_sync and fence_wait never (see fence.c). Depends on nothing: no CUDA types. */

@@ -1,7 +1,8 @@
 /* The pool after a broken invariant (bypass.h): allocations go straight to the backend,
- * each remembered by address in p->bypass so that its free goes straight back. Depends on
- * pool_internal.h, segment.h and log.h; of the pool's own structures it reads only the
- * segment list (gp_bypass_free), never a block, a tree or a counter. */
+ * each remembered by address in p->bypass so that its free goes straight back. Of the pool's
+ * own structures it reads only the segment list (gp_bypass_free), never a block, a tree or a
+ * counter. Fourth in the pool's file order (docs/architecture.md): uses segment.c only, with
+ * pool_internal.h and log.h. */
 #include "bypass.h"
 
 #include <errno.h>

@@ -1,13 +1,14 @@
 /* Pending frees and fences (fence.h): the pending list, the markers in flight, and the
- * public gp_pool_fence/gp_pool_fence_poll/gp_pool_has_pending. Depends on pool_internal.h,
- * freelist.h and the backend's fence calls; no allocation policy, no segments. */
+ * fences themselves, all with the pool lock held (gp_pool_fence and gp_pool_fence_poll are
+ * pool.c's frames around them). No allocation policy, no segments. Fifth in the pool's file
+ * order (docs/architecture.md): uses freelist.c and treap.c, with pool_internal.h and the
+ * backend's fence calls. */
 #include "fence.h"
 
 #include <errno.h>
 #include <time.h>
 
 #include "freelist.h"
-#include "pool_check.h"
 #include "treap.h"
 
 void gp_pending_push(gp_pool *p, struct gp_block *b)
@@ -316,29 +317,8 @@ int gp_fence_serve_locked(gp_pool *p, enum gp_fence_scope scope, size_t rounded,
 	return marks_wait(p, (unsigned)i, scope);
 }
 
-int gp_pool_fence(gp_pool *p)
+int gp_fence_poll_mark_locked(gp_pool *p, bool mark)
 {
-	gp_lock_take(&p->lock);
-	if (p->broken) {
-		gp_lock_give(&p->lock);
-		return 0; /* nothing it holds will be reused */
-	}
-	gp_stats_begin(p->st);
-	int rc = gp_fence_locked(p, GP_FENCE_PENDING_ONLY);
-	gp_stats_end(p->st);
-	gp_lock_give(&p->lock);
-	return rc;
-}
-
-int gp_pool_fence_poll(gp_pool *p, bool mark)
-{
-	gp_lock_take(&p->lock);
-	if (p->broken || !gp_fence_markers(p)) {
-		bool off = !p->broken;
-		gp_lock_give(&p->lock);
-		return off ? -ENOTSUP : 0;
-	}
-	gp_stats_begin(p->st);
 	int rc = p->nmarks ? gp_fence_poll_locked(p) : 0;
 	if (rc == 0 && mark && uncovered(p)) {
 		rc = marks_record(p);
@@ -348,14 +328,5 @@ int gp_pool_fence_poll(gp_pool *p, bool mark)
 	int out = 0;
 	for (unsigned i = 0; i < p->nmarks; i++)
 		out += p->marks[i].k > p->completed;
-	GP_CHECK_AFTER(p);
-	gp_stats_end(p->st);
-	gp_lock_give(&p->lock);
 	return rc ? rc : out > 0;
-}
-
-bool gp_pool_has_pending(gp_pool *p)
-{
-	return __atomic_load_n(&p->st->pending_frees, __ATOMIC_RELAXED) != 0 &&
-	       !__atomic_load_n(&p->broken, __ATOMIC_RELAXED);
 }

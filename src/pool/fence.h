@@ -52,4 +52,11 @@ int gp_fence_poll_locked(gp_pool *p);
 int gp_fence_serve_locked(gp_pool *p, enum gp_fence_scope scope, size_t rounded, uint64_t budget_ns,
 			  bool *last);
 
+/* The fence thread's action with markers (gp_pool_fence_poll, which checks that the pool
+ * has them): retires the blocks of every marker the device has passed, and with `mark`
+ * records one covering the pending blocks no marker covers yet (none while GP_MARKS_MAX are
+ * outstanding: the next call). Never waits. 1 while markers are outstanding, 0 when none
+ * is, or the backend's error. Lock held and stats slot open, never dropped. */
+int gp_fence_poll_mark_locked(gp_pool *p, bool mark);
+
 #endif

@@ -1,7 +1,8 @@
 /* The free lists (freelist.h): per-stream lists in a uthash, insertion with merging, the
- * drain that fences and stream retirement build on, the largest-free-block gauge.
- * Depends on pool_internal.h and treap.h; no policy (which block serves a request is
- * pool.c's), no fences (fence.c), no backend calls. */
+ * drain that fences and stream retirement build on, the largest-free-block gauge. No policy
+ * (which block serves a request is pool.c's), no fences (fence.c), no backend calls.
+ * Seventh in the pool's file order (docs/architecture.md): uses treap.c only, with
+ * pool_internal.h. */
 #include "freelist.h"
 
 #include <stdlib.h>

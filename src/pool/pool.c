@@ -1,8 +1,10 @@
-/* The pool's public operations and its allocation policy (best fit, split rules, the
- * ladder of what to try when no block fits), over free lists (freelist.c), segments
- * (segment.c), pending frees and fences (fence.c), the checker (pool_check.c) and what a
- * broken pool does instead (bypass.c). Depends on those, the backend and stats.h only: no
- * CUDA types, no config, no getenv, no I/O. */
+/* The pool's public entry points (pool.h), every one in the same frame (the lock, a broken
+ * pool's own answer, the stats slot, the checker after: "the public entry points" below),
+ * and its allocation policy (best fit, split rules, the ladder of what to try when no block
+ * fits). First in the pool's file order (docs/architecture.md; tests/unit/pool_order.py):
+ * it runs the *_locked functions of every file after it (pool_walk.c, pool_check.c,
+ * bypass.c, fence.c, segment.c, freelist.c, treap.c, addrmap.c) and none uses it. Depends on
+ * those, the backend and stats.h only: no CUDA types, no config, no getenv, no I/O. */
 #include "pool.h"
 
 #include <errno.h>
@@ -14,6 +16,7 @@
 #include "freelist.h"
 #include "pool_check.h"
 #include "pool_internal.h"
+#include "pool_walk.h"
 #include "segment.h"
 #include "treap.h"
 
@@ -148,6 +151,8 @@ static int take_block(gp_pool *p, struct gp_block *b, size_t rounded, size_t req
  *                            or a marker the device has passed: asked without waiting)
  *   try_fence_headroom       the pool grew fence_headroom since the last fence: fence
  *   try_fence_before_peak    growing would raise the peak while frees in flight could serve
+ *   try_fence_pending_bound  the frees in flight hold more than fence_headroom and eight
+ *                            times what is live: fence, whatever it takes
  *   try_grow                 a new segment (past the peak, first release unused cache)
  *   try_fence_all            no room to grow: fence, promoting every stream's blocks too
  *   try_release_and_grow     release every free segment and grow once more (OOM retry)
@@ -159,8 +164,8 @@ static int take_block(gp_pool *p, struct gp_block *b, size_t rounded, size_t req
  * at most wait_fence_ns / 16 (try_wait_for_better_fit, try_fence_headroom: fragmentation and
  * headroom are worth little) or wait_fence_ns * 16 (try_fence_before_peak: the peak is what
  * the pool is judged by), within the wait credit (fence.c), and grow otherwise;
- * try_fence_all waits whatever it takes. Without markers each is one device_sync, under the
- * conditions said at each rung.
+ * try_fence_pending_bound and try_fence_all wait whatever it takes. Without markers each is
+ * one device_sync, under the conditions said at each rung.
  *
  * A rung that does not apply answers NULL without side effects, except where said. */
 
@@ -319,6 +324,26 @@ static struct gp_block *try_fence_before_peak(gp_pool *p, struct request *rq)
 	return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq, p->prm.wait_fence_ns * 16);
 }
 
+/* Frees in flight may hold this many times what is live (and fence_headroom) before an
+ * allocation waits for them rather than grow (try_fence_pending_bound). 8: no bundled trace
+ * reaches it at any modelled lag (BENCHMARKS.md section 20), where 2 and 4 already trade
+ * BERT's waits for its memory. */
+#define GP_PENDING_PER_LIVE 8
+
+/* Frees in flight hold more than fence_headroom and GP_PENDING_PER_LIVE times what is live:
+ * growing again would let reserved memory track what is freed in a lag's time rather than
+ * what the program holds (a tight cudaMalloc/cudaFree loop on a GPU that lags grows by every
+ * block it frees while their fence is in flight). Wait for the oldest fence that covers a
+ * fitting block, whatever the budget and the wait credit: it is the first to complete. */
+static struct gp_block *try_fence_pending_bound(gp_pool *p, struct request *rq)
+{
+	size_t pending = p->st->pending_bytes;
+	if (!p->pend_head || pending < rq->rounded || pending <= p->prm.fence_headroom ||
+	    pending / GP_PENDING_PER_LIVE <= p->st->allocated_bytes)
+		return NULL;
+	return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq, UINT64_MAX);
+}
+
 /* A new segment. Growing past the peak reserved so far: first hand back cached segments
  * that cannot serve this request, so the peak holds what the program needs, not what an
  * earlier phase left behind. Below the old peak, growth costs nothing in peak terms and no
@@ -364,22 +389,14 @@ static struct gp_block *try_release_and_grow(gp_pool *p, struct request *rq)
 
 /* The rungs after try_ready and try_wait_for_better_fit, in the order of the table above. */
 static struct gp_block *(*const rungs[])(gp_pool *, struct request *) = {
-	try_steal, try_retired, try_fence_headroom, try_fence_before_peak,
+	try_steal, try_retired, try_fence_headroom, try_fence_before_peak, try_fence_pending_bound,
 	try_grow, try_fence_all, try_release_and_grow,
 };
 
-int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
+/* gp_pool_alloc's body: the ladder, then the block taken. 0, or -ENOMEM. */
+static inline int alloc_locked(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
 {
-	if (size == 0 || size > ((size_t)1 << 56))
-		return -EINVAL;
 	struct request rq = {.size = size, .rounded = gp_round_up(size, p->prm.round), .stream = stream};
-	gp_lock_take(&p->lock);
-	if (__builtin_expect(p->broken, 0)) {
-		int rc = gp_bypass_alloc(p, size, addr);
-		gp_lock_give(&p->lock);
-		return rc;
-	}
-	gp_stats_begin(p->st);
 	struct gp_block *b = try_ready(p, &rq);
 	if (b)
 		b = try_wait_for_better_fit(p, &rq, b);
@@ -389,7 +406,8 @@ int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
 	if (b) {
 		/* a segment made for one large request stays whole (its rest is under
 		 * large_round): the block is then the segment, and cudaIpcGetMemHandle can
-		 * export it (DESIGN point 7) */
+		 * export it (contract 7 of DESIGN.md, "IPC is never silently wrong": a handle
+		 * names the whole segment) */
 		rc = take_block(p, b, rq.rounded, rq.size, rq.home, rq.grew && rq.rounded >= p->prm.medium_max);
 		if (rc == 0) {
 			*addr = b->addr;
@@ -402,32 +420,19 @@ int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
 	}
 	if (rc)
 		GP_COUNT(p->st, ooms, 1);
-	GP_CHECK_AFTER(p);
-	gp_stats_end(p->st);
-	gp_lock_give(&p->lock);
 	return rc;
 }
 
-int gp_pool_free(gp_pool *p, uintptr_t addr, gp_stream stream)
+/* gp_pool_free's body. */
+static inline int free_locked(gp_pool *p, uintptr_t addr, gp_stream stream)
 {
-	gp_lock_take(&p->lock);
-	if (__builtin_expect(p->broken, 0)) {
-		int rc = gp_bypass_free(p, addr);
-		gp_lock_give(&p->lock);
-		return rc;
-	}
 	struct gp_block *b = gp_addrmap_find(&p->map, addr, GP_MAP_UNLINK);
 	if (!b) {
-		int rc = gp_segment_of(p, addr) ? -EALREADY : -ENOENT;
-		if (rc == -EALREADY) {
-			gp_stats_begin(p->st);
-			GP_COUNT(p->st, invalid_frees, 1);
-			gp_stats_end(p->st);
-		}
-		gp_lock_give(&p->lock);
-		return rc;
+		if (!gp_segment_of(p, addr))
+			return -ENOENT;
+		GP_COUNT(p->st, invalid_frees, 1);
+		return -EALREADY;
 	}
-	gp_stats_begin(p->st);
 	GP_GAUGE_SUB(p->st, live_blocks, 1);
 	GP_GAUGE_SUB(p->st, requested_bytes, b->requested);
 	GP_GAUGE_SUB(p->st, allocated_bytes, b->size);
@@ -453,36 +458,26 @@ int gp_pool_free(gp_pool *p, uintptr_t addr, gp_stream stream)
 		(void)gp_fence_locked(p, GP_FENCE_PENDING_ONLY);
 	if (p->prm.release_threshold != SIZE_MAX && p->st->cached_bytes > p->prm.release_threshold)
 		gp_segment_release_locked(p, p->prm.release_threshold);
-	GP_CHECK_AFTER(p);
-	gp_stats_end(p->st);
-	gp_lock_give(&p->lock);
 	return 0;
 }
 
-void gp_pool_stream_retire(gp_pool *p, gp_stream stream)
+/* gp_pool_stream_retire's body. */
+static void stream_retire_locked(gp_pool *p, gp_stream stream)
 {
-	gp_lock_take(&p->lock);
-	struct gp_slist *sl = NULL;
-	if (stream != GP_NO_STREAM && !p->broken)
-		sl = gp_freelist_get(p, stream, GP_FREELIST_EXISTING);
-	if (sl) {
-		gp_stats_begin(p->st);
-		gp_pending_from_list(p, sl);
-		HASH_DEL(p->streams, sl);
-		if (p->last_sl == sl)
-			p->last_sl = NULL;
-		free(sl);
-		gp_freelist_largest_recount(p);
-		GP_CHECK_AFTER(p);
-		gp_stats_end(p->st);
-	}
-	gp_lock_give(&p->lock);
+	struct gp_slist *sl = stream != GP_NO_STREAM ? gp_freelist_get(p, stream, GP_FREELIST_EXISTING) : NULL;
+	if (!sl)
+		return;
+	gp_pending_from_list(p, sl);
+	HASH_DEL(p->streams, sl);
+	if (p->last_sl == sl)
+		p->last_sl = NULL;
+	free(sl);
+	gp_freelist_largest_recount(p);
 }
 
-int gp_pool_lookup(gp_pool *p, uintptr_t addr, struct gp_block_info *info)
+/* gp_pool_lookup's body. */
+static int lookup_locked(gp_pool *p, uintptr_t addr, struct gp_block_info *info)
 {
-	int rc = -ENOENT;
-	gp_lock_take(&p->lock);
 	struct gp_block *b = gp_addrmap_find(&p->map, addr, GP_MAP_KEEP);
 	if (!b) {
 		struct gp_segment *s = gp_segment_of(p, addr);
@@ -493,15 +488,150 @@ int gp_pool_lookup(gp_pool *p, uintptr_t addr, struct gp_block_info *info)
 				break;
 			}
 	}
-	if (b) {
-		info->addr = b->addr;
-		info->size = b->size;
-		info->segment = b->seg->addr;
-		info->segment_size = b->seg->size;
-		info->requested = b->requested;
-		rc = 0;
+	if (!b)
+		return -ENOENT;
+	info->addr = b->addr;
+	info->size = b->size;
+	info->segment = b->seg->addr;
+	info->segment_size = b->seg->size;
+	info->requested = b->requested;
+	return 0;
+}
+
+/* ---- the public entry points ----------------------------------------------------------
+ * Each runs its *_locked body (here, or in the pool's other files) in one frame, written once:
+ * the pool lock; then, on a pool that stopped pooling (bypass.h: its blocks are no longer
+ * trusted), the entry's own answer instead of the body; and around a body that changes the
+ * pool, the stats slot's sequence (gp_stats_begin/end: readers see no half-made change) and
+ * the invariant checker after it (the check knob). */
+
+enum entry {
+	ENTRY_LOCK,   /* the lock only, on any pool (lookup, mem_info, check, abandon, destroy) */
+	ENTRY_READ,   /* a pool that pools, read only (walk, block_pending) */
+	ENTRY_CHANGE, /* a pool that pools, changed: the stats slot open, the checker after */
+};
+
+/* Opens an entry point's frame: takes the lock, and for ENTRY_CHANGE opens the stats slot.
+ * False for ENTRY_READ or ENTRY_CHANGE on a broken pool: nothing is opened but the lock, for
+ * the entry to compute its answer under and give back with entry_broken. */
+static inline __attribute__((always_inline)) bool entry_open(gp_pool *p, enum entry kind)
+{
+	gp_lock_take(&p->lock);
+	if (kind != ENTRY_LOCK && __builtin_expect(p->broken, 0))
+		return false;
+	if (kind == ENTRY_CHANGE)
+		gp_stats_begin(p->st);
+	return true;
+}
+
+/* Closes the frame entry_open(p, kind) opened (it answered true). */
+static inline __attribute__((always_inline)) void entry_close(gp_pool *p, enum entry kind)
+{
+	if (kind == ENTRY_CHANGE) {
+		GP_CHECK_AFTER(p);
+		gp_stats_end(p->st);
 	}
 	gp_lock_give(&p->lock);
+}
+
+/* Closes the frame of an entry point whose pool is broken (entry_open answered false) and
+ * answers `answer`, computed under the lock. */
+static inline int entry_broken(gp_pool *p, int answer)
+{
+	gp_lock_give(&p->lock);
+	return answer;
+}
+
+int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
+{
+	if (size == 0 || size > ((size_t)1 << 56))
+		return -EINVAL;
+	if (!entry_open(p, ENTRY_CHANGE))
+		return entry_broken(p, gp_bypass_alloc(p, size, addr));
+	int rc = alloc_locked(p, size, stream, addr);
+	entry_close(p, ENTRY_CHANGE);
+	return rc;
+}
+
+int gp_pool_free(gp_pool *p, uintptr_t addr, gp_stream stream)
+{
+	if (!entry_open(p, ENTRY_CHANGE))
+		return entry_broken(p, gp_bypass_free(p, addr));
+	int rc = free_locked(p, addr, stream);
+	entry_close(p, ENTRY_CHANGE);
+	return rc;
+}
+
+void gp_pool_stream_retire(gp_pool *p, gp_stream stream)
+{
+	if (!entry_open(p, ENTRY_CHANGE)) {
+		(void)entry_broken(p, 0); /* a broken pool's lists are not walked */
+		return;
+	}
+	stream_retire_locked(p, stream);
+	entry_close(p, ENTRY_CHANGE);
+}
+
+int gp_pool_fence(gp_pool *p)
+{
+	if (!entry_open(p, ENTRY_CHANGE))
+		return entry_broken(p, 0); /* nothing it holds will be reused */
+	int rc = gp_fence_locked(p, GP_FENCE_PENDING_ONLY);
+	entry_close(p, ENTRY_CHANGE);
+	return rc;
+}
+
+int gp_pool_fence_poll(gp_pool *p, bool mark)
+{
+	if (!entry_open(p, ENTRY_CHANGE))
+		return entry_broken(p, 0);
+	int rc = gp_fence_markers(p) ? gp_fence_poll_mark_locked(p, mark) : -ENOTSUP;
+	entry_close(p, ENTRY_CHANGE);
+	return rc;
+}
+
+bool gp_pool_has_pending(gp_pool *p)
+{
+	/* no frame: a lock-free read, for the fence thread's cheap question */
+	return __atomic_load_n(&p->st->pending_frees, __ATOMIC_RELAXED) != 0 &&
+	       !__atomic_load_n(&p->broken, __ATOMIC_RELAXED);
+}
+
+size_t gp_pool_release(gp_pool *p, size_t keep)
+{
+	if (!entry_open(p, ENTRY_CHANGE))
+		return entry_broken(p, 0); /* its segments are no longer trusted to be free */
+	size_t r = gp_segment_release_locked(p, keep);
+	entry_close(p, ENTRY_CHANGE);
+	return r;
+}
+
+int gp_pool_walk(gp_pool *p, const struct gp_pool_walker *w)
+{
+	if (!entry_open(p, ENTRY_READ))
+		return entry_broken(p, -EFAULT); /* its blocks are no longer trusted */
+	int rc = gp_walk_locked(p, w);
+	entry_close(p, ENTRY_READ);
+	return rc;
+}
+
+bool gp_pool_block_pending(gp_pool *p, uintptr_t addr)
+{
+	if (!entry_open(p, ENTRY_READ))
+		return entry_broken(p, false); /* nothing pending, as gp_pool_has_pending says */
+	bool pending = gp_walk_block_pending_locked(p, addr);
+	entry_close(p, ENTRY_READ);
+	return pending;
+}
+
+int gp_pool_lookup(gp_pool *p, uintptr_t addr, struct gp_block_info *info)
+{
+	/* a broken pool's blocks too: one handed out before it broke is still its own, and the
+	 * shim must know it (a cudaIpcGetMemHandle on it is refused, contract 7; a cudaFreeAsync
+	 * captured into a graph keeps it) */
+	(void)entry_open(p, ENTRY_LOCK);
+	int rc = lookup_locked(p, addr, info);
+	entry_close(p, ENTRY_LOCK);
 	return rc;
 }
 
@@ -511,9 +641,9 @@ int gp_pool_mem_info(gp_pool *p, size_t *free_bytes, size_t *total_bytes)
 	int rc = p->be->mem_info(p->be->ctx, p->device, &dfree, &dtotal);
 	if (rc)
 		return rc;
-	gp_lock_take(&p->lock);
+	(void)entry_open(p, ENTRY_LOCK);
 	size_t cached = p->st->cached_bytes, reserved = p->st->reserved_bytes;
-	gp_lock_give(&p->lock);
+	entry_close(p, ENTRY_LOCK);
 	if (p->prm.limit) {
 		size_t room = p->prm.limit > reserved ? p->prm.limit - reserved : 0;
 		if (room > dfree)
@@ -527,6 +657,14 @@ int gp_pool_mem_info(gp_pool *p, size_t *free_bytes, size_t *total_bytes)
 		*free_bytes = dfree + cached > dtotal ? dtotal : dfree + cached;
 	}
 	return 0;
+}
+
+int gp_pool_check(gp_pool *p)
+{
+	(void)entry_open(p, ENTRY_LOCK); /* a broken pool answers -EFAULT, found before */
+	int rc = gp_pool_check_locked(p);
+	entry_close(p, ENTRY_LOCK);
+	return rc;
 }
 
 /* ---- lifecycle ---------------------------------------------------------------------- */
@@ -572,16 +710,18 @@ void gp_pool_reset_peaks(gp_pool *p)
 
 void gp_pool_abandon(gp_pool *p, struct gpupool_device_stats *sink)
 {
-	gp_lock_take(&p->lock);
+	(void)entry_open(p, ENTRY_LOCK);
 	p->st = sink;
-	gp_lock_give(&p->lock);
+	entry_close(p, ENTRY_LOCK);
 }
 
 void gp_pool_destroy(gp_pool *p)
 {
 	if (!p)
 		return;
-	gp_lock_take(&p->lock);
+	/* any pool, broken too (its segments go back); the counters change, but the pool is
+	 * taken apart: no checker after */
+	(void)entry_open(p, ENTRY_LOCK);
 	gp_stats_begin(p->st);
 	while (p->segs) {
 		struct gp_segment *s = p->segs;
@@ -610,7 +750,7 @@ void gp_pool_destroy(gp_pool *p)
 		p->chunks = c->next;
 		free(c);
 	}
-	gp_lock_give(&p->lock);
+	entry_close(p, ENTRY_LOCK);
 	free(p);
 }
 

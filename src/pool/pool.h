@@ -179,7 +179,8 @@ struct gp_pool_walker {
  * for the whole walk. */
 int gp_pool_walk(gp_pool *p, const struct gp_pool_walker *w);
 /* True when a block starting at addr waits for a fence (freed with cudaFree, not yet
- * retired). Takes the pool lock. */
+ * retired); false on a pool that stopped pooling (nothing in it waits for a fence any more,
+ * as gp_pool_has_pending says). Takes the pool lock. */
 bool gp_pool_block_pending(gp_pool *p, uintptr_t addr);
 
 int gp_pool_device(const gp_pool *p);

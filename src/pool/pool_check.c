@@ -1,8 +1,9 @@
-/* The pool's invariant checker (pool_check.h, and gp_pool_check of pool.h): segments do
- * not overlap, blocks tile their segment, the free trees, the pending list and the address
- * map hold exactly the blocks they should, counters equal a recount. Reads the pool, changes
- * nothing, until it finds something wrong: then the pool stops pooling (bypass.h). Depends
- * on pool_internal.h, freelist.h, treap.h, bypass.h and log.h. */
+/* The pool's invariant checker (pool_check.h; gp_pool_check and the check after every
+ * operation are pool.c's): segments do not overlap, blocks tile their segment, the free
+ * trees, the pending list and the address map hold exactly the blocks they should, counters
+ * equal a recount. Reads the pool, changes nothing, until it finds something wrong: then the
+ * pool stops pooling (bypass.h). Third in the pool's file order (docs/architecture.md): uses
+ * bypass.c, freelist.c, treap.c and addrmap.c, with pool_internal.h and log.h. */
 #include "pool_check.h"
 
 #include <errno.h>
@@ -142,12 +143,4 @@ int gp_pool_check_locked(gp_pool *p)
 	if (p->prm.limit && reserved > p->prm.limit)
 		return fail(p, "reserved bytes over the limit");
 	return 0;
-}
-
-int gp_pool_check(gp_pool *p)
-{
-	gp_lock_take(&p->lock);
-	int rc = gp_pool_check_locked(p);
-	gp_lock_give(&p->lock);
-	return rc;
 }

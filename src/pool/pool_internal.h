@@ -1,7 +1,8 @@
 /* The pool's internals, shared by its files only (pool.c, freelist.c, segment.c, fence.c,
- * pool_check.c, bypass.c): the segment, free list and pool structs and the small inline helpers
- * they all use. The public contract is pool.h; nothing outside the pool includes this.
- * Depends on pool.h, block.h, addrmap.h, lock.h and stats.h: no config, CUDA or I/O. */
+ * pool_check.c, pool_walk.c, bypass.c): the segment, free list and pool structs and the
+ * small inline helpers they all use. The public contract is pool.h; nothing outside the
+ * pool includes this. Depends on pool.h, block.h, addrmap.h, lock.h and stats.h: no config,
+ * CUDA or I/O. */
 #ifndef GP_POOL_INTERNAL_H
 #define GP_POOL_INTERNAL_H
 

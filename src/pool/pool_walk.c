@@ -1,20 +1,14 @@
-/* gp_pool_walk and gp_pool_block_pending (pool.h): read the pool's layout under the pool lock,
- * for readers that show it (the PyTorch snapshot of a replay, the replay's events). Changes
- * nothing. Depends on pool_internal.h and segment.h only. */
-#include <errno.h>
+/* Reading the pool's layout with the lock held, for readers that show it (gp_pool_walk and
+ * gp_pool_block_pending of pool.h, pool.c's frames around these: the PyTorch snapshot of a
+ * replay, the replay's events). Changes nothing. Second in the pool's file order
+ * (docs/architecture.md): uses segment.c only, and pool_internal.h. */
+#include "pool_walk.h"
 
-#include "pool_internal.h"
 #include "segment.h"
 
-int gp_pool_walk(gp_pool *p, const struct gp_pool_walker *w)
+int gp_walk_locked(gp_pool *p, const struct gp_pool_walker *w)
 {
 	int rc = 0;
-	gp_lock_take(&p->lock);
-	if (p->broken) {
-		/* its blocks are no longer trusted (bypass.h) */
-		gp_lock_give(&p->lock);
-		return -EFAULT;
-	}
 	for (const struct gp_segment *s = p->segs; s && !rc; s = s->next) {
 		struct gp_walk_segment ws = {.addr = s->addr, .size = s->size, .small = s->small != 0};
 		rc = w->segment ? w->segment(w->ctx, &ws) : 0;
@@ -29,21 +23,14 @@ int gp_pool_walk(gp_pool *p, const struct gp_pool_walker *w)
 			rc = w->block ? w->block(w->ctx, &wb) : 0;
 		}
 	}
-	gp_lock_give(&p->lock);
 	return rc;
 }
 
-bool gp_pool_block_pending(gp_pool *p, uintptr_t addr)
+bool gp_walk_block_pending_locked(gp_pool *p, uintptr_t addr)
 {
-	bool pending = false;
-	gp_lock_take(&p->lock);
 	struct gp_segment *s = gp_segment_of(p, addr);
-	for (const struct gp_block *b = s ? s->first : NULL; b && b->addr <= addr; b = b->next) {
-		if (b->addr == addr) {
-			pending = b->state == B_PENDING;
-			break;
-		}
-	}
-	gp_lock_give(&p->lock);
-	return pending;
+	for (const struct gp_block *b = s ? s->first : NULL; b && b->addr <= addr; b = b->next)
+		if (b->addr == addr)
+			return b->state == B_PENDING;
+	return false;
 }

@@ -1,6 +1,8 @@
 /* Segments (segment.h): size classes, growth, release of whole free segments, and the
- * slab of block structs they are carved into. Depends on pool_internal.h, freelist.h,
- * pool_check.h, the backend and log.h; no allocation policy, no fences. */
+ * slab of block structs they are carved into, with the pool lock held (gp_pool_release is
+ * pool.c's frame around the release). No allocation policy, no fences, no checker. Sixth in
+ * the pool's file order (docs/architecture.md): uses freelist.c only, with pool_internal.h,
+ * the backend and log.h. */
 #include "segment.h"
 
 #include <errno.h>
@@ -8,7 +10,6 @@
 
 #include "freelist.h"
 #include "log.h"
-#include "pool_check.h"
 
 struct gp_block *gp_block_new(gp_pool *p)
 {
@@ -170,19 +171,4 @@ struct gp_segment *gp_segment_of(gp_pool *p, uintptr_t addr)
 		if (addr >= s->addr && addr - s->addr < s->size)
 			return s;
 	return NULL;
-}
-
-size_t gp_pool_release(gp_pool *p, size_t keep)
-{
-	gp_lock_take(&p->lock);
-	if (p->broken) {
-		gp_lock_give(&p->lock);
-		return 0; /* its segments are no longer trusted to be free */
-	}
-	gp_stats_begin(p->st);
-	size_t r = gp_segment_release_locked(p, keep);
-	GP_CHECK_AFTER(p);
-	gp_stats_end(p->st);
-	gp_lock_give(&p->lock);
-	return r;
 }

@@ -1,5 +1,6 @@
 /* The treap keyed by (size, addr) (treap.h): insert, erase, join. Top-down and without
- * recursion or allocation. Depends on block.h only. */
+ * recursion or allocation. Near the end of the pool's file order (docs/architecture.md):
+ * depends on block.h only. */
 #include "treap.h"
 
 void gp_treap_insert(struct gp_block **link, struct gp_block *n)

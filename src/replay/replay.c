@@ -1,8 +1,8 @@
 /* Trace replay (replay.h): rows through gp_pool in trace order on the fake backend, trace
  * pointers mapped to pool addresses with uthash, and time: a device that lags the program
  * by the fence latency (the fake backend's clock), the program's waits for it, and the fence
- * thread modelled on that clock. Depends on the pool, config, the reader and the fake
- * backend; never on CUDA or the shim. */
+ * thread on that clock: the library's own schedule (fence_schedule.h), stepped when it asks.
+ * Depends on the pool, config, the reader and the fake backend; never on CUDA or the shim. */
 #define HASH_NONFATAL_OOM 1
 #include "replay.h"
 
@@ -14,6 +14,7 @@
 
 #include "backend_fake.h"
 #include "config.h"
+#include "fence_schedule.h"
 #include "log.h"
 #include "proc.h"
 #include "replay_events.h"
@@ -35,9 +36,15 @@ struct state {
 	struct gp_fake_backend fb;
 	struct gpupool_device_stats st[GPUPOOL_MAX_DEVICES];
 	gp_pool *pool[GPUPOOL_MAX_DEVICES];
-	bool pending[GPUPOOL_MAX_DEVICES];       /* a cudaFree waits for the modelled thread */
-	uint64_t fence_at[GPUPOOL_MAX_DEVICES];  /* clock time the modelled thread acts */
-	bool polling[GPUPOOL_MAX_DEVICES];       /* the modelled thread polls outstanding markers */
+	/* The fence thread, modelled on the program's clock: the library's own schedule
+	 * (fence_schedule.h), stepped at the times it asks for */
+	struct gp_fence_schedule sched;
+	uint64_t thread_at;                      /* when it steps next; GP_FENCE_NEVER: asleep until a cudaFree */
+	unsigned thread_ev;                      /* its last action's outcome, for that step */
+	bool want;                               /* a cudaFree asked for a fence, no action took it yet */
+	int act_dev;                             /* inside an action: the next device it reaches; -1: none */
+	bool act_mark;                           /* that action records markers */
+	bool act_sync;                           /* act_dev's device_sync was begun, done at thread_at */
 	uint64_t first_ns, last_ns;              /* the trace's span (t_ns) */
 	struct pmap *map;
 	struct gp_replay_events *ev;             /* observers' bookkeeping; NULL without one */
@@ -122,34 +129,83 @@ static int row_error(struct gp_replay_result *r, const char *path, const struct 
 	return rc;
 }
 
-/* The fence thread at clock time `clock`, on the backend's clock and unbilled (its waits are
- * not the program's): for each device whose burst of frees is due, a marker recorded at the
- * time the thread wakes (or, without markers, a device_sync that completed by then), and a
- * poll of the markers outstanding, as the thread's own polling would find them. */
-static void model_fence_thread(struct state *s, const struct gp_replay_opts *o, struct gp_replay_result *r,
-			       uint64_t clock)
+/* One device's part of the fence thread's action at clock time t (fence_thread.c's act):
+ * with markers, a poll that records one (mark) for the new frees; without, a device_sync for
+ * them, begun at t: act_sync is set, and it completes (complete_sync) a latency later. Answers
+ * the outcome bits. */
+static unsigned act_on(struct state *s, struct gp_replay_result *r, gp_pool *p, uint64_t t)
+{
+	uint64_t marks = s->fb.marks;
+	s->fb.now_ns = t;
+	int rc = gp_pool_fence_poll(p, s->act_mark);
+	if (s->fb.marks != marks)
+		r->model_fences++;
+	if (rc == -ENOTSUP) {
+		s->act_sync = s->act_mark && gp_pool_has_pending(p);
+		return 0;
+	}
+	return rc == 1 ? GP_FENCE_EV_OUTSTANDING : rc < 0 ? GP_FENCE_EV_REFUSED : 0;
+}
+
+/* The device_sync act_on began returns, at t: the pool times it from its start, as the
+ * library's thread's own sync is timed (last_fence_ns: the latency, which the allocating
+ * threads' rungs judge fences by), and nobody's wait is billed for it. The fence covers the
+ * frees made while it ran too: the model's one liberty. */
+static unsigned complete_sync(struct state *s, struct gp_replay_result *r, gp_pool *p, uint64_t t)
+{
+	uint64_t billed = s->fb.waited_ns;
+	s->act_sync = false;
+	s->fb.now_ns = t - s->fb.latency_ns;
+	s->fb.background = false; /* the sync moves the clock to t... */
+	int rc = gp_pool_fence(p);
+	s->fb.background = true;
+	s->fb.waited_ns = billed; /* ...in the thread's time, not the program's */
+	if (rc != 0)
+		return GP_FENCE_EV_REFUSED;
+	r->model_fences++;
+	return 0;
+}
+
+/* The fence thread up to clock time `clock`, on the backend's clock and unbilled (its waits
+ * are not the program's): fence_schedule.h's steps at the times they ask for, each action
+ * device by device as the thread takes them, a device_sync holding the thread for the
+ * modelled latency. */
+static void model_fence_thread(struct state *s, struct gp_replay_result *r, uint64_t clock)
 {
 	s->fb.background = true;
-	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
-		gp_pool *p = s->pool[d];
-		if (s->pending[d] && clock >= s->fence_at[d]) {
-			s->pending[d] = false;
-			int rc = -ENOTSUP;
-			if (o->params.fence_marker) {
-				uint64_t marks = s->fb.marks;
-				s->fb.now_ns = s->fence_at[d];
-				rc = gp_pool_fence_poll(p, true);
-				s->fb.now_ns = clock;
-				if (s->fb.marks != marks)
-					r->model_fences++;
-				s->polling[d] = rc == 1;
+	while (s->thread_at <= clock) {
+		uint64_t t = s->thread_at;
+		if (s->act_dev < 0) {
+			struct gp_fence_step st =
+				gp_fence_schedule_next(&s->sched, t, s->thread_ev | (s->want ? GP_FENCE_EV_FREED : 0));
+			s->thread_ev = 0;
+			if (st.action == GP_FENCE_SLEEP) {
+				s->thread_at = st.next_wake_ns;
+				continue;
 			}
-			if (rc == -ENOTSUP && gp_pool_has_pending(p) && gp_pool_fence(p) == 0)
-				r->model_fences++;
-		} else if (s->polling[d]) {
-			s->polling[d] = gp_pool_fence_poll(p, false) == 1;
+			s->act_mark = st.action == GP_FENCE_MARK; /* FREED always makes a MARK here */
+			s->want = false;
+			s->act_dev = 0;
+		}
+		for (; s->act_dev < GPUPOOL_MAX_DEVICES; s->act_dev++) {
+			gp_pool *p = s->pool[s->act_dev];
+			if (!p)
+				continue;
+			if (s->act_sync) {
+				s->thread_ev |= complete_sync(s, r, p, t);
+				continue;
+			}
+			s->thread_ev |= act_on(s, r, p, t);
+			if (s->act_sync)
+				break;
+		}
+		if (s->act_sync) {
+			s->thread_at = sat_add(t, s->fb.latency_ns);
+		} else {
+			s->act_dev = -1; /* done: the next step, at once, gets the outcome */
 		}
 	}
+	s->fb.now_ns = clock;
 	s->fb.background = false;
 }
 
@@ -178,7 +234,7 @@ static int replay_row(struct state *s, const struct gp_replay_opts *o, struct gp
 	if (s->ev)
 		gp_replay_events_time(s->ev, row->t_ns, row->line, row->op);
 	if (o->fence == GP_FENCE_THREAD) {
-		model_fence_thread(s, o, r, clock);
+		model_fence_thread(s, r, clock);
 		for (int d = 0; d < GPUPOOL_MAX_DEVICES && s->ev; d++)
 			if (s->pool[d] && (rc = gp_replay_events_settle(s->ev, &s->st[d], d, row->t_ns)))
 				return observer_error(r, path, row, rc);
@@ -266,12 +322,11 @@ static int replay_row(struct state *s, const struct gp_replay_opts *o, struct gp
 		r->frees++;
 		if (s->ev && (rc = gp_replay_events_free_end(s->ev, &s->st[mdev], mdev, sk != GP_NO_STREAM)))
 			return observer_error(r, path, row, rc);
-		if (sk == GP_NO_STREAM && o->fence == GP_FENCE_THREAD && !s->pending[mdev]) {
-			/* the thread wakes fence_interval_us after the first free of a burst; without
-			 * markers its device_sync retires the burst a latency later */
-			s->pending[mdev] = true;
-			s->fence_at[mdev] = sat_add(clock, (uint64_t)o->fence_interval_us * 1000u +
-							       (o->params.fence_marker ? 0 : (uint64_t)o->fence_latency_us * 1000u));
+		if (sk == GP_NO_STREAM && o->fence == GP_FENCE_THREAD) {
+			/* gp_fence_thread_wake: a thread asleep until a free wakes now */
+			s->want = true;
+			if (s->thread_at == GP_FENCE_NEVER)
+				s->thread_at = clock;
 		}
 	}
 	if (s->ev && (rc = gp_replay_events_row(s->ev, s->pool, s->st)))
@@ -300,6 +355,9 @@ int gp_replay_file(const char *path, const struct gp_replay_opts *o, struct gp_r
 		return -ENOMEM;
 	gp_fake_backend_init(&s->fb, 0);
 	s->fb.latency_ns = (uint64_t)o->fence_latency_us * 1000u;
+	gp_fence_schedule_init(&s->sched, (uint64_t)o->fence_interval_us * 1000u);
+	s->thread_at = GP_FENCE_NEVER;
+	s->act_dev = -1;
 	rc = gp_replay_events_new(&s->ev, o, &s->fb.be, s->pool);
 	if (rc) {
 		free(s);

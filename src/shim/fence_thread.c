@@ -1,16 +1,20 @@
 /* The fence thread (fence_thread.h): sleeps until a cudaFree wants a fence, records a
  * marker for the pools' new pending frees (or, without markers, fences them with a
  * device_sync), polls the markers outstanding until the device has passed them, backs off
- * while a capture or a sticky error refuses. Owns its thread and flags; depends on the pool
- * and the log only. */
+ * while a capture or a sticky error refuses. When it does which is the pool layer's
+ * fence_schedule.h, stepped on CLOCK_MONOTONIC: this file only acts and sleeps on it. Owns
+ * its thread and flags; depends on the pool, fence_schedule.h, the log and the clock only. */
 #include "fence_thread.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "fence_schedule.h"
 #include "log.h"
+#include "proc.h"
 
 static pthread_t thread;
 /* Set under `lock`; read without it by gp_fence_thread_wake, which a thread may call as soon as
@@ -26,62 +30,71 @@ static _Atomic(gp_pool *) *fence_pools;
 static int fence_ndev;
 static unsigned fence_interval_us;
 
-/* Polling outstanding markers: the first poll this long after a marker, each next one twice
- * as late, up to POLL_MAX_US: quick to see a short queue drain, and a device that lags by
- * milliseconds costs a few wake-ups per marker, not a core. */
-#define POLL_MIN_US 50
-#define POLL_MAX_US 1000
+/* The time fence_schedule.h's steps are taken at. */
+static uint64_t now_ns(void) { return gp_clock_ns(CLOCK_MONOTONIC); }
+
+/* Sleeps until clock time t, or while no free asks for a fence when t is GP_FENCE_NEVER.
+ * False when the process is exiting. */
+static bool sleep_until(uint64_t t)
+{
+	if (t == GP_FENCE_NEVER) {
+		pthread_mutex_lock(&lock);
+		while (!atomic_load(&want) && !atomic_load(&exiting))
+			pthread_cond_wait(&cond, &lock);
+		pthread_mutex_unlock(&lock);
+	} else {
+		struct timespec ts = {.tv_sec = (time_t)(t / GP_NS_PER_S), .tv_nsec = (long)(t % GP_NS_PER_S)};
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+			;
+	}
+	return !atomic_load(&exiting);
+}
+
+/* One action of the schedule on every pool: with markers, retire what the device has
+ * passed and (mark) record one for the new frees; without, one device_sync for them.
+ * Answers the outcome (GP_FENCE_EV_OUTSTANDING, GP_FENCE_EV_REFUSED bits). */
+static unsigned act(bool mark)
+{
+	unsigned out = 0;
+	for (int d = 0; d < fence_ndev && !atomic_load(&exiting); d++) {
+		gp_pool *p = atomic_load(&fence_pools[d]);
+		atomic_store(&fencing, 1);
+		if (!atomic_load(&exiting) && p) {
+			int rc = gp_pool_fence_poll(p, mark);
+			if (rc == -ENOTSUP)
+				rc = mark && gp_pool_has_pending(p) ? gp_pool_fence(p) : 0;
+			if (rc == 1)
+				out |= GP_FENCE_EV_OUTSTANDING;
+			else if (rc < 0)
+				out |= GP_FENCE_EV_REFUSED; /* a capture is active, or the device failed */
+		}
+		atomic_store(&fencing, 0);
+	}
+	return out;
+}
 
 static void *fence_main(void *arg)
 {
 	(void)arg;
-	useconds_t backoff_us = 1000, poll_us = POLL_MIN_US;
-	bool polling = false; /* markers are outstanding somewhere */
+	struct gp_fence_schedule s;
+	gp_fence_schedule_init(&s, (uint64_t)fence_interval_us * 1000u);
+	unsigned events = 0;
 	for (;;) {
-		pthread_mutex_lock(&lock);
-		while (!atomic_load(&want) && !atomic_load(&exiting) && !polling)
-			pthread_cond_wait(&cond, &lock);
-		pthread_mutex_unlock(&lock);
+		/* a free asked and no action has taken it yet: the flag stays set until an
+		 * action takes it, so that frees meanwhile do not signal again */
+		if (atomic_load(&want))
+			events |= GP_FENCE_EV_FREED;
+		struct gp_fence_step st = gp_fence_schedule_next(&s, now_ns(), events);
+		events = 0;
+		if (st.action != GP_FENCE_SLEEP) {
+			/* a free since the step above is covered by this action's marker */
+			bool mark = atomic_exchange(&want, 0) || st.action == GP_FENCE_MARK;
+			events = act(mark);
+		} else if (!sleep_until(st.next_wake_ns)) {
+			break;
+		}
 		if (atomic_load(&exiting))
 			break;
-		if (atomic_load(&want)) {
-			/* let a burst of frees gather behind one marker (or fence) */
-			if (fence_interval_us)
-				usleep(fence_interval_us);
-			poll_us = POLL_MIN_US;
-		} else {
-			usleep(poll_us);
-			if (poll_us < POLL_MAX_US)
-				poll_us = poll_us * 2 < POLL_MAX_US ? poll_us * 2 : POLL_MAX_US;
-		}
-		bool mark = atomic_exchange(&want, 0) != 0;
-		bool again = false;
-		polling = false;
-		for (int d = 0; d < fence_ndev && !atomic_load(&exiting); d++) {
-			gp_pool *p = atomic_load(&fence_pools[d]);
-			atomic_store(&fencing, 1);
-			if (!atomic_load(&exiting) && p) {
-				/* markers: record one for the new frees, retire what the device has
-				 * passed; without: one device_sync for the new frees */
-				int rc = gp_pool_fence_poll(p, mark);
-				if (rc == -ENOTSUP)
-					rc = mark && gp_pool_has_pending(p) ? gp_pool_fence(p) : 0;
-				if (rc == 1)
-					polling = true;
-				else if (rc < 0)
-					again = true; /* a capture is active, or the device failed */
-			}
-			atomic_store(&fencing, 0);
-		}
-		if (again) {
-			/* back off: a capture may last long, a sticky error for ever */
-			atomic_store(&want, 1);
-			usleep(backoff_us);
-			if (backoff_us < 100000)
-				backoff_us *= 2;
-		} else {
-			backoff_us = 1000;
-		}
 	}
 	return NULL;
 }

@@ -14,7 +14,8 @@
  * pool of pools[0..ndev) with new pending frees (gp_pool_fence_poll; a pool without
  * markers gets gp_pool_fence), and polls the outstanding markers, 50 us later and then
  * ever more slowly up to every 1 ms, until none is left; it sleeps on its condition
- * variable while nothing is pending. `pools` must outlive the process; entries may be
+ * variable while nothing is pending. The schedule is fence_schedule.h's (the replay runs
+ * the same one on a trace's clock). `pools` must outlive the process; entries may be
  * NULL and may change. Logs and leaves it stopped when the thread cannot be created (pools
  * then fence inline). Thread-safe. */
 void gp_fence_thread_start(_Atomic(gp_pool *) *pools, int ndev, unsigned interval_us);

@@ -2,7 +2,9 @@
  * modelled clock: markers retire in order, an allocation waits for the oldest marker that
  * serves it and for no later one, the wait budget makes it grow instead, a pool without
  * markers (or a backend refusing them) fences with device_sync, a capture refuses them,
- * and a pool drops every marker it recorded. The checker runs after every step. */
+ * a pool drops every marker it recorded, and a tight alloc/free loop on a lagging device
+ * does not grow the pool by the frees in flight. The checker runs after every step (but in
+ * the loop). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -232,6 +234,44 @@ static void test_device_sync_covers_markers(void **state)
 	fx_free(f);
 }
 
+/* A tight cudaMalloc/cudaFree loop of 64 KiB pairs, one a microsecond, on a device 1 ms
+ * behind, the fence thread marking every 50 us: a lag's worth of frees is in flight (1,000
+ * blocks, 62.5 MiB) while 64 KiB is live. Growing for them would let reserved memory track
+ * that (it reached 66 MiB here, and the whole 1 GiB fake device under four threads); once
+ * the frees in flight pass fence_headroom (and eight times what is live) the allocation
+ * waits for the oldest marker instead, so the pool stays near fence_headroom. */
+static void test_tight_loop_stays_bounded(void **state)
+{
+	(void)state;
+	struct fx *f = calloc(1, sizeof *f);
+	assert_non_null(f);
+	gp_fake_backend_init(&f->fb, 0);
+	f->fb.latency_ns = 1000 * US;
+	struct gp_pool_params prm;
+	gp_pool_params_default(&prm); /* no checker after every op: 100,000 pairs */
+	assert_int_equal(gp_pool_create(&f->p, 0, &prm, &f->fb.be, &f->st), 0);
+	uint64_t t = 0, mark_at = 50 * US;
+	for (int i = 0; i < 100000; i++) {
+		t += 1 * US;
+		if (f->fb.now_ns > t)
+			t = f->fb.now_ns; /* the program waited for the device */
+		for (; mark_at <= t; mark_at += 50 * US) {
+			f->fb.background = true; /* the thread's time, not the program's */
+			f->fb.now_ns = mark_at;
+			assert_true(gp_pool_fence_poll(f->p, true) >= 0);
+			f->fb.background = false;
+		}
+		f->fb.now_ns = t;
+		uintptr_t a = 0;
+		assert_int_equal(gp_pool_alloc(f->p, 64 * KiB, GP_NO_STREAM, &a), 0);
+		assert_int_equal(gp_pool_free(f->p, a, GP_NO_STREAM), 0);
+	}
+	assert_true(f->st.reserved_bytes_peak <= prm.fence_headroom + 2 * prm.small_segment);
+	assert_true(f->st.pending_bytes <= prm.fence_headroom + 64 * KiB);
+	assert_true(f->st.inline_fences > 0);
+	fx_free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -241,6 +281,7 @@ int main(void)
 		cmocka_unit_test(test_without_markers),
 		cmocka_unit_test(test_refused_during_capture),
 		cmocka_unit_test(test_device_sync_covers_markers),
+		cmocka_unit_test(test_tight_loop_stays_bounded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

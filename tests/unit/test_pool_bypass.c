@@ -161,11 +161,51 @@ static void test_check_after_every_operation(void **state)
 	free(f);
 }
 
+/* Every entry point answers a broken pool without reading its blocks, gp_pool_block_pending
+ * too: a block freed with cudaFree before the pool broke is not reported pending (nothing is
+ * pending any more: gp_pool_has_pending says false, and no fence will retire it), and
+ * gp_pool_walk refuses. */
+static void test_broken_pool_readers(void **state)
+{
+	(void)state;
+	struct fx *f = fx_new(false);
+	uintptr_t a = A(f, 4096, GP_NO_STREAM), b = A(f, 4096, GP_NO_STREAM);
+	assert_int_equal(gp_pool_free(f->p, a, GP_NO_STREAM), 0);
+	assert_true(gp_pool_block_pending(f->p, a));
+	assert_false(gp_pool_block_pending(f->p, b));
+	struct gp_pool_walker w = {0};
+	assert_int_equal(gp_pool_walk(f->p, &w), 0);
+
+	f->st.free_blocks += 1; /* the counters no longer match a recount */
+	capture_start();
+	int rc = gp_pool_check(f->p);
+	assert_int_equal(capture_end("stops pooling"), 1);
+	assert_int_equal(rc, -EFAULT);
+
+	assert_false(gp_pool_has_pending(f->p));
+	assert_false(gp_pool_block_pending(f->p, a));
+	assert_false(gp_pool_block_pending(f->p, b));
+	assert_int_equal(gp_pool_walk(f->p, &w), -EFAULT);
+	/* the fence thread's questions get the same answers */
+	assert_int_equal(gp_pool_fence_poll(f->p, true), 0);
+	assert_int_equal(gp_pool_fence(f->p), 0);
+	assert_int_equal(f->fb.marks, 0);
+	assert_int_equal(f->fb.syncs, 0);
+	/* lookup still knows a block handed out before (the shim refuses to export it) */
+	struct gp_block_info bi;
+	assert_int_equal(gp_pool_lookup(f->p, b, &bi), 0);
+	assert_int_equal(bi.addr, b);
+	gp_pool_destroy(f->p);
+	assert_int_equal(f->fb.used[0], 0);
+	free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_check_failure_stops_pooling),
 		cmocka_unit_test(test_check_after_every_operation),
+		cmocka_unit_test(test_broken_pool_readers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
