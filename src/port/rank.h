@@ -20,8 +20,8 @@ enum gp_rank {
 	GP_RANK_PRIMARY_RETAIN, /* driver/backend_driver.c: retaining a primary context */
 	GP_RANK_RUNTIME_TABLE,  /* runtime/runtime.c: resolving the runtime's entry points */
 	GP_RANK_LIBCUDA_TABLE,  /* driver/libcuda.c: resolving the driver's entry points */
+	GP_RANK_TRACE_BUFFER,   /* trace/trace.c: one thread's trace buffer, flushed into the file */
 	GP_RANK_TRACE_FILE,     /* trace/trace.c: the trace file */
-	GP_RANK_TRACE_BUFFER,   /* trace/trace.c: one thread's trace buffer */
 	GP_RANK_COUNT
 };
 

@@ -15,6 +15,7 @@
 #include "fence_schedule.h"
 #include "log.h"
 #include "proc.h"
+#include "rank.h"
 
 static pthread_t thread;
 /* Set under `lock`; read without it by gp_fence_thread_wake, which a thread may call as soon as
@@ -38,10 +39,10 @@ static uint64_t now_ns(void) { return gp_clock_ns(CLOCK_MONOTONIC); }
 static bool sleep_until(uint64_t t)
 {
 	if (t == GP_FENCE_NEVER) {
-		pthread_mutex_lock(&lock);
+		gp_mutex_lock(&lock, GP_RANK_FENCE_THREAD);
 		while (!atomic_load(&want) && !atomic_load(&exiting))
 			pthread_cond_wait(&cond, &lock);
-		pthread_mutex_unlock(&lock);
+		gp_mutex_unlock(&lock, GP_RANK_FENCE_THREAD);
 	} else {
 		struct timespec ts = {.tv_sec = (time_t)(t / GP_NS_PER_S), .tv_nsec = (long)(t % GP_NS_PER_S)};
 		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
@@ -101,7 +102,7 @@ static void *fence_main(void *arg)
 
 void gp_fence_thread_start(_Atomic(gp_pool *) *pools, int ndev, unsigned interval_us)
 {
-	pthread_mutex_lock(&lock);
+	gp_mutex_lock(&lock, GP_RANK_FENCE_THREAD);
 	if (!atomic_load_explicit(&started, memory_order_relaxed)) {
 		fence_pools = pools;
 		fence_ndev = ndev;
@@ -116,7 +117,7 @@ void gp_fence_thread_start(_Atomic(gp_pool *) *pools, int ndev, unsigned interva
 			gp_log(GP_LOG_WARN, "cannot start the fence thread; allocations fence inline instead");
 		pthread_attr_destroy(&a);
 	}
-	pthread_mutex_unlock(&lock);
+	gp_mutex_unlock(&lock, GP_RANK_FENCE_THREAD);
 }
 
 void gp_fence_thread_wake(void)
@@ -125,9 +126,9 @@ void gp_fence_thread_wake(void)
 		return;
 	/* a plain read first: while a fence is already wanted, no write to a shared line */
 	if (atomic_load_explicit(&want, memory_order_relaxed) == 0 && atomic_exchange(&want, 1) == 0) {
-		pthread_mutex_lock(&lock);
+		gp_mutex_lock(&lock, GP_RANK_FENCE_THREAD);
 		pthread_cond_signal(&cond);
-		pthread_mutex_unlock(&lock);
+		gp_mutex_unlock(&lock, GP_RANK_FENCE_THREAD);
 	}
 }
 
@@ -136,9 +137,9 @@ void gp_fence_thread_stop(void)
 	atomic_store(&exiting, 1);
 	if (!atomic_load(&started))
 		return;
-	pthread_mutex_lock(&lock);
+	gp_mutex_lock(&lock, GP_RANK_FENCE_THREAD);
 	pthread_cond_signal(&cond);
-	pthread_mutex_unlock(&lock);
+	gp_mutex_unlock(&lock, GP_RANK_FENCE_THREAD);
 	/* the runtime tears itself down after this handler: let a fence that is inside
 	 * cudaDeviceSynchronize finish first (bounded: 2 s) */
 	for (int i = 0; i < 2000 && atomic_load(&fencing); i++)

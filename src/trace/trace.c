@@ -24,6 +24,7 @@
 #include "outfile.h"
 #include "proc.h"
 #include "zlib_dl.h"
+#include "rank.h"
 
 struct rec {
 	uint64_t t_ns, size, dur_ns;
@@ -268,9 +269,9 @@ static void write_rows(const struct rec *rows, unsigned n)
 		char *o = text;
 		for (unsigned j = 0; j < k; j++)
 			o = put_row(o, &rows[i + j]);
-		pthread_mutex_lock(&g_file_mu);
+		gp_mutex_lock(&g_file_mu, GP_RANK_TRACE_FILE);
 		write_text_locked(text, (unsigned)(o - text), k);
-		pthread_mutex_unlock(&g_file_mu);
+		gp_mutex_unlock(&g_file_mu, GP_RANK_TRACE_FILE);
 	}
 }
 
@@ -289,13 +290,13 @@ static void thread_exit(void *v)
 	struct tbuf *b = v;
 	if (b != tl_buf)
 		return; /* close took it back; it may belong to another thread now */
-	pthread_mutex_lock(&b->mu);
+	gp_mutex_lock(&b->mu, GP_RANK_TRACE_BUFFER);
 	if (b->gen != 0 && b->gen == tl_gen) {
 		flush_buf(b);
 		b->gen = 0;
 		atomic_store(&b->used, 0);
 	}
-	pthread_mutex_unlock(&b->mu);
+	gp_mutex_unlock(&b->mu, GP_RANK_TRACE_BUFFER);
 	tl_buf = NULL;
 }
 
@@ -318,10 +319,10 @@ static struct tbuf *get_buf(unsigned gen)
 		if (atomic_load_explicit(&b->used, memory_order_relaxed) ||
 		    !atomic_compare_exchange_strong(&b->used, &expect, 1))
 			continue;
-		pthread_mutex_lock(&b->mu);
+		gp_mutex_lock(&b->mu, GP_RANK_TRACE_BUFFER);
 		b->gen = gen;
 		b->n = 0;
-		pthread_mutex_unlock(&b->mu);
+		gp_mutex_unlock(&b->mu, GP_RANK_TRACE_BUFFER);
 		tl_buf = b;
 		tl_gen = gen;
 		if (g_key_ok)
@@ -364,13 +365,13 @@ void gp_trace_record_at(int op, int dev, uintptr_t stream, size_t size, uintptr_
 		write_rows(&r, 1);
 		return;
 	}
-	pthread_mutex_lock(&b->mu);
+	gp_mutex_lock(&b->mu, GP_RANK_TRACE_BUFFER);
 	if (b->gen == gen) { /* else close took the buffer back: the row is dropped */
 		b->rows[b->n++] = r;
 		if (b->n == GP_TRACE_BUF_ROWS)
 			flush_buf(b);
 	}
-	pthread_mutex_unlock(&b->mu);
+	gp_mutex_unlock(&b->mu, GP_RANK_TRACE_BUFFER);
 }
 
 /* The trace's descriptor, moved out of the low numbers a program closes and reuses (daemons
@@ -436,7 +437,7 @@ int gp_trace_open(const char *path)
 		return hrc;
 	}
 	g_start_ns = process_start_ns();
-	pthread_mutex_lock(&g_file_mu);
+	gp_mutex_lock(&g_file_mu, GP_RANK_TRACE_FILE);
 	g_gz = f;
 	g_z = z;
 	g_fd = fd;
@@ -447,7 +448,7 @@ int gp_trace_open(const char *path)
 	g_plen = 0;
 	g_werr = 0;
 	g_rows = 0;
-	pthread_mutex_unlock(&g_file_mu);
+	gp_mutex_unlock(&g_file_mu, GP_RANK_TRACE_FILE);
 	unsigned gen = atomic_load(&g_gen) + 1;
 	if (gen == 0)
 		gen = 1;
@@ -465,16 +466,16 @@ int gp_trace_close(void)
 		struct tbuf *b = &g_bufs[i];
 		if (!atomic_load(&b->used))
 			continue;
-		pthread_mutex_lock(&b->mu);
+		gp_mutex_lock(&b->mu, GP_RANK_TRACE_BUFFER);
 		if (b->gen != 0)
 			flush_buf(b);
 		b->gen = 0;
 		b->n = 0;
 		/* the owner sees gen 0 != its generation and never writes here again */
 		atomic_store(&b->used, 0);
-		pthread_mutex_unlock(&b->mu);
+		gp_mutex_unlock(&b->mu, GP_RANK_TRACE_BUFFER);
 	}
-	pthread_mutex_lock(&g_file_mu);
+	gp_mutex_lock(&g_file_mu, GP_RANK_TRACE_FILE);
 	const char *why = NULL;
 	int frc = block_flush_locked(&why);
 	if (frc)
@@ -495,7 +496,7 @@ int gp_trace_close(void)
 	g_plen = 0;
 	g_gz = NULL;
 	g_fd = -1;
-	pthread_mutex_unlock(&g_file_mu);
+	gp_mutex_unlock(&g_file_mu, GP_RANK_TRACE_FILE);
 	return rc;
 }
 
@@ -507,12 +508,12 @@ int gp_trace_flush(void)
 		struct tbuf *b = &g_bufs[i];
 		if (!atomic_load(&b->used))
 			continue;
-		pthread_mutex_lock(&b->mu);
+		gp_mutex_lock(&b->mu, GP_RANK_TRACE_BUFFER);
 		if (b->gen != 0)
 			flush_buf(b);
-		pthread_mutex_unlock(&b->mu);
+		gp_mutex_unlock(&b->mu, GP_RANK_TRACE_BUFFER);
 	}
-	pthread_mutex_lock(&g_file_mu);
+	gp_mutex_lock(&g_file_mu, GP_RANK_TRACE_FILE);
 	const char *why = NULL;
 	int rc = g_fd < 0 ? -ENOENT : g_werr ? -EIO : 0; /* -ENOENT: closed, or the descriptor was lost */
 	if (g_fd >= 0) {
@@ -526,7 +527,7 @@ int gp_trace_flush(void)
 		if (g_fd < 0)
 			rc = -ENOENT;
 	}
-	pthread_mutex_unlock(&g_file_mu);
+	gp_mutex_unlock(&g_file_mu, GP_RANK_TRACE_FILE);
 	return rc;
 }
 
@@ -561,8 +562,8 @@ void gp_trace_forget(void)
 
 uint64_t gp_trace_rows_written(void)
 {
-	pthread_mutex_lock(&g_file_mu);
+	gp_mutex_lock(&g_file_mu, GP_RANK_TRACE_FILE);
 	uint64_t n = g_rows;
-	pthread_mutex_unlock(&g_file_mu);
+	gp_mutex_unlock(&g_file_mu, GP_RANK_TRACE_FILE);
 	return n;
 }
