@@ -266,7 +266,7 @@ def dump_snapshot(path, conf=None, replay=None, timeout=600):
 
 
 # ---- the statistics page ---------------------------------------------------------------
-# Read as gpupool-stat reads it (src/statpage.c): a regular file opened without following
+# Read as gpupool-stat reads it (src/stats/statpage.c): a regular file opened without following
 # links and without blocking, owned by the reader (root reads any), whose owner is the user of
 # the process it names (the page of a process that is gone: only the reader's own file), with
 # the exact size and a header of the right magic, version, size, device count and pid; each
@@ -274,7 +274,7 @@ def dump_snapshot(path, conf=None, replay=None, timeout=600):
 # truncated while it is read is an error, not a SIGBUS. /dev/shm is shared by every user, who
 # may create any name there first (docs/security.md, "Statistics pages").
 
-START_SLACK_NS = 2 * 10**9  # src/statpage.c: a process started this much after a page was made is not its writer
+START_SLACK_NS = 2 * 10**9  # src/stats/statpage.c: a process started this much after a page was made is not its writer
 
 
 def page_path(pid=None):
@@ -331,7 +331,7 @@ def _proc_owner(pid):
 
 def _pid_stale(pid, start_time_ns):
     """True when process `pid` is gone, a zombie, or started well after a page made at
-    start_time_ns (CLOCK_REALTIME), so is not that page's writer (src/statpage.c)."""
+    start_time_ns (CLOCK_REALTIME), so is not that page's writer (src/stats/statpage.c)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -1,4 +1,4 @@
-/* libmicrohttpd loaded at run time (mhd_dl.h), as src/zlib_dl.c loads zlib: the file named
+/* libmicrohttpd loaded at run time (mhd_dl.h), as src/trace/zlib_dl.c loads zlib: the file named
  * by $GPUPOOL_MICROHTTPD, else libmicrohttpd.so.12 from the library path. Never unloaded.
  * Depends on libdl only. */
 #include "mhd_dl.h"

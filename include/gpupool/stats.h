@@ -13,7 +13,7 @@
  * file's) before it reads anything else, and leaves out a page of a version it does not
  * know, with one line: an older reader never misreads a newer page. A reader may also take
  * older versions, mapping their fields to the current ones: gpupool-stat reads versions 2
- * and 3 (a version 2 slot is a version 3 slot without its uuid; src/statpage.c). A
+ * and 3 (a version 2 slot is a version 3 slot without its uuid; src/stats/statpage.c). A
  * reserved word may become a field, zero meaning "not known", without a new version
  * (lib_version did). */
 #ifndef GPUPOOL_STATS_H

@@ -131,7 +131,7 @@ class MaxBatchTest(unittest.TestCase):
 
     def test_limit_rules_are_the_shims(self):
         """parse_limit accepts exactly what the shim's parser accepts: gpupool-replay --conf
-        runs src/config.c on the value (GPUPOOL_TEST_REPLAY, set by meson)."""
+        runs src/config/config.c on the value (GPUPOOL_TEST_REPLAY, set by meson)."""
         cases = ["8G", "8g", "8GiB", "8gib", "8GB", "8Gb", "8Gi", "8iB", "8b", "512", "0", "0.0", "none", "NONE",
                  " 8G ", "1.5G", "1.5", "0.5K", "1.1234567G", "8.", ".5G", "+8G", "-1G", "1Q", "1e3", "8 G",
                  "256T", "257T", "256.000001T", "1%", "100%", "101%", "0%", "050%", "%", "50%%", "5%0", "1,2",
