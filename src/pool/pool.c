@@ -505,6 +505,14 @@ int gp_pool_lookup(gp_pool *p, uintptr_t addr, struct gp_block_info *info)
 	return rc;
 }
 
+bool gp_pool_owns(gp_pool *p, uintptr_t addr)
+{
+	gp_lock_take(&p->lock);
+	bool in = gp_segment_of(p, addr) != NULL;
+	gp_lock_give(&p->lock);
+	return in;
+}
+
 int gp_pool_mem_info(gp_pool *p, size_t *free_bytes, size_t *total_bytes)
 {
 	size_t dfree = 0, dtotal = 0;

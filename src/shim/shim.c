@@ -325,8 +325,16 @@ cudaError_t gp_shim_ipc_get_mem_handle(cudaIpcMemHandle_t *handle, void *ptr)
 	for (int d = 0; d < r->ndev; d++) {
 		gp_pool *p = atomic_load(&r->pools[d]);
 		struct gp_block_info bi;
-		if (!p || gp_pool_lookup(p, (uintptr_t)ptr, &bi) != 0)
+		if (!p)
 			continue;
+		if (gp_pool_lookup(p, (uintptr_t)ptr, &bi) != 0) {
+			if (!gp_pool_owns(p, (uintptr_t)ptr))
+				continue;
+			/* inside a segment, in no live block (freed): nothing to export, as natively;
+			 * the runtime would export the whole segment */
+			gp_last_error_set(r->rt, cudaErrorInvalidValue);
+			return cudaErrorInvalidValue;
+		}
 		if (bi.addr == (uintptr_t)ptr && bi.addr == bi.segment && bi.size == bi.segment_size)
 			return r->rt->IpcGetMemHandle(handle, ptr); /* the block is its whole segment */
 		/* the handle would name the whole segment: the other process would map other

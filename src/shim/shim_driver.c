@@ -204,17 +204,31 @@ CUresult gp_shim_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, en
 	return CUDA_SUCCESS;
 }
 
-/* The pool holding a live block at `ptr` (any device), its device in *dev, or NULL. */
-static gp_pool *owner(const struct gp_registry *r, uintptr_t ptr, struct gp_block_info *bi, int *dev)
+/* Where an address is, as the pools see it. */
+enum gp_where {
+	GP_AT_NONE, /* not the pools' memory: the driver knows it (or not) */
+	GP_AT_LIVE, /* inside the bytes asked for of a live block */
+	GP_AT_HOLE, /* inside a pool's segment but not in a live allocation: a free block, one
+		     * waiting for a fence, or past the bytes asked for in a live block. The
+		     * driver would answer for the whole segment; natively nothing is there */
+};
+
+/* Where `ptr` is in the pools (any device): the block that holds it in *bi (GP_AT_LIVE, or
+ * GP_AT_HOLE past its bytes asked for) and its pool's device in *dev. */
+static enum gp_where where_is(const struct gp_registry *r, uintptr_t ptr, struct gp_block_info *bi, int *dev)
 {
+	memset(bi, 0, sizeof *bi);
 	for (int d = 0; d < r->ndev; d++) {
 		gp_pool *p = atomic_load(&r->pools[d]);
-		if (p && gp_pool_lookup(p, ptr, bi) == 0) {
-			*dev = d;
-			return p;
-		}
+		if (!p)
+			continue;
+		*dev = d;
+		if (gp_pool_lookup(p, ptr, bi) == 0)
+			return ptr - bi->addr < bi->requested ? GP_AT_LIVE : GP_AT_HOLE;
+		if (gp_pool_owns(p, ptr))
+			return GP_AT_HOLE;
 	}
-	return NULL;
+	return GP_AT_NONE;
 }
 
 CUresult gp_shim_driver_mem_free(CUdeviceptr ptr, CUstream s, enum gp_drv_call call)
@@ -308,10 +322,13 @@ CUresult gp_shim_driver_ipc_get_mem_handle(CUipcMemHandle *handle, CUdeviceptr p
 	const struct gp_registry *r = gp_registry_get_driver();
 	struct gp_block_info bi;
 	int dev;
-	if (r->drv_off || !ptr || !owner(r, (uintptr_t)ptr, &bi, &dev))
+	enum gp_where at = r->drv_off || !ptr ? GP_AT_NONE : where_is(r, (uintptr_t)ptr, &bi, &dev);
+	if (at == GP_AT_NONE)
 		return D->cuIpcGetMemHandle(handle, ptr);
-	if (bi.addr == (uintptr_t)ptr && bi.addr == bi.segment && bi.size == bi.segment_size)
+	if (at == GP_AT_LIVE && bi.addr == (uintptr_t)ptr && bi.addr == bi.segment && bi.size == bi.segment_size)
 		return D->cuIpcGetMemHandle(handle, ptr); /* the block is its whole segment */
+	if (at == GP_AT_HOLE)
+		return CUDA_ERROR_INVALID_VALUE; /* no allocation there: the driver's own answer */
 	gp_log(GP_LOG_ERROR,
 	       "cuIpcGetMemHandle(0x%llx): a %zu-byte pooled block at offset %zu of a %zu-byte segment cannot be "
 	       "exported (the handle would share the whole segment); refusing with CUDA_ERROR_INVALID_VALUE. "
@@ -322,6 +339,13 @@ CUresult gp_shim_driver_ipc_get_mem_handle(CUipcMemHandle *handle, CUdeviceptr p
 	return CUDA_ERROR_INVALID_VALUE;
 }
 
+/* cuMemGetAddressRange and cuPointerGetAttribute answer for a pooled block as the driver
+ * would for a native allocation of the size asked for: the range [block, block + requested)
+ * (the driver, too, reports the size asked for: for p = cuMemAlloc(1000), p + 1000 is in no
+ * allocation, CUDA_ERROR_NOT_FOUND on an H200). An address in a pool's segment outside every
+ * live allocation gets the driver's answer for memory that is not allocated, not the
+ * segment's range: NCCL and RDMA registration would otherwise register memory the program
+ * does not own, or free. */
 CUresult gp_shim_driver_mem_get_address_range(CUdeviceptr *base, size_t *size, CUdeviceptr ptr)
 {
 	const struct gp_driver *D = gp_libcuda_get();
@@ -330,9 +354,11 @@ CUresult gp_shim_driver_mem_get_address_range(CUdeviceptr *base, size_t *size, C
 	const struct gp_registry *r = gp_registry_get_driver();
 	struct gp_block_info bi;
 	int dev;
-	if (r->drv_off || !owner(r, (uintptr_t)ptr, &bi, &dev))
+	enum gp_where at = r->drv_off ? GP_AT_NONE : where_is(r, (uintptr_t)ptr, &bi, &dev);
+	if (at == GP_AT_NONE)
 		return D->cuMemGetAddressRange_v2(base, size, ptr);
-	/* the block, not the segment the driver knows: as a native allocation of its size */
+	if (at == GP_AT_HOLE)
+		return CUDA_ERROR_NOT_FOUND;
 	if (base)
 		*base = (CUdeviceptr)bi.addr;
 	if (size)
@@ -348,9 +374,11 @@ CUresult gp_shim_driver_pointer_get_attribute(void *data, CUpointer_attribute at
 	const struct gp_registry *r = gp_registry_get_driver();
 	struct gp_block_info bi;
 	int dev;
-	if (r->drv_off || !data ||
-	    (attr != CU_POINTER_ATTRIBUTE_RANGE_START_ADDR && attr != CU_POINTER_ATTRIBUTE_RANGE_SIZE) ||
-	    !owner(r, (uintptr_t)ptr, &bi, &dev))
+	enum gp_where at = r->drv_off || !data ? GP_AT_NONE : where_is(r, (uintptr_t)ptr, &bi, &dev);
+	if (at == GP_AT_HOLE)
+		return CUDA_ERROR_INVALID_VALUE; /* every attribute: nothing is allocated there */
+	if (at == GP_AT_NONE ||
+	    (attr != CU_POINTER_ATTRIBUTE_RANGE_START_ADDR && attr != CU_POINTER_ATTRIBUTE_RANGE_SIZE))
 		return D->cuPointerGetAttribute(data, attr, ptr);
 	if (attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
 		*(CUdeviceptr *)data = (CUdeviceptr)bi.addr;
