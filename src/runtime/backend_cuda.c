@@ -138,7 +138,11 @@ static int cu_mem_info(void *ctx, int device, size_t *free_bytes, size_t *total_
 {
 	(void)device;
 	const struct gp_runtime *rt = ctx;
-	return rt->MemGetInfo(free_bytes, total_bytes) == cudaSuccess ? 0 : -EIO;
+	cudaError_t before = rt->PeekAtLastError();
+	if (rt->MemGetInfo(free_bytes, total_bytes) == cudaSuccess)
+		return 0;
+	gp_last_error_restore(rt, before); /* gpupool's own question: the program's error as it was */
+	return -EIO;
 }
 
 /* ---- markers ------------------------------------------------------------------------- */

@@ -33,6 +33,7 @@ static struct gpupool_device_stats parked; /* where pools abandoned by cudaDevic
 static gp_pool *parked_pools[64];   /* the latest pools abandoned by cudaDeviceReset, kept */
 static unsigned nparked;
 static bool tracing; /* R->tracing, read here on every allocation without a call */
+static bool geometry_told[GPUPOOL_MAX_DEVICES]; /* gp_config_fit_device's line was logged */
 
 /* The registry, writable (init.c owns it). */
 #define R (gp_registry_self())
@@ -70,11 +71,17 @@ gp_pool *gp_registry_pool_create(int dev)
 		if (!atexit_set)
 			atexit_set = atexit(at_exit) == 0;
 	}
+	/* the device's memory: a percentage limit's base, and what the segment geometry must fit */
 	size_t dfree = 0, dtotal = 0;
-	if (R->cfg.limit_percent && gp_registry_backend()->mem_info(gp_registry_backend()->ctx, dev, &dfree, &dtotal) != 0)
-		dtotal = 0;
+	if (gp_registry_backend()->mem_info(gp_registry_backend()->ctx, dev, &dfree, &dtotal) != 0)
+		dfree = dtotal = 0;
 	struct gp_pool_params prm;
 	gp_config_pool_params(&R->cfg, dtotal, &prm);
+	char why[512];
+	if (gp_config_fit_device(&prm, dev, dfree, why, sizeof why) && !geometry_told[dev]) {
+		geometry_told[dev] = true; /* once per device: a reset's new pool is fitted again, quietly */
+		gp_log(GP_LOG_WARN, "%s", why);
+	}
 	struct gpupool_device_stats *slot = gp_statpage_slot(page, dev);
 	if (!slot || gp_pool_create(&p, dev, &prm, gp_registry_backend(), slot) != 0) {
 		gp_log(GP_LOG_WARN, "device %d: cannot create a pool; passing its calls through", dev);
