@@ -57,6 +57,8 @@ unsigned gp_pool_params_check(const struct gp_pool_params *p)
 
 int gp_pool_device(const gp_pool *p) { return p->device; }
 
+const struct gp_backend *gp_pool_backend(const gp_pool *p) { return p->be; }
+
 /* PyTorch's rules: do not hand an oversize block (>= max_split_size) to a request below
  * max_split_size, and do not waste more than a large-segment rounding on oversize ones. */
 static inline int fit_ok(const gp_pool *p, const struct gp_block *b, size_t rounded)

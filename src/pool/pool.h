@@ -180,5 +180,7 @@ int gp_pool_walk(gp_pool *p, const struct gp_pool_walker *w);
 bool gp_pool_block_pending(gp_pool *p, uintptr_t addr);
 
 int gp_pool_device(const gp_pool *p);
+/* The backend the pool was created with (its `be`), for an owner that wraps it per pool. */
+const struct gp_backend *gp_pool_backend(const gp_pool *p);
 
 #endif

@@ -1,8 +1,8 @@
 /* The registry's per-device pools (registry.h): each created on first use with its page
  * slot (the first opens the page and the trace, arms the exit report and starts the fence
- * thread), release requests from the page, the counters the hooks keep outside the pools,
- * the out-of-memory message, device reset. Must not depend on the hook bodies or the
- * PyTorch entry points. */
+ * thread) and a backend of its own that a device reset can stop, release requests from the
+ * page, the counters the hooks keep outside the pools, the out-of-memory message, device
+ * resets (the reset gate). Must not depend on the hook bodies or the PyTorch entry points. */
 #include "registry.h"
 #include "registry_internal.h"
 
@@ -32,11 +32,215 @@ static bool atexit_set;
 static struct gpupool_device_stats parked; /* where pools abandoned by cudaDeviceReset write */
 static gp_pool *parked_pools[64];   /* the latest pools abandoned by cudaDeviceReset, kept */
 static unsigned nparked;
+/* Pools a successful reset killed (unpublished under the gate), a stack through their
+ * backends, until the registry retires them under pools_lock (abandon, gauges to zero,
+ * park): by the reset's end, or by the next pool creation for the device, whichever comes
+ * first (another reset of the device may kill the next pool in between). */
+struct pool_be;
+static _Atomic(struct pool_be *) killed[GPUPOOL_MAX_DEVICES];
+/* Successful resets of each device so far: an allocation that saw it change may have been
+ * served by a pool the reset killed (gp_registry_alloc). */
+static atomic_uint kills[GPUPOOL_MAX_DEVICES];
 static bool tracing; /* R->tracing, read here on every allocation without a call */
 static bool geometry_told[GPUPOOL_MAX_DEVICES]; /* gp_config_fit_device's line was logged */
 
 /* The registry, writable (init.c owns it). */
 #define R (gp_registry_self())
+
+/* ---- the reset gate and each pool's backend ---------------------------------------------
+ * A reset (cudaDeviceReset, cuDevicePrimaryCtxReset, cuCtxDestroy of a primary context)
+ * destroys every allocation, stream and event of the device when it succeeds, and nothing
+ * when it is refused. The registry acts on what the call did, not on what was asked: the
+ * device's pool is dropped only after a reset that succeeded. Meanwhile the pools' backend
+ * calls on the device (segments, fences, markers: whatever makes or uses device objects) wait
+ * at the gate, a reader-writer lock the reset holds for writing around the call: so no
+ * segment is grown, no event made and none used while the device is being reset, and every
+ * segment a pool holds is either from before the reset (dead if it succeeded) or from after
+ * it. The pool the device had when the reset took the gate is then killed, still inside the
+ * gate: its backend answers without calling the device from then on (no segment grown, none
+ * freed, fences done: nothing of it is on the device), and it is unpublished, so the next
+ * allocation makes a new pool. A thread that was already inside the killed pool may still
+ * get a cached block of it: gp_registry_alloc sees the kill, gives the block back and takes
+ * one from the new pool. So the damage ends with the reset, as natively (CUDA leaves calls
+ * made on a device during its reset to the caller).
+ *
+ * No deadlock: the writer holds no other lock while it waits for the gate, and takes none of
+ * the pools' (readers wait at the gate with a pool lock held); a reader inside a slow CUDA
+ * call (a cudaMalloc, a fence behind a long kernel) only makes the reset wait for it; the
+ * lock prefers writers, so a stream of fences cannot starve a reset; a pool is created
+ * (pools_lock) without a gated call. A reset nested in a reset on the same thread (a runtime
+ * that resets through gpupool's driver entry points) passes through the outer one's gate. */
+static pthread_rwlock_t gate[GPUPOOL_MAX_DEVICES]; /* gates_init, before any hook uses them */
+static _Thread_local unsigned resetting; /* this thread's resets in progress (nested: one gate) */
+static _Thread_local gp_pool *reset_pool; /* the device's pool when this thread's reset began */
+
+static void gates_init(void)
+{
+	pthread_rwlockattr_t a;
+	pthread_rwlockattr_init(&a);
+	pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++)
+		pthread_rwlock_init(&gate[d], &a);
+	pthread_rwlockattr_destroy(&a);
+}
+
+void gp_registry_pools_init(void) { gates_init(); }
+
+/* A pool's own backend: the registry's (guarded) one behind the gate, dead once a reset of
+ * its device succeeded. The pool holds &be; be.ctx is the struct. */
+struct pool_be {
+	struct gp_backend be;
+	const struct gp_backend *in;
+	atomic_bool dead;
+	gp_pool *pool;
+	struct pool_be *next; /* killed[] */
+};
+
+static struct pool_be *be_of(const gp_pool *p)
+{
+	return (struct pool_be *)(uintptr_t)gp_pool_backend(p);
+}
+
+static bool gate_enter(struct pool_be *b, int device)
+{
+	if (atomic_load_explicit(&b->dead, memory_order_acquire) || device < 0 || device >= GPUPOOL_MAX_DEVICES)
+		return false;
+	gp_rank_take(GP_RANK_RESET_GATE);
+	pthread_rwlock_rdlock(&gate[device]);
+	if (!atomic_load_explicit(&b->dead, memory_order_acquire))
+		return true;
+	pthread_rwlock_unlock(&gate[device]); /* killed while this call waited */
+	gp_rank_give(GP_RANK_RESET_GATE);
+	return false;
+}
+
+static void gate_leave(int device)
+{
+	pthread_rwlock_unlock(&gate[device]);
+	gp_rank_give(GP_RANK_RESET_GATE);
+}
+
+#define IN(b) ((b)->in)
+
+static int pb_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
+{
+	struct pool_be *b = ctx;
+	if (!gate_enter(b, device))
+		return -ENOMEM; /* a killed pool grows no more */
+	int rc = IN(b)->segment_alloc(IN(b)->ctx, device, size, addr);
+	gate_leave(device);
+	return rc;
+}
+
+static int pb_segment_free(void *ctx, int device, uintptr_t addr, size_t size)
+{
+	struct pool_be *b = ctx;
+	if (!gate_enter(b, device))
+		return 0; /* the reset freed it: freeing it again could free another owner's memory */
+	int rc = IN(b)->segment_free(IN(b)->ctx, device, addr, size);
+	gate_leave(device);
+	return rc;
+}
+
+static int pb_device_sync(void *ctx, int device)
+{
+	struct pool_be *b = ctx;
+	if (!gate_enter(b, device))
+		return 0; /* the reset ended all of the pool's work */
+	int rc = IN(b)->device_sync(IN(b)->ctx, device);
+	gate_leave(device);
+	return rc;
+}
+
+static int pb_stream_wait(void *ctx, int device, gp_stream from, gp_stream to)
+{
+	struct pool_be *b = ctx;
+	if (!gate_enter(b, device))
+		return -EAGAIN;
+	int rc = IN(b)->stream_wait(IN(b)->ctx, device, from, to);
+	gate_leave(device);
+	return rc;
+}
+
+static int pb_mem_info(void *ctx, int device, size_t *free_bytes, size_t *total_bytes)
+{
+	struct pool_be *b = ctx; /* no device object: not gated */
+	return IN(b)->mem_info(IN(b)->ctx, device, free_bytes, total_bytes);
+}
+
+static int pb_fence_mark(void *ctx, int device, uint64_t *token)
+{
+	struct pool_be *b = ctx;
+	if (!gate_enter(b, device))
+		return -ENOTSUP; /* the pool fences with device_sync, which is done */
+	int rc = IN(b)->fence_mark(IN(b)->ctx, device, token);
+	gate_leave(device);
+	return rc;
+}
+
+static int pb_fence_query(void *ctx, int device, uint64_t token)
+{
+	struct pool_be *b = ctx;
+	if (!gate_enter(b, device))
+		return 0; /* its events died with the reset, and the work they marked */
+	int rc = IN(b)->fence_query(IN(b)->ctx, device, token);
+	gate_leave(device);
+	return rc;
+}
+
+static int pb_fence_wait(void *ctx, int device, uint64_t token)
+{
+	struct pool_be *b = ctx;
+	if (!gate_enter(b, device))
+		return 0;
+	int rc = IN(b)->fence_wait(IN(b)->ctx, device, token);
+	gate_leave(device);
+	return rc;
+}
+
+static void pb_fence_drop(void *ctx, int device, uint64_t token)
+{
+	struct pool_be *b = ctx;
+	if (!gate_enter(b, device)) {
+		/* a killed pool's markers are orphans (gp_cuda_device_reset_done): dropping one
+		 * frees host memory only */
+		IN(b)->fence_drop(IN(b)->ctx, device, token);
+		return;
+	}
+	IN(b)->fence_drop(IN(b)->ctx, device, token);
+	gate_leave(device);
+}
+
+static uint64_t pb_now_ns(void *ctx)
+{
+	struct pool_be *b = ctx;
+	return IN(b)->now_ns(IN(b)->ctx);
+}
+
+/* A backend for one new pool over the registry's, or NULL (no host memory). */
+static struct pool_be *pool_be_new(void)
+{
+	const struct gp_backend *in = gp_registry_backend();
+	struct pool_be *b = calloc(1, sizeof *b);
+	if (!b)
+		return NULL;
+	b->in = in;
+	b->be = (struct gp_backend){
+		.ctx = b,
+		.segment_alloc = pb_segment_alloc,
+		.segment_free = pb_segment_free,
+		.device_sync = pb_device_sync,
+		.stream_wait = pb_stream_wait,
+		.mem_info = pb_mem_info,
+		/* a backend without markers keeps them NULL: fences are device_sync alone */
+		.fence_mark = in->fence_mark ? pb_fence_mark : NULL,
+		.fence_query = in->fence_query ? pb_fence_query : NULL,
+		.fence_wait = in->fence_wait ? pb_fence_wait : NULL,
+		.fence_drop = in->fence_drop ? pb_fence_drop : NULL,
+		.now_ns = in->now_ns ? pb_now_ns : NULL,
+	};
+	return b;
+}
 
 /* At exit: from now on the runtime may be torn down at any moment (its own exit handlers
  * and destructors run after this one), so the hooks pass allocations through; then the
@@ -47,12 +251,15 @@ static void at_exit(void)
 	gp_exit_report(&R->cfg, page, page_shared, R->tracing);
 }
 
+static void retire_killed(int dev);
+
 gp_pool *gp_registry_pool_create(int dev)
 {
 	gp_mutex_lock(&pools_lock, GP_RANK_POOLS);
 	gp_pool *p = atomic_load(&R->pools[dev]);
 	if (p)
 		goto out;
+	retire_killed(dev); /* before a new pool writes to the device's slot */
 	if (!page) {
 		if (R->cfg.stats_page)
 			page = gp_statpage_open();
@@ -83,11 +290,14 @@ gp_pool *gp_registry_pool_create(int dev)
 		gp_log(GP_LOG_WARN, "%s", why);
 	}
 	struct gpupool_device_stats *slot = gp_statpage_slot(page, dev);
-	if (!slot || gp_pool_create(&p, dev, &prm, gp_registry_backend(), slot) != 0) {
+	struct pool_be *b = slot ? pool_be_new() : NULL;
+	if (!b || gp_pool_create(&p, dev, &prm, &b->be, slot) != 0) {
 		gp_log(GP_LOG_WARN, "device %d: cannot create a pool; passing its calls through", dev);
+		free(b);
 		p = NULL;
 		goto out;
 	}
+	b->pool = p;
 	R->slots[dev] = slot; /* before the pool is visible: whoever sees the pool sees its slot */
 	atomic_store(&R->pools[dev], p);
 	if (R->cfg.fence == GP_FENCE_THREAD)
@@ -212,6 +422,43 @@ void gp_registry_oom_message(char *buf, size_t cap, int dev, size_t size)
 			 limit ? gp_format_bytes(b[3], sizeof b[3], st.limit_bytes) : "");
 }
 
+/* A block of a pool that a reset killed while the allocation was inside it (or just
+ * before): given back (the pool is dead, the block with it) and taken again from the
+ * device's pool, made anew. Twice at most: a thread resetting the device in a loop gets its
+ * allocations served, or failed as a racing native one could be. Out of line: only after a
+ * reset. */
+static __attribute__((noinline)) int alloc_after_kill(gp_pool *p, int dev, size_t size, gp_stream key,
+						      uintptr_t *a, int rc)
+{
+	for (int tries = 0; tries < 3; tries++) {
+		if (!atomic_load(&be_of(p)->dead))
+			return rc; /* the reset killed another pool: this one was made after it */
+		if (rc == 0)
+			(void)gp_pool_free(p, *a, key);
+		if (tries == 2 || !(p = gp_registry_pool(R, dev)))
+			break;
+		unsigned k0 = atomic_load(&kills[dev]);
+		rc = gp_pool_alloc(p, size, key, a);
+		if (atomic_load(&kills[dev]) == k0)
+			return rc;
+	}
+	return -ENOMEM;
+}
+
+/* One allocation from the device's pool p, as loaded by the caller: when a reset killed p
+ * before the allocation read the kill count, p is no longer published; when one kills it
+ * during the allocation, the count moves (both are seq_cst, after the kill). */
+static inline __attribute__((always_inline)) int alloc_live(gp_pool *p, int dev, size_t size, gp_stream key,
+							   uintptr_t *a)
+{
+	unsigned k0 = atomic_load(&kills[dev]);
+	int rc = atomic_load(&R->pools[dev]) == p ? gp_pool_alloc(p, size, key, a) : -ENOMEM;
+	if (__builtin_expect(atomic_load(&kills[dev]) != k0 || atomic_load_explicit(&R->pools[dev],
+											memory_order_relaxed) != p, 0))
+		rc = alloc_after_kill(p, dev, size, key, a, rc);
+	return rc;
+}
+
 /* gp_registry_alloc while tracing: the call timed from before the release check. Out of
  * line, so that the untraced path keeps no frame of its own. */
 static __attribute__((noinline)) int alloc_traced(gp_pool *p, int dev, size_t size, gp_stream key, int op,
@@ -219,7 +466,7 @@ static __attribute__((noinline)) int alloc_traced(gp_pool *p, int dev, size_t si
 {
 	uint64_t t0 = gp_trace_now_ns();
 	check_release_request();
-	int rc = gp_pool_alloc(p, size, key, a);
+	int rc = alloc_live(p, dev, size, key, a);
 	gp_registry_trace(op, dev, s, size, rc == 0 ? (void *)*a : NULL, t0,
 			  rc == 0 ? cudaSuccess : cudaErrorMemoryAllocation);
 	return rc;
@@ -230,31 +477,65 @@ int gp_registry_alloc(gp_pool *p, int dev, size_t size, gp_stream key, int op, c
 	if (__builtin_expect(tracing, 0))
 		return alloc_traced(p, dev, size, key, op, s, a);
 	check_release_request();
-	return gp_pool_alloc(p, size, key, a);
+	return alloc_live(p, dev, size, key, a);
 }
 
-void gp_registry_reset_device(int dev)
+/* The pool a successful reset killed on `dev`, if any, leaves for good: it writes its
+ * counters elsewhere from now on, its slot's gauges go to zero, and it is parked, not
+ * freed: the fence thread or another thread may still be inside one of its calls. Under
+ * pools_lock, so that a new pool on the same slot starts only after this (lock order:
+ * pools_lock, then the pool's own lock, in abandon). */
+static void retire_killed(int dev)
 {
-	/* All under pools_lock, so that a cudaMalloc on this device during the reset creates its
-	 * new pool (on the same slot) only after the old pool has stopped writing there and the
-	 * gauges are zero. Lock order: pools_lock, then the pool's own lock (in abandon). */
-	gp_mutex_lock(&pools_lock, GP_RANK_POOLS);
-	gp_pool *p = atomic_exchange(&R->pools[dev], NULL);
-	if (p) {
-		/* The pool is parked, not freed: the fence thread or another thread may still be
-		 * inside one of its calls (its host memory, a few KiB, is the price of a reset). */
-		struct gpupool_device_stats *st = R->slots[dev];
-		gp_pool_abandon(p, &parked);
-		parked_pools[nparked++ % 64] = p;
-		gp_stats_begin(st);
-#define ZERO_(name, unit, help) GP_STAT_SET(st, name, 0);
-		GPUPOOL_GAUGES(ZERO_)
-#undef ZERO_
-		gp_stats_end(st);
+	struct pool_be *b = atomic_exchange(&killed[dev], NULL);
+	if (!b)
+		return;
+	for (; b; b = b->next) {
+		gp_pool_abandon(b->pool, &parked);
+		parked_pools[nparked++ % 64] = b->pool;
 	}
+	struct gpupool_device_stats *st = R->slots[dev];
+	gp_stats_begin(st);
+#define ZERO_(name, unit, help) GP_STAT_SET(st, name, 0);
+	GPUPOOL_GAUGES(ZERO_)
+#undef ZERO_
+	gp_stats_end(st);
+}
+
+void gp_registry_reset_begin(int dev)
+{
+	if (dev < 0 || dev >= GPUPOOL_MAX_DEVICES || resetting++)
+		return;
+	gp_rank_take(GP_RANK_RESET_GATE);
+	pthread_rwlock_wrlock(&gate[dev]);
+	/* every segment of this pool is from before now: its growth waits at the gate */
+	reset_pool = atomic_load(&R->pools[dev]);
+}
+
+void gp_registry_reset_end(int dev, bool done)
+{
+	if (dev < 0 || dev >= GPUPOOL_MAX_DEVICES || --resetting)
+		return;
+	gp_pool *p = done ? reset_pool : NULL;
+	reset_pool = NULL;
+	if (p) {
+		/* The reset destroyed every segment of p. A pool made during the reset (there was
+		 * none when it began) has nothing from before it and stays. Killed, then
+		 * unpublished, then counted (gp_registry_alloc's order). */
+		struct pool_be *b = be_of(p);
+		atomic_store(&b->dead, true);
+		b->next = atomic_load(&killed[dev]);
+		while (!atomic_compare_exchange_weak(&killed[dev], &b->next, b))
+			;
+		atomic_store(&R->pools[dev], NULL);
+		atomic_fetch_add(&kills[dev], 1);
+	}
+	pthread_rwlock_unlock(&gate[dev]);
+	gp_rank_give(GP_RANK_RESET_GATE);
+	gp_mutex_lock(&pools_lock, GP_RANK_POOLS);
+	retire_killed(dev);
 	gp_mutex_unlock(&pools_lock, GP_RANK_POOLS);
 }
-
 
 void gp_registry_pools_after_fork(void)
 {
@@ -262,8 +543,12 @@ void gp_registry_pools_after_fork(void)
 		gp_pool *p = atomic_exchange(&R->pools[d], NULL);
 		if (p) /* still referenced: abandoned on purpose, not leaked (LeakSanitizer) */
 			parent_pools[d] = p;
+		for (struct pool_be *b = atomic_exchange(&killed[d], NULL); b; b = b->next)
+			parked_pools[nparked++ % 64] = b->pool;
 		R->slots[d] = NULL; /* the parent's page: the child gets its own */
 	}
+	gates_init(); /* maybe held by a thread that is not here */
+	resetting = 0;
 	pthread_mutex_init(&pools_lock, NULL);
 	if (page_shared)
 		gp_statpage_forget(page);

@@ -66,9 +66,11 @@ static inline gp_pool *gp_registry_pool(const struct gp_registry *r, int dev)
 	return p ? p : gp_registry_pool_create(dev);
 }
 
-/* One allocation of `size` bytes from `p`, the pool of `dev`, on stream key `key`
- * (answering a pending release request first), traced as `op` on `s`. 0, or -ENOMEM; the
- * message (gp_registry_oom_message) and the runtime's last error are left to the caller. */
+/* One allocation of `size` bytes from `p`, the pool of `dev` (gp_registry_pool), on stream
+ * key `key` (answering a pending release request first), traced as `op` on `s`. When a
+ * reset of `dev` killed `p` before or during the allocation, its block is given back and
+ * the allocation is served by the device's new pool. 0, or -ENOMEM; the message
+ * (gp_registry_oom_message) and the runtime's last error are left to the caller. */
 int gp_registry_alloc(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a);
 
 /* The out-of-memory message of a failed `size`-byte allocation on `dev` (whose pool exists),
@@ -100,9 +102,15 @@ void gp_registry_count_driver(int dev, enum gp_driver_count what);
  * the answer to a release request or gpupool_release(). Bytes released. */
 long long gp_registry_release(int only);
 
-/* cudaDeviceReset on `dev`: every allocation of the device dies with it. Its pool leaves
- * the registry (the next call creates a new one) and is parked, not freed; its slot's
- * gauges go to zero. */
-void gp_registry_reset_device(int dev);
+/* Around a call that destroys every allocation of `dev` when it succeeds: cudaDeviceReset,
+ * cuDevicePrimaryCtxReset, cuCtxDestroy of the device's primary context. begin holds the
+ * device's pools' backend calls (the reset gate, pools.c) until end; the caller makes the
+ * call in between, and, when it succeeded, forgets what its layer kept of the device. end
+ * acts on what the call did: `done` (it succeeded) kills the pool the device had when begin
+ * ran (it leaves the registry: the next allocation creates a new one; it is parked, not
+ * freed; its slot's gauges go to zero), else the pool stays as it was. Call with no lock
+ * held. A reset inside a reset on the same thread is the outer one's. */
+void gp_registry_reset_begin(int dev);
+void gp_registry_reset_end(int dev, bool done);
 
 #endif

@@ -434,14 +434,17 @@ cudaError_t gp_shim_device_reset(void)
 	cudaError_t (*fn)(void) = RT_FN(r, DeviceReset);
 	if (!fn)
 		return absent(r);
-	if (!r->off) {
-		int dev = current_device(r);
-		if (dev >= 0) {
-			gp_registry_reset_device(dev);
-			gp_cuda_device_forget(r->rt, dev);
-		}
-	}
-	return fn();
+	int dev = r->off ? -1 : current_device(r);
+	if (dev < 0)
+		return fn();
+	/* act on what the runtime did: the pool goes only when the reset succeeded */
+	gp_registry_reset_begin(dev);
+	gp_cuda_device_reset_begin(r->rt, dev);
+	cudaError_t e = fn();
+	if (e == cudaSuccess)
+		gp_cuda_device_reset_done(dev);
+	gp_registry_reset_end(dev, e == cudaSuccess);
+	return e;
 }
 
 /* ---- public API ------------------------------------------------------------------------ */

@@ -475,16 +475,32 @@ CUresult gp_shim_driver_stream_destroy(CUstream s, bool v2)
 	return fn(s);
 }
 
-/* Every allocation of `dev`'s primary context dies with it: its pool leaves the registry. */
-static void forget_device(const struct gp_registry *r, int dev)
+/* Around a call that resets `dev`'s primary context (cuDevicePrimaryCtxReset, cuCtxDestroy of
+ * it): the registry's reset gate (registry.h) and this layer's part. False: not a pooled
+ * device, nothing to do. */
+static bool reset_begin(const struct gp_registry *r, int dev)
 {
 	if (r->drv_off || dev < 0 || dev >= r->ndev)
-		return;
-	gp_registry_reset_device(dev);
-	gp_driver_backend_forget(dev);
+		return false;
+	gp_registry_reset_begin(dev);
 	if (r->rt) /* the runtime backend's markers and streams on that context */
-		gp_cuda_device_forget(r->rt, dev);
-	atomic_store(&primary_seen[dev], NULL);
+		gp_cuda_device_reset_begin(r->rt, dev);
+	return true;
+}
+
+/* After the call: what the driver did decides. Refused (the H200 refuses cuCtxDestroy of a
+ * primary context with CUDA_ERROR_INVALID_CONTEXT), the context, its allocations and the
+ * pool stay as they were; done, every allocation died with the context, and so does the
+ * pool. */
+static void reset_end(const struct gp_registry *r, int dev, bool done)
+{
+	if (done) {
+		gp_driver_backend_forget(dev);
+		if (r->rt)
+			gp_cuda_device_reset_done(dev);
+		atomic_store(&primary_seen[dev], NULL);
+	}
+	gp_registry_reset_end(dev, done);
 }
 
 CUresult gp_shim_driver_primary_ctx_reset(CUdevice dev, bool v2)
@@ -493,8 +509,12 @@ CUresult gp_shim_driver_primary_ctx_reset(CUdevice dev, bool v2)
 	CUresult (*fn)(CUdevice) = !D ? NULL : v2 ? D->cuDevicePrimaryCtxReset_v2 : D->cuDevicePrimaryCtxReset;
 	if (!fn)
 		return absent(D);
-	forget_device(gp_registry_get_driver(), (int)dev);
-	return fn(dev);
+	const struct gp_registry *r = gp_registry_get_driver();
+	bool gated = reset_begin(r, (int)dev);
+	CUresult e = fn(dev);
+	if (gated)
+		reset_end(r, (int)dev, e == CUDA_SUCCESS);
+	return e;
 }
 
 CUresult gp_shim_driver_ctx_destroy(CUcontext ctx, bool v2)
@@ -504,10 +524,15 @@ CUresult gp_shim_driver_ctx_destroy(CUcontext ctx, bool v2)
 	if (!fn)
 		return absent(D);
 	const struct gp_registry *r = gp_registry_get_driver();
-	for (int d = 0; ctx && d < r->ndev && d < GPUPOOL_MAX_DEVICES; d++)
+	int dev = -1; /* the device whose primary context ctx is, if it is one the pools serve */
+	for (int d = 0; ctx && d < r->ndev && d < GPUPOOL_MAX_DEVICES && dev < 0; d++)
 		if (atomic_load(&primary_seen[d]) == ctx)
-			forget_device(r, d); /* a primary context destroyed takes the pool's memory */
-	return fn(ctx);
+			dev = d;
+	bool gated = dev >= 0 && reset_begin(r, dev);
+	CUresult e = fn(ctx);
+	if (gated)
+		reset_end(r, dev, e == CUDA_SUCCESS);
+	return e;
 }
 
 /* gpupool's entry point for `symbol` (a name as cuGetProcAddress is asked for it, without

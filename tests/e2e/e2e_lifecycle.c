@@ -6,9 +6,18 @@
  *               limit (limit:48M,small_segment:64M) are adapted when the pool is made,
  *               with one warning line naming the knobs, their values and what is used
  *               instead (argv[2]: what that line must hold), and a request of each class
- *               is served. */
+ *               is served;
+ *   reset-race  ROUNDS KERNEL_US: cudaDeviceReset while another thread allocates (small and
+ *               medium blocks, never touched nor freed: after a reset its pointers are stale,
+ *               and natively freeing one could free a new owner's memory at the same address)
+ *               and a fake kernel of KERNEL_US is in flight; after each reset 32 allocations
+ *               must be device memory (cudaPointerGetAttributes, the fake's own table) and
+ *               writable, and cudaDeviceSynchronize must succeed. FAKECUDA_RESET_DELAY_US
+ *               widens the race (the fake sleeps before it resets). */
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 
 #include "e2e_util.h"
 
@@ -73,6 +82,57 @@ static void geometry(void)
 	printf("geometry: every class served, one warning\n");
 }
 
+static atomic_int race_stop;
+static atomic_ulong race_allocs;
+
+static void *race_allocator(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; !atomic_load(&race_stop); i++) {
+		void *x = NULL;
+		/* a small block, and now and then a medium one: each new pool grows segments */
+		if (cudaMalloc(&x, i % 8 ? 4096 : (size_t)3 << 20) == cudaSuccess)
+			atomic_fetch_add(&race_allocs, 1);
+		(void)cudaGetLastError();
+		struct timespec ts = {0, 20000};
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+static void reset_race(void)
+{
+	int rounds = args[2] ? atoi(args[2]) : 20;
+	unsigned kernel_us = args[2] && args[3] ? (unsigned)atoi(args[3]) : 20000;
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, race_allocator, NULL) == 0);
+	for (int r = 0; r < rounds; r++) {
+		void *k = NULL;
+		CK(cudaMalloc(&k, 1 << 20));
+		CK(gpfake_launch_fill(k, 1 << 20, 0x33, kernel_us, 0)); /* in flight during the reset */
+		CK(cudaDeviceReset());
+		void *p[32];
+		for (int i = 0; i < 32; i++) {
+			size_t n = (size_t)4096 * (size_t)(i + 1);
+			CK(cudaMalloc(&p[i], n));
+			struct cudaPointerAttributes at;
+			CK(cudaPointerGetAttributes(&at, p[i]));
+			if (at.type != cudaMemoryTypeDevice) {
+				fprintf(stderr, "round %d: allocation %d (%p) after the reset is not device memory\n", r, i,
+					p[i]);
+				exit(1);
+			}
+			CK(cudaMemset(p[i], i, n));
+		}
+		CK(cudaDeviceSynchronize());
+		for (int i = 0; i < 32; i++)
+			CK(cudaFree(p[i]));
+	}
+	atomic_store(&race_stop, 1);
+	CHECK(pthread_join(t, NULL) == 0);
+	printf("reset-race: %d rounds, %lu allocations by the other thread\n", rounds, atomic_load(&race_allocs));
+}
+
 int main(int argc, char **argv)
 {
 	CHECK(argc > 1);
@@ -81,7 +141,7 @@ int main(int argc, char **argv)
 	static const struct {
 		const char *name;
 		void (*fn)(void);
-	} cases[] = {{"ipc-freed", ipc_freed}, {"geometry", geometry}};
+	} cases[] = {{"ipc-freed", ipc_freed}, {"geometry", geometry}, {"reset-race", reset_race}};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		if (!strcmp(argv[1], cases[i].name)) {
 			cases[i].fn();
