@@ -356,6 +356,7 @@ int gp_pool_fence_poll(gp_pool *p, bool mark)
 
 bool gp_pool_has_pending(gp_pool *p)
 {
-	return __atomic_load_n(&p->st->pending_frees, __ATOMIC_RELAXED) != 0 &&
+	const struct gpupool_device_stats *st = __atomic_load_n(&p->st, __ATOMIC_ACQUIRE); /* gp_pool_abandon */
+	return __atomic_load_n(&st->pending_frees, __ATOMIC_RELAXED) != 0 &&
 	       !__atomic_load_n(&p->broken, __ATOMIC_RELAXED);
 }

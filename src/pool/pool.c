@@ -571,7 +571,9 @@ int gp_pool_create(gp_pool **out, int device, const struct gp_pool_params *param
 void gp_pool_abandon(gp_pool *p, struct gpupool_device_stats *sink)
 {
 	gp_lock_take(&p->lock);
-	p->st = sink;
+	/* atomic: gp_pool_has_pending reads it without the lock (the fence thread, on a pool a
+	 * device reset is abandoning) */
+	__atomic_store_n(&p->st, sink, __ATOMIC_RELEASE);
 	gp_lock_give(&p->lock);
 }
 

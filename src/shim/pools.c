@@ -2,7 +2,9 @@
  * slot (the first opens the page and the trace, arms the exit report and starts the fence
  * thread) and a backend of its own that a device reset can stop, release requests from the
  * page, the counters the hooks keep outside the pools, the out-of-memory message, device
- * resets (the reset gate). Must not depend on the hook bodies or the PyTorch entry points. */
+ * resets (the reset gate), and the pools resets kill, freed once no thread can be inside
+ * them (readers' epochs, the fence thread's sentinel). Must not depend on the hook bodies or
+ * the PyTorch entry points. */
 #include "registry.h"
 #include "registry_internal.h"
 
@@ -19,8 +21,9 @@
 #include "proc.h"
 #include "statpage.h"
 #include "stats.h"
-#include "trace.h"
+#include "port.h"
 #include "rank.h"
+#include "trace.h"
 
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER; /* creating and removing pools */
 static gp_pool *parent_pools[GPUPOOL_MAX_DEVICES]; /* after fork: the parent's, left alone */
@@ -29,18 +32,12 @@ static struct gpupool_page local;
 static bool page_shared;
 static _Atomic uint64_t release_seen; /* the latest release request claimed by a thread */
 static bool atexit_set;
-static struct gpupool_device_stats parked; /* where pools abandoned by cudaDeviceReset write */
-static gp_pool *parked_pools[64];   /* the latest pools abandoned by cudaDeviceReset, kept */
-static unsigned nparked;
 /* Pools a successful reset killed (unpublished under the gate), a stack through their
  * backends, until the registry retires them under pools_lock (abandon, gauges to zero,
  * park): by the reset's end, or by the next pool creation for the device, whichever comes
  * first (another reset of the device may kill the next pool in between). */
 struct pool_be;
 static _Atomic(struct pool_be *) killed[GPUPOOL_MAX_DEVICES];
-/* Successful resets of each device so far: an allocation that saw it change may have been
- * served by a pool the reset killed (gp_registry_alloc). */
-static atomic_uint kills[GPUPOOL_MAX_DEVICES];
 static bool tracing; /* R->tracing, read here on every allocation without a call */
 static bool geometry_told[GPUPOOL_MAX_DEVICES]; /* gp_config_fit_device's line was logged */
 
@@ -71,6 +68,7 @@ static bool geometry_told[GPUPOOL_MAX_DEVICES]; /* gp_config_fit_device's line w
  * (pools_lock) without a gated call. A reset nested in a reset on the same thread (a runtime
  * that resets through gpupool's driver entry points) passes through the outer one's gate. */
 static pthread_rwlock_t gate[GPUPOOL_MAX_DEVICES]; /* gates_init, before any hook uses them */
+static bool membarrier_ok; /* the reclaimer's fence works (gp_registry_pools_init) */
 static _Thread_local unsigned resetting; /* this thread's resets in progress (nested: one gate) */
 static _Thread_local gp_pool *reset_pool; /* the device's pool when this thread's reset began */
 
@@ -84,7 +82,11 @@ static void gates_init(void)
 	pthread_rwlockattr_destroy(&a);
 }
 
-void gp_registry_pools_init(void) { gates_init(); }
+void gp_registry_pools_init(void)
+{
+	gates_init();
+	membarrier_ok = gp_port_membarrier_init() == 0;
+}
 
 /* A pool's own backend: the registry's (guarded) one behind the gate, dead once a reset of
  * its device succeeded. The pool holds &be; be.ctx is the struct. */
@@ -93,7 +95,10 @@ struct pool_be {
 	const struct gp_backend *in;
 	atomic_bool dead;
 	gp_pool *pool;
-	struct pool_be *next; /* killed[] */
+	struct pool_be *next;   /* killed[], then the parked list */
+	uint64_t epoch;         /* the registry epoch its kill began (reclaim) */
+	struct gpupool_device_stats sink; /* where it counts once retired (its own: no two pools
+					   * write one slot) */
 };
 
 static struct pool_be *be_of(const gp_pool *p)
@@ -301,7 +306,7 @@ gp_pool *gp_registry_pool_create(int dev)
 	R->slots[dev] = slot; /* before the pool is visible: whoever sees the pool sees its slot */
 	atomic_store(&R->pools[dev], p);
 	if (R->cfg.fence == GP_FENCE_THREAD)
-		gp_fence_thread_start(R->pools, R->ndev, R->cfg.fence_interval_us);
+		gp_fence_thread_start(R->pools, R->ndev + 1, R->cfg.fence_interval_us); /* and the sentinel */
 out:
 	gp_mutex_unlock(&pools_lock, GP_RANK_POOLS);
 	return p;
@@ -422,77 +427,244 @@ void gp_registry_oom_message(char *buf, size_t cap, int dev, size_t size)
 			 limit ? gp_format_bytes(b[3], sizeof b[3], st.limit_bytes) : "");
 }
 
-/* A block of a pool that a reset killed while the allocation was inside it (or just
- * before): given back (the pool is dead, the block with it) and taken again from the
- * device's pool, made anew. Twice at most: a thread resetting the device in a loop gets its
- * allocations served, or failed as a racing native one could be. Out of line: only after a
- * reset. */
-static __attribute__((noinline)) int alloc_after_kill(gp_pool *p, int dev, size_t size, gp_stream key,
-						      uintptr_t *a, int rc)
+/* After an allocation that saw the registry epoch move since its reader began (a reset
+ * killed some pool, maybe p, during the call; registry.h): a block of a killed pool is given
+ * back (the pool is dead, the block with it) and taken again from the device's pool, made
+ * anew. Twice at most: a thread resetting the device in a loop gets its allocations served,
+ * or failed as a racing native one could be. Only after a reset. */
+int gp_registry_alloc_again(gp_pool *p, int dev, size_t size, gp_stream key, uintptr_t *a, int rc)
 {
 	for (int tries = 0; tries < 3; tries++) {
 		if (!atomic_load(&be_of(p)->dead))
-			return rc; /* the reset killed another pool: this one was made after it */
+			return rc; /* a reset killed another pool: not this one, or not yet */
 		if (rc == 0)
 			(void)gp_pool_free(p, *a, key);
 		if (tries == 2 || !(p = gp_registry_pool(R, dev)))
 			break;
-		unsigned k0 = atomic_load(&kills[dev]);
 		rc = gp_pool_alloc(p, size, key, a);
-		if (atomic_load(&kills[dev]) == k0)
-			return rc;
 	}
 	return -ENOMEM;
 }
 
-/* One allocation from the device's pool p, as loaded by the caller: when a reset killed p
- * before the allocation read the kill count, p is no longer published; when one kills it
- * during the allocation, the count moves (both are seq_cst, after the kill). */
-static inline __attribute__((always_inline)) int alloc_live(gp_pool *p, int dev, size_t size, gp_stream key,
-							   uintptr_t *a)
-{
-	unsigned k0 = atomic_load(&kills[dev]);
-	int rc = atomic_load(&R->pools[dev]) == p ? gp_pool_alloc(p, size, key, a) : -ENOMEM;
-	if (__builtin_expect(atomic_load(&kills[dev]) != k0 || atomic_load_explicit(&R->pools[dev],
-											memory_order_relaxed) != p, 0))
-		rc = alloc_after_kill(p, dev, size, key, a, rc);
-	return rc;
-}
-
-/* gp_registry_alloc while tracing: the call timed from before the release check. Out of
- * line, so that the untraced path keeps no frame of its own. */
+/* gp_registry_alloc_once while tracing: the call timed from before the release check. Out
+ * of line, so that the untraced path keeps no frame of its own. */
 static __attribute__((noinline)) int alloc_traced(gp_pool *p, int dev, size_t size, gp_stream key, int op,
 						  cudaStream_t s, uintptr_t *a)
 {
 	uint64_t t0 = gp_trace_now_ns();
 	check_release_request();
-	int rc = alloc_live(p, dev, size, key, a);
+	int rc = gp_pool_alloc(p, size, key, a);
 	gp_registry_trace(op, dev, s, size, rc == 0 ? (void *)*a : NULL, t0,
 			  rc == 0 ? cudaSuccess : cudaErrorMemoryAllocation);
 	return rc;
 }
 
-int gp_registry_alloc(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a)
+int gp_registry_alloc_once(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a)
 {
 	if (__builtin_expect(tracing, 0))
 		return alloc_traced(p, dev, size, key, op, s, a);
 	check_release_request();
-	return alloc_live(p, dev, size, key, a);
+	return gp_pool_alloc(p, size, key, a);
 }
 
-/* The pool a successful reset killed on `dev`, if any, leaves for good: it writes its
- * counters elsewhere from now on, its slot's gauges go to zero, and it is parked, not
- * freed: the fence thread or another thread may still be inside one of its calls. Under
- * pools_lock, so that a new pool on the same slot starts only after this (lock order:
- * pools_lock, then the pool's own lock, in abandon). */
+/* ---- parked pools, freed once no thread can be inside them ------------------------------
+ * A pool a reset killed may still be in use: by a thread that loaded it before it was
+ * unpublished (inside an allocation, a free, a lookup), or by the fence thread. It is parked
+ * and freed once neither can be inside it:
+ *  - every hook body that touches the pools is a reader (GP_REGISTRY_READER, registry.h): on
+ *    entry it publishes the registry epoch it saw in a record of its thread's own, and clears
+ *    it on exit. A pool killed at epoch e (unpublished, then the epoch raised to e) can be
+ *    held only by a reader that published an epoch below e. The reader costs two stores to a
+ *    line of its own and no fence instruction: the reclaimer runs membarrier
+ *    (PRIVATE_EXPEDITED) before it reads the records, which orders every running thread's
+ *    earlier stores against it (liburcu's scheme). Where the kernel refuses membarrier (older
+ *    than 4.14, a seccomp filter, valgrind), parked pools are kept, as they all were before:
+ *    the readers' path stays without a fence;
+ *  - the fence thread is no reader: fence_thread.c loads each pool of the array it is given
+ *    and calls into it, one at a time. Its array has one slot past the devices for a
+ *    sentinel pool (a backend of host addresses, never dereferenced) that the registry gives
+ *    one pending free, and wakes the thread, whenever it parks a pool. When the thread fences
+ *    the sentinel it is inside no other pool and loads every slot afresh afterwards: every
+ *    pool killed before that moment is out of its reach (fence_passed).
+ * Reclamation runs under pools_lock whenever a pool is parked; what it cannot free yet waits
+ * for the next time. A process whose readers could not all be recorded (host memory), whose
+ * fence thread is not running with fence policy "thread", or without membarrier keeps its
+ * parked pools. */
+static struct pool_be *parked_head;    /* under pools_lock */
+static struct pool_be *parent_parked;  /* a forked child's: the parent's, left alone */
+
+_Atomic uint64_t gp_registry_epoch = 1;
+GP_REGISTRY_READER_TLS struct gp_registry_reader gp_registry_reader;
+
+struct reader_rec {
+	_Atomic uint64_t active; /* 0: outside; else the epoch its thread saw on entry */
+	atomic_bool used;        /* claimed by a live thread */
+	struct reader_rec *next; /* every record ever made: reused, never freed */
+};
+static _Atomic(struct reader_rec *) readers;
+static pthread_key_t reader_key;
+static bool reader_key_ok;
+static pthread_once_t reader_once = PTHREAD_ONCE_INIT;
+static atomic_bool reclaim_off; /* a reader the reclaimer cannot see exists */
+static _Thread_local _Atomic uint64_t reader_unrecorded;
+
+/* A thread that ends gives its record back (a later call of its, from another destructor,
+ * records it again). */
+static void reader_gone(void *v)
+{
+	struct reader_rec *x = v;
+	atomic_store(&x->active, 0);
+	atomic_store(&x->used, false);
+	gp_registry_reader.rec = NULL;
+}
+
+
+static void reader_key_make(void) { reader_key_ok = pthread_key_create(&reader_key, reader_gone) == 0; }
+
+_Atomic uint64_t *gp_registry_reader_record(void)
+{
+	pthread_once(&reader_once, reader_key_make);
+	struct reader_rec *x;
+	for (x = atomic_load(&readers); x; x = x->next) {
+		bool no = false;
+		if (atomic_compare_exchange_strong(&x->used, &no, true))
+			break;
+	}
+	if (!x) {
+		x = aligned_alloc(64, 64); /* a cache line of its own */
+		if (!x) {
+			atomic_store(&reclaim_off, true);
+			gp_log(GP_LOG_WARN, "out of host memory recording a thread: pools abandoned by a device reset are "
+					    "kept from now on");
+			return gp_registry_reader.rec = &reader_unrecorded;
+		}
+		atomic_init(&x->active, 0);
+		atomic_init(&x->used, true);
+		x->next = atomic_load(&readers);
+		while (!atomic_compare_exchange_weak(&readers, &x->next, x))
+			;
+	}
+	if (reader_key_ok)
+		(void)pthread_setspecific(reader_key, x); /* without it the record stays claimed */
+	return gp_registry_reader.rec = &x->active;
+}
+
+/* The sentinel (above): its backend's device_sync is the fence thread's pass. */
+static gp_pool *sentinel;              /* under pools_lock; R->pools[R->ndev] once made */
+static gp_pool *parent_sentinel;       /* a forked child's: the parent's, left alone */
+static struct gpupool_device_stats sentinel_st;
+static uintptr_t sentinel_next = (uintptr_t)1 << 47; /* its segments' addresses, under its lock */
+static _Atomic uint64_t fence_passed;  /* the epoch when the fence thread last fenced it */
+static _Thread_local bool arming;      /* the registry's own calls into it */
+
+static int sb_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
+{
+	(void)ctx, (void)device;
+	*addr = sentinel_next;
+	sentinel_next += size;
+	return 0;
+}
+
+static int sb_segment_free(void *ctx, int device, uintptr_t addr, size_t size)
+{
+	(void)ctx, (void)device, (void)addr, (void)size;
+	return 0;
+}
+
+static int sb_device_sync(void *ctx, int device)
+{
+	(void)ctx, (void)device;
+	if (!arming) /* the fence thread, inside no other pool */
+		atomic_store(&fence_passed, atomic_load(&gp_registry_epoch));
+	return 0;
+}
+
+static int sb_stream_wait(void *ctx, int device, gp_stream from, gp_stream to)
+{
+	(void)ctx, (void)device, (void)from, (void)to;
+	return -EAGAIN;
+}
+
+static int sb_mem_info(void *ctx, int device, size_t *free_bytes, size_t *total_bytes)
+{
+	(void)ctx, (void)device;
+	*free_bytes = *total_bytes = (size_t)1 << 30;
+	return 0;
+}
+
+static const struct gp_backend sentinel_be = {
+	.segment_alloc = sb_segment_alloc,
+	.segment_free = sb_segment_free,
+	.device_sync = sb_device_sync,
+	.stream_wait = sb_stream_wait,
+	.mem_info = sb_mem_info,
+};
+
+/* Asks the fence thread for a pass (under pools_lock): one pending free in the sentinel,
+ * and a wake-up. */
+static void fence_thread_pass(void)
+{
+	if (!sentinel) {
+		struct gp_pool_params prm;
+		gp_pool_params_default(&prm);
+		prm.fence_marker = false;
+		if (gp_pool_create(&sentinel, 0, &prm, &sentinel_be, &sentinel_st) != 0) {
+			sentinel = NULL;
+			return;
+		}
+		atomic_store(&R->pools[R->ndev], sentinel);
+	}
+	if (!gp_pool_has_pending(sentinel)) {
+		uintptr_t a;
+		arming = true;
+		if (gp_pool_alloc(sentinel, 1, GP_NO_STREAM, &a) == 0)
+			(void)gp_pool_free(sentinel, a, GP_NO_STREAM);
+		arming = false;
+	}
+	gp_fence_thread_wake();
+}
+
+/* Frees the parked pools no thread can be inside (under pools_lock). */
+static void reclaim(void)
+{
+	if (!parked_head || !membarrier_ok || atomic_load(&reclaim_off) || gp_port_membarrier() != 0)
+		return;
+	uint64_t oldest = UINT64_MAX; /* the oldest epoch a reader inside the pools saw */
+	for (struct reader_rec *x = atomic_load(&readers); x; x = x->next) {
+		uint64_t a = atomic_load_explicit(&x->active, memory_order_acquire);
+		if (a && a < oldest)
+			oldest = a;
+	}
+	uint64_t passed = R->cfg.fence == GP_FENCE_THREAD ? atomic_load(&fence_passed) : UINT64_MAX;
+	for (struct pool_be **pp = &parked_head; *pp;) {
+		struct pool_be *b = *pp;
+		if (b->epoch > oldest || b->epoch > passed) {
+			pp = &b->next;
+			continue;
+		}
+		*pp = b->next;
+		/* its backend is dead: its segments (the reset freed them) are not freed again, and
+		 * its markers are orphans, dropped without a CUDA call */
+		gp_pool_destroy(b->pool);
+		free(b);
+	}
+}
+
+/* The pools a successful reset killed on `dev`, if any, leave for good: each counts into
+ * a sink of its own from now on, the slot's gauges go to zero, and each is parked until no
+ * thread can be inside it. Under pools_lock, so that a new pool on the same slot starts only
+ * after this (lock order: pools_lock, then the pool's own lock, in abandon). */
 static void retire_killed(int dev)
 {
 	struct pool_be *b = atomic_exchange(&killed[dev], NULL);
 	if (!b)
 		return;
-	for (; b; b = b->next) {
-		gp_pool_abandon(b->pool, &parked);
-		parked_pools[nparked++ % 64] = b->pool;
+	while (b) {
+		struct pool_be *next = b->next;
+		gp_pool_abandon(b->pool, &b->sink);
+		b->next = parked_head;
+		parked_head = b;
+		b = next;
 	}
 	struct gpupool_device_stats *st = R->slots[dev];
 	gp_stats_begin(st);
@@ -500,6 +672,9 @@ static void retire_killed(int dev)
 	GPUPOOL_GAUGES(ZERO_)
 #undef ZERO_
 	gp_stats_end(st);
+	reclaim();
+	if (parked_head && R->cfg.fence == GP_FENCE_THREAD)
+		fence_thread_pass();
 }
 
 void gp_registry_reset_begin(int dev)
@@ -520,15 +695,16 @@ void gp_registry_reset_end(int dev, bool done)
 	reset_pool = NULL;
 	if (p) {
 		/* The reset destroyed every segment of p. A pool made during the reset (there was
-		 * none when it began) has nothing from before it and stays. Killed, then
-		 * unpublished, then counted (gp_registry_alloc's order). */
+		 * none when it began) has nothing from before it and stays. Killed, unpublished,
+		 * then the epoch raised (gp_registry_alloc and reclaim rely on that order). */
 		struct pool_be *b = be_of(p);
 		atomic_store(&b->dead, true);
+		atomic_store(&R->pools[dev], NULL);
+		/* readers that saw an epoch below this one may hold p (reclaim) */
+		b->epoch = atomic_fetch_add(&gp_registry_epoch, 1) + 1;
 		b->next = atomic_load(&killed[dev]);
 		while (!atomic_compare_exchange_weak(&killed[dev], &b->next, b))
 			;
-		atomic_store(&R->pools[dev], NULL);
-		atomic_fetch_add(&kills[dev], 1);
 	}
 	pthread_rwlock_unlock(&gate[dev]);
 	gp_rank_give(GP_RANK_RESET_GATE);
@@ -539,13 +715,34 @@ void gp_registry_reset_end(int dev, bool done)
 
 void gp_registry_pools_after_fork(void)
 {
+	/* the parent's pools, parked pools and sentinel may be locked by threads that are not
+	 * here: left alone, still referenced (abandoned on purpose, not leaked: LeakSanitizer) */
 	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
 		gp_pool *p = atomic_exchange(&R->pools[d], NULL);
-		if (p) /* still referenced: abandoned on purpose, not leaked (LeakSanitizer) */
+		if (p)
 			parent_pools[d] = p;
-		for (struct pool_be *b = atomic_exchange(&killed[d], NULL); b; b = b->next)
-			parked_pools[nparked++ % 64] = b->pool;
+		for (struct pool_be *b = atomic_exchange(&killed[d], NULL), *next; b; b = next) {
+			next = b->next;
+			b->next = parent_parked;
+			parent_parked = b;
+		}
 		R->slots[d] = NULL; /* the parent's page: the child gets its own */
+	}
+	atomic_store(&R->pools[GPUPOOL_MAX_DEVICES], NULL);
+	while (parked_head) {
+		struct pool_be *b = parked_head;
+		parked_head = b->next;
+		b->next = parent_parked;
+		parent_parked = b;
+	}
+	if (sentinel)
+		parent_sentinel = sentinel;
+	sentinel = NULL;
+	/* only this thread is here, and it is inside no reader */
+	for (struct reader_rec *x = atomic_load(&readers); x; x = x->next) {
+		atomic_store(&x->active, 0);
+		if (&x->active != gp_registry_reader.rec)
+			atomic_store(&x->used, false);
 	}
 	gates_init(); /* maybe held by a thread that is not here */
 	resetting = 0;

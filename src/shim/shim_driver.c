@@ -155,6 +155,7 @@ static const struct gp_route_ask drv_ask = {drv_capturing, drv_device, drv_pool}
 
 CUresult gp_shim_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, enum gp_drv_call call)
 {
+	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D)
 		return absent(D);
@@ -233,6 +234,7 @@ static enum gp_where where_is(const struct gp_registry *r, uintptr_t ptr, struct
 
 CUresult gp_shim_driver_mem_free(CUdeviceptr ptr, CUstream s, enum gp_drv_call call)
 {
+	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D)
 		return absent(D);
@@ -285,6 +287,7 @@ CUresult gp_shim_driver_mem_free(CUdeviceptr ptr, CUstream s, enum gp_drv_call c
 
 CUresult gp_shim_driver_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 {
+	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || !D->cuMemGetInfo_v2)
 		return absent(D);
@@ -316,6 +319,7 @@ CUresult gp_shim_driver_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 
 CUresult gp_shim_driver_ipc_get_mem_handle(CUipcMemHandle *handle, CUdeviceptr ptr)
 {
+	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || !D->cuIpcGetMemHandle)
 		return absent(D);
@@ -348,6 +352,7 @@ CUresult gp_shim_driver_ipc_get_mem_handle(CUipcMemHandle *handle, CUdeviceptr p
  * does not own, or free. */
 CUresult gp_shim_driver_mem_get_address_range(CUdeviceptr *base, size_t *size, CUdeviceptr ptr)
 {
+	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || !D->cuMemGetAddressRange_v2)
 		return absent(D);
@@ -368,6 +373,7 @@ CUresult gp_shim_driver_mem_get_address_range(CUdeviceptr *base, size_t *size, C
 
 CUresult gp_shim_driver_pointer_get_attribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr)
 {
+	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || !D->cuPointerGetAttribute)
 		return absent(D);
@@ -430,6 +436,7 @@ CUresult gp_shim_driver_end_capture(CUstream s, CUgraph *graph, bool ptsz)
 CUresult gp_shim_driver_stream_create(CUstream *ph, unsigned flags, int priority, bool with_priority,
 				 const void *caller)
 {
+	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || (with_priority ? !D->cuStreamCreateWithPriority : !D->cuStreamCreate))
 		return absent(D);
@@ -456,6 +463,7 @@ CUresult gp_shim_driver_stream_create(CUstream *ph, unsigned flags, int priority
 
 CUresult gp_shim_driver_stream_destroy(CUstream s, bool v2)
 {
+	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
 	CUresult (*fn)(CUstream) = !D ? NULL : v2 ? D->cuStreamDestroy_v2 : D->cuStreamDestroy;
 	if (!fn)

@@ -13,9 +13,16 @@
  *               and a fake kernel of KERNEL_US is in flight; after each reset 32 allocations
  *               must be device memory (cudaPointerGetAttributes, the fake's own table) and
  *               writable, and cudaDeviceSynchronize must succeed. FAKECUDA_RESET_DELAY_US
- *               widens the race (the fake sleeps before it resets). */
+ *               widens the race (the fake sleeps before it resets);
+ *   reset-loop  ROUNDS: cudaDeviceReset in a loop, each round with a small and a medium block
+ *               live, one freed with cudaFree (the fence thread busy) and one stream-ordered
+ *               free: the pools the resets kill are freed once no thread can be inside them,
+ *               so the resident set does not grow with the rounds (checked in builds without
+ *               AddressSanitizer, which keeps freed memory in quarantine; with it, its leak
+ *               check at exit sees what was never freed). */
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -133,6 +140,55 @@ static void reset_race(void)
 	printf("reset-race: %d rounds, %lu allocations by the other thread\n", rounds, atomic_load(&race_allocs));
 }
 
+/* The resident set, in KiB (VmRSS of /proc/self/status). */
+static long rss_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	CHECK(f != NULL);
+	char line[256];
+	long kib = -1;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+/* Host memory in use from malloc, in KiB: what a leak grows even where freed pages the
+ * allocator keeps hide it from the resident set. */
+static long heap_kib(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+	return (long)((mi.uordblks + mi.hblkhd) >> 10);
+}
+
+static void reset_loop(void)
+{
+	int rounds = args[2] ? atoi(args[2]) : 1000;
+	long rss0 = 0, heap0 = 0;
+	for (int r = 0; r < rounds; r++) {
+		void *a = NULL, *b = NULL, *c = NULL;
+		CK(cudaMalloc(&a, 4096));
+		CK(cudaMalloc(&b, 64 << 10));
+		CK(cudaMallocAsync(&c, 8192, 0));
+		CK(cudaMemset(a, 1, 4096));
+		CK(cudaFree(a)); /* pending: the fence thread is woken */
+		CK(cudaFreeAsync(c, 0));
+		CK(cudaDeviceReset()); /* b dies with the device's memory */
+		if (r == rounds / 10) {
+			rss0 = rss_kib();
+			heap0 = heap_kib();
+		}
+	}
+	long rss = rss_kib(), heap = heap_kib();
+	printf("reset-loop: %d rounds; after %d and at the end: resident %ld and %ld KiB, heap in use %ld and "
+	       "%ld KiB\n", rounds, rounds / 10, rss0, rss, heap0, heap);
+#if !defined(__SANITIZE_ADDRESS__)
+	/* a pool left behind per reset (about 16 KiB each) would grow both by ~14 MiB here */
+	CHECK(rss - rss0 < 4096 && heap - heap0 < 1024);
+#endif
+}
+
 int main(int argc, char **argv)
 {
 	CHECK(argc > 1);
@@ -141,7 +197,8 @@ int main(int argc, char **argv)
 	static const struct {
 		const char *name;
 		void (*fn)(void);
-	} cases[] = {{"ipc-freed", ipc_freed}, {"geometry", geometry}, {"reset-race", reset_race}};
+	} cases[] = {{"ipc-freed", ipc_freed}, {"geometry", geometry}, {"reset-race", reset_race},
+		     {"reset-loop", reset_loop}};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		if (!strcmp(argv[1], cases[i].name)) {
 			cases[i].fn();
