@@ -57,6 +57,16 @@ int gp_config_parse_size(const char *s, size_t *out);
  * percentage limit (0 when unknown: no limit from a percentage). */
 struct gp_pool_params;
 void gp_config_pool_params(const struct gp_config *c, size_t device_total, struct gp_pool_params *p);
+/* Fits the segment geometry of p (gp_config_pool_params's) to a device with `device_free`
+ * bytes free when its pool is made. A segment may take at most half of that (and a small
+ * one at most the limit: small requests have no exact-size segment to fall back on): a class
+ * whose segment (small_segment, medium_segment) or rounding (large_round) is larger would
+ * fail every request of that class, so it gets its default, or the largest size that fits
+ * when even that does not, and small_max and medium_max are lowered to their segments where
+ * they were above them; p then still passes gp_pool_params_check. True when it changed p,
+ * with one line for the log in msg (cap bytes) naming the knobs, their values and what is
+ * used instead. device_free 0 (unknown): nothing changes. */
+bool gp_config_fit_device(struct gp_pool_params *p, int device, size_t device_free, char *msg, size_t cap);
 /* The per-device limit in bytes for a device of `device_total` bytes (0: none). A
  * percentage needs the device's size: with device_total 0 it gives limit_bytes (0). */
 size_t gp_config_limit(const struct gp_config *c, size_t device_total);

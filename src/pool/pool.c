@@ -60,6 +60,8 @@ unsigned gp_pool_params_check(const struct gp_pool_params *p)
 
 int gp_pool_device(const gp_pool *p) { return p->device; }
 
+const struct gp_backend *gp_pool_backend(const gp_pool *p) { return p->be; }
+
 /* PyTorch's rules: do not hand an oversize block (>= max_split_size) to a request below
  * max_split_size, and do not waste more than a large-segment rounding on oversize ones. */
 static inline int fit_ok(const gp_pool *p, const struct gp_block *b, size_t rounded)
@@ -592,8 +594,10 @@ int gp_pool_fence_poll(gp_pool *p, bool mark)
 
 bool gp_pool_has_pending(gp_pool *p)
 {
-	/* no frame: a lock-free read, for the fence thread's cheap question */
-	return __atomic_load_n(&p->st->pending_frees, __ATOMIC_RELAXED) != 0 &&
+	/* no frame: a lock-free read, for the fence thread's cheap question; st is read
+	 * atomically (gp_pool_abandon may swap it meanwhile) */
+	const struct gpupool_device_stats *st = __atomic_load_n(&p->st, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&st->pending_frees, __ATOMIC_RELAXED) != 0 &&
 	       !__atomic_load_n(&p->broken, __ATOMIC_RELAXED);
 }
 
@@ -633,6 +637,14 @@ int gp_pool_lookup(gp_pool *p, uintptr_t addr, struct gp_block_info *info)
 	int rc = lookup_locked(p, addr, info);
 	entry_close(p, ENTRY_LOCK);
 	return rc;
+}
+
+bool gp_pool_owns(gp_pool *p, uintptr_t addr)
+{
+	gp_lock_take(&p->lock);
+	bool in = gp_segment_of(p, addr) != NULL;
+	gp_lock_give(&p->lock);
+	return in;
 }
 
 int gp_pool_mem_info(gp_pool *p, size_t *free_bytes, size_t *total_bytes)
@@ -711,7 +723,9 @@ void gp_pool_reset_peaks(gp_pool *p)
 void gp_pool_abandon(gp_pool *p, struct gpupool_device_stats *sink)
 {
 	(void)entry_open(p, ENTRY_LOCK);
-	p->st = sink;
+	/* atomic: gp_pool_has_pending reads it without the lock (the fence thread, on a pool a
+	 * device reset is abandoning) */
+	__atomic_store_n(&p->st, sink, __ATOMIC_RELEASE);
 	entry_close(p, ENTRY_LOCK);
 }
 

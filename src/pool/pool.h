@@ -106,6 +106,10 @@ struct gp_block_info {
 };
 /* 0 and *info when addr lies inside a live block of this pool, else -ENOENT. */
 int gp_pool_lookup(gp_pool *p, uintptr_t addr, struct gp_block_info *info);
+/* True when addr lies inside one of the pool's segments (a live block, a free one, or one
+ * waiting for a fence): memory the backend gave this pool, whatever the pool did with it
+ * since. Takes the pool lock. */
+bool gp_pool_owns(gp_pool *p, uintptr_t addr);
 
 /* Runs one fence now: device_sync through the backend, then every block freed before the
  * fence began becomes reusable. Returns 0, or the backend's error (-EBUSY: a capture is
@@ -184,5 +188,7 @@ int gp_pool_walk(gp_pool *p, const struct gp_pool_walker *w);
 bool gp_pool_block_pending(gp_pool *p, uintptr_t addr);
 
 int gp_pool_device(const gp_pool *p);
+/* The backend the pool was created with (its `be`), for an owner that wraps it per pool. */
+const struct gp_backend *gp_pool_backend(const gp_pool *p);
 
 #endif

@@ -34,4 +34,13 @@ void gp_port_wait(int *addr, int expected);
 /* Wakes one thread sleeping in gp_port_wait(addr). */
 void gp_port_wake_one(int *addr);
 
+/* An asymmetric fence (Linux membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED): once
+ * gp_port_membarrier returns 0, every thread of the process that was running has passed a
+ * full memory barrier, so a thread that orders its accesses with a compiler barrier only is
+ * ordered against the caller as if both had fenced. gp_port_membarrier_init registers the
+ * process for it (once, before the first use): 0, or -ENOSYS where the kernel (or a
+ * seccomp filter, or valgrind) refuses, in which case the other side must fence itself. */
+int gp_port_membarrier_init(void);
+int gp_port_membarrier(void);
+
 #endif

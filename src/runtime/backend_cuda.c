@@ -138,7 +138,11 @@ static int cu_mem_info(void *ctx, int device, size_t *free_bytes, size_t *total_
 {
 	(void)device;
 	const struct gp_runtime *rt = ctx;
-	return rt->MemGetInfo(free_bytes, total_bytes) == cudaSuccess ? 0 : -EIO;
+	cudaError_t before = rt->PeekAtLastError();
+	if (rt->MemGetInfo(free_bytes, total_bytes) == cudaSuccess)
+		return 0;
+	gp_last_error_restore(rt, before); /* gpupool's own question: the program's error as it was */
+	return -EIO;
 }
 
 /* ---- markers ------------------------------------------------------------------------- */
@@ -342,6 +346,8 @@ static void tails_clear(const struct gp_runtime *rt, int device, struct tails_ma
 	gp_mutex_unlock(&streams_lock, GP_RANK_STREAMS);
 }
 
+static void marker_unlink(struct cu_device_streams *ds, struct cu_marker *m);
+
 /* A marker with room for n events, all created (device current, streams_lock held); NULL
  * when host memory or an event cannot be had. */
 static struct cu_marker *marker_get(const struct gp_runtime *rt, struct cu_device_streams *ds, unsigned n)
@@ -393,12 +399,7 @@ static void marker_put(const struct gp_runtime *rt, struct cu_device_streams *ds
 	}
 	for (unsigned i = 0; i < m->made; i++)
 		(void)rt->EventDestroy(m->ev[i]);
-	if (m->all_prev)
-		m->all_prev->all_next = m->all_next;
-	else
-		ds->all = m->all_next;
-	if (m->all_next)
-		m->all_next->all_prev = m->all_prev;
+	marker_unlink(ds, m);
 	free(m->ev);
 	free(m);
 }
@@ -510,34 +511,68 @@ static void cu_fence_drop(void *ctx, int device, uint64_t token)
 	gp_mutex_unlock(&streams_lock, GP_RANK_STREAMS);
 }
 
-void gp_cuda_device_forget(const struct gp_runtime *rt, int device)
+/* Unlinks m from its device's list of every marker (streams_lock held). */
+static void marker_unlink(struct cu_device_streams *ds, struct cu_marker *m)
+{
+	if (m->all_prev)
+		m->all_prev->all_next = m->all_next;
+	else
+		ds->all = m->all_next;
+	if (m->all_next)
+		m->all_next->all_prev = m->all_prev;
+	m->all_prev = m->all_next = NULL;
+}
+
+void gp_cuda_device_reset_begin(const struct gp_runtime *rt, int device)
 {
 	if (device < 0 || device >= GPUPOOL_MAX_DEVICES)
 		return;
 	gp_mutex_lock(&streams_lock, GP_RANK_STREAMS);
 	struct cu_device_streams *ds = &devs[device];
-	/* the reset is about to destroy every stream and event of the device. Spare markers
-	 * go now, their events first. A marker the abandoned pool holds may be in use by a
-	 * thread waiting on it (the lock dropped): it is left to the pool, an orphan whose
-	 * events the reset destroys, freed when the pool lets it go */
+	/* A reset destroys every event of the device, after which their handles are invalid:
+	 * the spare markers' events and the tails go now, while they are valid (a reset that
+	 * fails leaves them to be made again). A marker a pool holds stays: the pools' backend
+	 * calls wait at the reset gate meanwhile, and if the reset fails it is still good. */
 	cudaError_t before = rt->PeekAtLastError();
 	int cur = enter_device(rt, device);
+	for (struct cu_marker *m = ds->spare, *next; m; m = next) {
+		next = m->next;
+		for (unsigned i = 0; i < m->made; i++)
+			(void)rt->EventDestroy(m->ev[i]);
+		marker_unlink(ds, m);
+		free(m->ev);
+		free(m);
+	}
+	ds->spare = NULL;
+	ds->nspare = 0;
+	for (unsigned i = 0; i < ds->ntails; i++)
+		(void)rt->EventDestroy(ds->tails[i]);
+	if (ds->ntails) {
+		/* should the reset fail, the destroyed streams' queued work is no longer covered
+		 * by a tail: markers wait for a device synchronize (tails_clear) */
+		ds->ntails = 0;
+		ds->tails_lost = true;
+		ds->tails_lost_count++;
+	}
+	restore_device(rt, device, cur);
+	keep_last_error(rt, before);
+	gp_mutex_unlock(&streams_lock, GP_RANK_STREAMS);
+}
+
+void gp_cuda_device_reset_done(int device)
+{
+	if (device < 0 || device >= GPUPOOL_MAX_DEVICES)
+		return;
+	gp_mutex_lock(&streams_lock, GP_RANK_STREAMS);
+	struct cu_device_streams *ds = &devs[device];
+	/* the reset destroyed every stream and event of the device: no CUDA call on them. A
+	 * marker a pool holds is left to the pool, an orphan freed when the pool lets it go
+	 * (marker_put); the rest is forgotten */
 	for (struct cu_marker *m = ds->all, *next; m; m = next) {
 		next = m->all_next;
 		m->all_prev = m->all_next = NULL;
 		m->orphan = true;
 	}
-	for (struct cu_marker *m = ds->spare, *next; m; m = next) {
-		next = m->next;
-		for (unsigned i = 0; i < m->made; i++)
-			(void)rt->EventDestroy(m->ev[i]);
-		free(m->ev);
-		free(m);
-	}
-	for (unsigned i = 0; i < ds->ntails; i++)
-		(void)rt->EventDestroy(ds->tails[i]);
-	restore_device(rt, device, cur);
-	keep_last_error(rt, before);
 	free(ds->nb);
 	memset(ds, 0, sizeof *ds);
 	gp_mutex_unlock(&streams_lock, GP_RANK_STREAMS);

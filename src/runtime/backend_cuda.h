@@ -28,9 +28,14 @@ void gp_cuda_stream_created(const struct gp_runtime *rt, cudaStream_t s, unsigne
  * the device's primary context); a stream already known is ignored. */
 void gp_cuda_stream_add(int device, cudaStream_t s);
 void gp_cuda_stream_destroying(const struct gp_runtime *rt, cudaStream_t s);
-/* Before cudaDeviceReset of `device`: gpupool's events on it are destroyed (every marker,
- * spare or held by the pool the reset abandons, and the tails), its streams forgotten. */
-void gp_cuda_device_forget(const struct gp_runtime *rt, int device);
+/* Around a call that resets `device` (cudaDeviceReset, cuDevicePrimaryCtxReset, cuCtxDestroy
+ * of its primary context), while the pools' backend calls on it are held (the registry's
+ * reset gate). Before it: the events a reset would destroy and no pool holds (spare markers,
+ * destroyed streams' tails) are destroyed. After it, only when it succeeded: every stream
+ * and event of the device is forgotten, without a CUDA call (the reset destroyed them), and
+ * the markers pools hold become orphans, freed when their pool drops them. */
+void gp_cuda_device_reset_begin(const struct gp_runtime *rt, int device);
+void gp_cuda_device_reset_done(int device);
 /* In a forked child: the parent's streams and markers are forgotten. */
 void gp_cuda_backend_after_fork(void);
 

@@ -38,7 +38,9 @@ struct gp_registry {
 	 * a free waits for a fence; or, with legacy_stream:1 until the program makes a stream
 	 * (gp_registry_stream_made), the legacy stream's key 0: stream-ordered on it. */
 	_Atomic gp_stream sync_key;
-	_Atomic(gp_pool *) pools[GPUPOOL_MAX_DEVICES];
+	/* pools[d] for d < ndev; pools[ndev] is the fence thread's sentinel (pools.c), which no
+	 * one else uses. Dereference one only inside GP_REGISTRY_READER. */
+	_Atomic(gp_pool *) pools[GPUPOOL_MAX_DEVICES + 1];
 	struct gpupool_device_stats *slots[GPUPOOL_MAX_DEVICES]; /* each pool's page slot, set with it */
 };
 
@@ -56,6 +58,51 @@ const struct gp_registry *gp_registry_get(void);
  * The driver layer reads cfg, refuse, ndev, captures, exiting, drv_off and the pools only. */
 const struct gp_registry *gp_registry_get_driver(void);
 
+/* A reader of the pools: a hook body that loads pools from the registry and calls into
+ * them declares GP_REGISTRY_READER before its first load; the pools it may have loaded stay
+ * allocated until it returns (a pool a device reset killed is freed once no reader that
+ * began before the kill is inside, pools.c). Nests (an inner reader leaves the outer one's
+ * record alone). Costs a few loads and two stores to the thread's own record, no fence
+ * instruction. Any thread, any time. */
+struct gp_registry_reader {
+	_Atomic uint64_t *rec; /* this thread's record: 0 outside, else the registry epoch it saw
+				* when its outermost reader began; NULL until recorded */
+};
+/* initial-exec: one instruction to reach it on every hook (the library is preloaded, or
+ * loaded into the surplus of static TLS glibc keeps for that) */
+#define GP_REGISTRY_READER_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+extern GP_REGISTRY_READER_TLS struct gp_registry_reader gp_registry_reader;
+extern _Atomic uint64_t gp_registry_epoch;
+_Atomic uint64_t *gp_registry_reader_record(void);
+
+/* Returns the record's value before: 0 when this is the outermost reader. */
+static inline uint64_t gp_registry_read_begin(void)
+{
+	_Atomic uint64_t *rec = gp_registry_reader.rec;
+	if (__builtin_expect(!rec, 0))
+		rec = gp_registry_reader_record();
+	uint64_t was = atomic_load_explicit(rec, memory_order_relaxed);
+	if (!was) {
+		atomic_store_explicit(rec, atomic_load_explicit(&gp_registry_epoch, memory_order_acquire),
+				      memory_order_relaxed);
+		/* the record before any load of a pool: against the reclaimer's membarrier, a
+		 * compiler barrier is enough */
+		atomic_signal_fence(memory_order_seq_cst);
+	}
+	return was;
+}
+
+static inline void gp_registry_read_end(const uint64_t *was)
+{
+	if (!*was)
+		atomic_store_explicit(gp_registry_reader.rec, 0, memory_order_release);
+}
+
+#define GP_REGISTRY_READER                                                                   \
+	__attribute__((cleanup(gp_registry_read_end))) const uint64_t gp_registry_reader_ = \
+		gp_registry_read_begin();                                                    \
+	(void)gp_registry_reader_
+
 /* The pool of `dev` (0 <= dev < ndev), created on first use; NULL (logged) when it cannot
  * be created. The first pool opens the page and the trace, arms the exit report and starts
  * the fence thread (fence policy "thread"). */
@@ -66,10 +113,26 @@ static inline gp_pool *gp_registry_pool(const struct gp_registry *r, int dev)
 	return p ? p : gp_registry_pool_create(dev);
 }
 
-/* One allocation of `size` bytes from `p`, the pool of `dev`, on stream key `key`
- * (answering a pending release request first), traced as `op` on `s`. 0, or -ENOMEM; the
- * message (gp_registry_oom_message) and the runtime's last error are left to the caller. */
-int gp_registry_alloc(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a);
+/* One allocation of `size` bytes from `p`, the pool of `dev` (gp_registry_pool, loaded
+ * inside the caller's GP_REGISTRY_READER), on stream key `key` (answering a pending release
+ * request first), traced as `op` on `s`. When a reset of `dev` killed `p` during the
+ * allocation, its block is given back and the allocation is served by the device's new
+ * pool. 0, or -ENOMEM; the message
+ * (gp_registry_oom_message) and the runtime's last error are left to the caller. */
+int gp_registry_alloc_once(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a);
+int gp_registry_alloc_again(gp_pool *p, int dev, size_t size, gp_stream key, uintptr_t *a, int rc);
+static inline int gp_registry_alloc(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s,
+				    uintptr_t *a)
+{
+	int rc = gp_registry_alloc_once(p, dev, size, key, op, s, a);
+	/* A reset kills a pool by unpublishing it, then raising the epoch: killed before this
+	 * reader began, p could not have been loaded; killed since, the epoch moved. */
+	if (__builtin_expect(atomic_load(&gp_registry_epoch) !=
+				     atomic_load_explicit(gp_registry_reader.rec, memory_order_relaxed),
+			     0))
+		rc = gp_registry_alloc_again(p, dev, size, key, a, rc);
+	return rc;
+}
 
 /* The out-of-memory message of a failed `size`-byte allocation on `dev` (whose pool exists),
  * with the device's figures, into buf (cap bytes, NUL-terminated). Waits at most
@@ -100,9 +163,16 @@ void gp_registry_count_driver(int dev, enum gp_driver_count what);
  * the answer to a release request or gpupool_release(). Bytes released. */
 long long gp_registry_release(int only);
 
-/* cudaDeviceReset on `dev`: every allocation of the device dies with it. Its pool leaves
- * the registry (the next call creates a new one) and is parked, not freed; its slot's
- * gauges go to zero. */
-void gp_registry_reset_device(int dev);
+/* Around a call that destroys every allocation of `dev` when it succeeds: cudaDeviceReset,
+ * cuDevicePrimaryCtxReset, cuCtxDestroy of the device's primary context. begin holds the
+ * device's pools' backend calls (the reset gate, pools.c) until end; the caller makes the
+ * call in between, and, when it succeeded, forgets what its layer kept of the device. end
+ * acts on what the call did: `done` (it succeeded) kills the pool the device had when begin
+ * ran (it leaves the registry: the next allocation creates a new one; its slot's gauges go
+ * to zero; it is parked, and freed once no thread can be inside it), else the pool stays as
+ * it was. Call with no lock
+ * held. A reset inside a reset on the same thread is the outer one's. */
+void gp_registry_reset_begin(int dev);
+void gp_registry_reset_end(int dev, bool done);
 
 #endif

@@ -13,6 +13,10 @@ struct gp_registry *gp_registry_self(void);
  * when the registry is settled. */
 const struct gp_backend *gp_registry_backend(void);
 
+/* pools.c's locks that need more than a static initialiser (the reset gates): called by
+ * the initialisation, before any hook can reach them. */
+void gp_registry_pools_init(void);
+
 /* Registers the one fork handler (fork.c), once: called by the initialisation. */
 void gp_fork_arm(void);
 

@@ -169,6 +169,7 @@ static const struct gp_route_ask rt_ask = {rt_capturing, rt_device, rt_pool};
 
 cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call call)
 {
+	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get();
 	bool off = r->off || exiting(r);
 	const struct gp_route_facts f = {
@@ -230,6 +231,7 @@ static __attribute__((noinline, cold)) bool captured_free_kept(const struct gp_r
 
 cudaError_t gp_shim_free(void *ptr, cudaStream_t s, enum gp_call call)
 {
+	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get();
 	if (r->off || !ptr)
 		return real_free(r, ptr, s, call); /* cudaFree(0) initialises the context */
@@ -284,6 +286,7 @@ cudaError_t gp_shim_free(void *ptr, cudaStream_t s, enum gp_call call)
 
 cudaError_t gp_shim_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 {
+	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get();
 	if (r->off || exiting(r)) {
 		cudaError_t (*fn)(size_t *, size_t *) = RT_FN(r, MemGetInfo);
@@ -316,6 +319,7 @@ cudaError_t gp_shim_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 
 cudaError_t gp_shim_ipc_get_mem_handle(cudaIpcMemHandle_t *handle, void *ptr)
 {
+	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get();
 	cudaError_t (*fn)(cudaIpcMemHandle_t *, void *) = RT_FN(r, IpcGetMemHandle);
 	if (!fn)
@@ -325,8 +329,16 @@ cudaError_t gp_shim_ipc_get_mem_handle(cudaIpcMemHandle_t *handle, void *ptr)
 	for (int d = 0; d < r->ndev; d++) {
 		gp_pool *p = atomic_load(&r->pools[d]);
 		struct gp_block_info bi;
-		if (!p || gp_pool_lookup(p, (uintptr_t)ptr, &bi) != 0)
+		if (!p)
 			continue;
+		if (gp_pool_lookup(p, (uintptr_t)ptr, &bi) != 0) {
+			if (!gp_pool_owns(p, (uintptr_t)ptr))
+				continue;
+			/* inside a segment, in no live block (freed): nothing to export, as natively;
+			 * the runtime would export the whole segment */
+			gp_last_error_set(r->rt, cudaErrorInvalidValue);
+			return cudaErrorInvalidValue;
+		}
 		if (bi.addr == (uintptr_t)ptr && bi.addr == bi.segment && bi.size == bi.segment_size)
 			return r->rt->IpcGetMemHandle(handle, ptr); /* the block is its whole segment */
 		/* the handle would name the whole segment: the other process would map other
@@ -380,6 +392,7 @@ cudaError_t gp_shim_end_capture(cudaStream_t s, cudaGraph_t *graph, bool ptsz)
 
 cudaError_t gp_shim_stream_destroy(cudaStream_t s)
 {
+	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get();
 	cudaError_t (*fn)(cudaStream_t) = RT_FN(r, StreamDestroy);
 	if (!fn)
@@ -400,6 +413,7 @@ cudaError_t gp_shim_stream_destroy(cudaStream_t s)
 
 cudaError_t gp_shim_stream_create(cudaStream_t *s, unsigned flags, int priority, enum gp_stream_create how)
 {
+	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get();
 	cudaError_t e;
 	if (how == GP_STREAM_CREATE) {
@@ -426,20 +440,24 @@ cudaError_t gp_shim_device_reset(void)
 	cudaError_t (*fn)(void) = RT_FN(r, DeviceReset);
 	if (!fn)
 		return absent(r);
-	if (!r->off) {
-		int dev = current_device(r);
-		if (dev >= 0) {
-			gp_registry_reset_device(dev);
-			gp_cuda_device_forget(r->rt, dev);
-		}
-	}
-	return fn();
+	int dev = r->off ? -1 : current_device(r);
+	if (dev < 0)
+		return fn();
+	/* act on what the runtime did: the pool goes only when the reset succeeded */
+	gp_registry_reset_begin(dev);
+	gp_cuda_device_reset_begin(r->rt, dev);
+	cudaError_t e = fn();
+	if (e == cudaSuccess)
+		gp_cuda_device_reset_done(dev);
+	gp_registry_reset_end(dev, e == cudaSuccess);
+	return e;
 }
 
 /* ---- public API ------------------------------------------------------------------------ */
 
 long long gp_shim_release(int device)
 {
+	GP_REGISTRY_READER;
 	/* the pools serve both layers: on while either layer is */
 	const struct gp_registry *r = gp_registry_get_driver();
 	if (r->off && r->drv_off)
@@ -468,6 +486,7 @@ int gp_shim_trace_flush(char *path, size_t len)
 
 int gp_shim_stats(int device, struct gpupool_device_stats *out)
 {
+	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get_driver();
 	if (r->off && r->drv_off)
 		return -ENOSYS;

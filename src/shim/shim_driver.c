@@ -155,6 +155,7 @@ static const struct gp_route_ask drv_ask = {drv_capturing, drv_device, drv_pool}
 
 CUresult gp_shim_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, enum gp_drv_call call)
 {
+	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D)
 		return absent(D);
@@ -204,21 +205,36 @@ CUresult gp_shim_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, en
 	return CUDA_SUCCESS;
 }
 
-/* The pool holding a live block at `ptr` (any device), its device in *dev, or NULL. */
-static gp_pool *owner(const struct gp_registry *r, uintptr_t ptr, struct gp_block_info *bi, int *dev)
+/* Where an address is, as the pools see it. */
+enum gp_where {
+	GP_AT_NONE, /* not the pools' memory: the driver knows it (or not) */
+	GP_AT_LIVE, /* inside the bytes asked for of a live block */
+	GP_AT_HOLE, /* inside a pool's segment but not in a live allocation: a free block, one
+		     * waiting for a fence, or past the bytes asked for in a live block. The
+		     * driver would answer for the whole segment; natively nothing is there */
+};
+
+/* Where `ptr` is in the pools (any device): the block that holds it in *bi (GP_AT_LIVE, or
+ * GP_AT_HOLE past its bytes asked for) and its pool's device in *dev. */
+static enum gp_where where_is(const struct gp_registry *r, uintptr_t ptr, struct gp_block_info *bi, int *dev)
 {
+	memset(bi, 0, sizeof *bi);
 	for (int d = 0; d < r->ndev; d++) {
 		gp_pool *p = atomic_load(&r->pools[d]);
-		if (p && gp_pool_lookup(p, ptr, bi) == 0) {
-			*dev = d;
-			return p;
-		}
+		if (!p)
+			continue;
+		*dev = d;
+		if (gp_pool_lookup(p, ptr, bi) == 0)
+			return ptr - bi->addr < bi->requested ? GP_AT_LIVE : GP_AT_HOLE;
+		if (gp_pool_owns(p, ptr))
+			return GP_AT_HOLE;
 	}
-	return NULL;
+	return GP_AT_NONE;
 }
 
 CUresult gp_shim_driver_mem_free(CUdeviceptr ptr, CUstream s, enum gp_drv_call call)
 {
+	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D)
 		return absent(D);
@@ -271,6 +287,7 @@ CUresult gp_shim_driver_mem_free(CUdeviceptr ptr, CUstream s, enum gp_drv_call c
 
 CUresult gp_shim_driver_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 {
+	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || !D->cuMemGetInfo_v2)
 		return absent(D);
@@ -302,16 +319,20 @@ CUresult gp_shim_driver_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 
 CUresult gp_shim_driver_ipc_get_mem_handle(CUipcMemHandle *handle, CUdeviceptr ptr)
 {
+	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || !D->cuIpcGetMemHandle)
 		return absent(D);
 	const struct gp_registry *r = gp_registry_get_driver();
 	struct gp_block_info bi;
 	int dev;
-	if (r->drv_off || !ptr || !owner(r, (uintptr_t)ptr, &bi, &dev))
+	enum gp_where at = r->drv_off || !ptr ? GP_AT_NONE : where_is(r, (uintptr_t)ptr, &bi, &dev);
+	if (at == GP_AT_NONE)
 		return D->cuIpcGetMemHandle(handle, ptr);
-	if (bi.addr == (uintptr_t)ptr && bi.addr == bi.segment && bi.size == bi.segment_size)
+	if (at == GP_AT_LIVE && bi.addr == (uintptr_t)ptr && bi.addr == bi.segment && bi.size == bi.segment_size)
 		return D->cuIpcGetMemHandle(handle, ptr); /* the block is its whole segment */
+	if (at == GP_AT_HOLE)
+		return CUDA_ERROR_INVALID_VALUE; /* no allocation there: the driver's own answer */
 	gp_log(GP_LOG_ERROR,
 	       "cuIpcGetMemHandle(0x%llx): a %zu-byte pooled block at offset %zu of a %zu-byte segment cannot be "
 	       "exported (the handle would share the whole segment); refusing with CUDA_ERROR_INVALID_VALUE. "
@@ -322,17 +343,27 @@ CUresult gp_shim_driver_ipc_get_mem_handle(CUipcMemHandle *handle, CUdeviceptr p
 	return CUDA_ERROR_INVALID_VALUE;
 }
 
+/* cuMemGetAddressRange and cuPointerGetAttribute answer for a pooled block as the driver
+ * would for a native allocation of the size asked for: the range [block, block + requested)
+ * (the driver, too, reports the size asked for: for p = cuMemAlloc(1000), p + 1000 is in no
+ * allocation, CUDA_ERROR_NOT_FOUND on an H200). An address in a pool's segment outside every
+ * live allocation gets the driver's answer for memory that is not allocated, not the
+ * segment's range: NCCL and RDMA registration would otherwise register memory the program
+ * does not own, or free. */
 CUresult gp_shim_driver_mem_get_address_range(CUdeviceptr *base, size_t *size, CUdeviceptr ptr)
 {
+	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || !D->cuMemGetAddressRange_v2)
 		return absent(D);
 	const struct gp_registry *r = gp_registry_get_driver();
 	struct gp_block_info bi;
 	int dev;
-	if (r->drv_off || !owner(r, (uintptr_t)ptr, &bi, &dev))
+	enum gp_where at = r->drv_off ? GP_AT_NONE : where_is(r, (uintptr_t)ptr, &bi, &dev);
+	if (at == GP_AT_NONE)
 		return D->cuMemGetAddressRange_v2(base, size, ptr);
-	/* the block, not the segment the driver knows: as a native allocation of its size */
+	if (at == GP_AT_HOLE)
+		return CUDA_ERROR_NOT_FOUND;
 	if (base)
 		*base = (CUdeviceptr)bi.addr;
 	if (size)
@@ -342,15 +373,18 @@ CUresult gp_shim_driver_mem_get_address_range(CUdeviceptr *base, size_t *size, C
 
 CUresult gp_shim_driver_pointer_get_attribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr)
 {
+	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || !D->cuPointerGetAttribute)
 		return absent(D);
 	const struct gp_registry *r = gp_registry_get_driver();
 	struct gp_block_info bi;
 	int dev;
-	if (r->drv_off || !data ||
-	    (attr != CU_POINTER_ATTRIBUTE_RANGE_START_ADDR && attr != CU_POINTER_ATTRIBUTE_RANGE_SIZE) ||
-	    !owner(r, (uintptr_t)ptr, &bi, &dev))
+	enum gp_where at = r->drv_off || !data ? GP_AT_NONE : where_is(r, (uintptr_t)ptr, &bi, &dev);
+	if (at == GP_AT_HOLE)
+		return CUDA_ERROR_INVALID_VALUE; /* every attribute: nothing is allocated there */
+	if (at == GP_AT_NONE ||
+	    (attr != CU_POINTER_ATTRIBUTE_RANGE_START_ADDR && attr != CU_POINTER_ATTRIBUTE_RANGE_SIZE))
 		return D->cuPointerGetAttribute(data, attr, ptr);
 	if (attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
 		*(CUdeviceptr *)data = (CUdeviceptr)bi.addr;
@@ -402,6 +436,7 @@ CUresult gp_shim_driver_end_capture(CUstream s, CUgraph *graph, bool ptsz)
 CUresult gp_shim_driver_stream_create(CUstream *ph, unsigned flags, int priority, bool with_priority,
 				 const void *caller)
 {
+	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || (with_priority ? !D->cuStreamCreateWithPriority : !D->cuStreamCreate))
 		return absent(D);
@@ -428,6 +463,7 @@ CUresult gp_shim_driver_stream_create(CUstream *ph, unsigned flags, int priority
 
 CUresult gp_shim_driver_stream_destroy(CUstream s, bool v2)
 {
+	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
 	CUresult (*fn)(CUstream) = !D ? NULL : v2 ? D->cuStreamDestroy_v2 : D->cuStreamDestroy;
 	if (!fn)
@@ -447,16 +483,32 @@ CUresult gp_shim_driver_stream_destroy(CUstream s, bool v2)
 	return fn(s);
 }
 
-/* Every allocation of `dev`'s primary context dies with it: its pool leaves the registry. */
-static void forget_device(const struct gp_registry *r, int dev)
+/* Around a call that resets `dev`'s primary context (cuDevicePrimaryCtxReset, cuCtxDestroy of
+ * it): the registry's reset gate (registry.h) and this layer's part. False: not a pooled
+ * device, nothing to do. */
+static bool reset_begin(const struct gp_registry *r, int dev)
 {
 	if (r->drv_off || dev < 0 || dev >= r->ndev)
-		return;
-	gp_registry_reset_device(dev);
-	gp_driver_backend_forget(dev);
+		return false;
+	gp_registry_reset_begin(dev);
 	if (r->rt) /* the runtime backend's markers and streams on that context */
-		gp_cuda_device_forget(r->rt, dev);
-	atomic_store(&primary_seen[dev], NULL);
+		gp_cuda_device_reset_begin(r->rt, dev);
+	return true;
+}
+
+/* After the call: what the driver did decides. Refused (the H200 refuses cuCtxDestroy of a
+ * primary context with CUDA_ERROR_INVALID_CONTEXT), the context, its allocations and the
+ * pool stay as they were; done, every allocation died with the context, and so does the
+ * pool. */
+static void reset_end(const struct gp_registry *r, int dev, bool done)
+{
+	if (done) {
+		gp_driver_backend_forget(dev);
+		if (r->rt)
+			gp_cuda_device_reset_done(dev);
+		atomic_store(&primary_seen[dev], NULL);
+	}
+	gp_registry_reset_end(dev, done);
 }
 
 CUresult gp_shim_driver_primary_ctx_reset(CUdevice dev, bool v2)
@@ -465,8 +517,12 @@ CUresult gp_shim_driver_primary_ctx_reset(CUdevice dev, bool v2)
 	CUresult (*fn)(CUdevice) = !D ? NULL : v2 ? D->cuDevicePrimaryCtxReset_v2 : D->cuDevicePrimaryCtxReset;
 	if (!fn)
 		return absent(D);
-	forget_device(gp_registry_get_driver(), (int)dev);
-	return fn(dev);
+	const struct gp_registry *r = gp_registry_get_driver();
+	bool gated = reset_begin(r, (int)dev);
+	CUresult e = fn(dev);
+	if (gated)
+		reset_end(r, (int)dev, e == CUDA_SUCCESS);
+	return e;
 }
 
 CUresult gp_shim_driver_ctx_destroy(CUcontext ctx, bool v2)
@@ -476,10 +532,15 @@ CUresult gp_shim_driver_ctx_destroy(CUcontext ctx, bool v2)
 	if (!fn)
 		return absent(D);
 	const struct gp_registry *r = gp_registry_get_driver();
-	for (int d = 0; ctx && d < r->ndev && d < GPUPOOL_MAX_DEVICES; d++)
+	int dev = -1; /* the device whose primary context ctx is, if it is one the pools serve */
+	for (int d = 0; ctx && d < r->ndev && d < GPUPOOL_MAX_DEVICES && dev < 0; d++)
 		if (atomic_load(&primary_seen[d]) == ctx)
-			forget_device(r, d); /* a primary context destroyed takes the pool's memory */
-	return fn(ctx);
+			dev = d;
+	bool gated = dev >= 0 && reset_begin(r, dev);
+	CUresult e = fn(ctx);
+	if (gated)
+		reset_end(r, dev, e == CUDA_SUCCESS);
+	return e;
 }
 
 /* gpupool's entry point for `symbol` (a name as cuGetProcAddress is asked for it, without

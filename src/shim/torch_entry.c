@@ -15,6 +15,7 @@
 
 void *gp_torch_malloc(size_t size, int device, cudaStream_t stream)
 {
+	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get();
 	if (r->off || r->refuse || device < 0 || device >= r->ndev || size == 0)
 		return NULL;
@@ -44,6 +45,7 @@ void *gp_torch_malloc(size_t size, int device, cudaStream_t stream)
 
 void gp_torch_free(void *ptr, int device, cudaStream_t stream)
 {
+	GP_REGISTRY_READER;
 	if (!ptr)
 		return;
 	const struct gp_registry *r = gp_registry_get();

@@ -52,6 +52,7 @@
 	X(StreamBeginCapture, "cuStreamBeginCapture", "cuStreamBeginCapture_v2")                 \
 	X(StreamEndCapture, "cuStreamEndCapture", "cuStreamEndCapture")                          \
 	X(MemsetD8Async, "cuMemsetD8Async", "cuMemsetD8Async")                                   \
+	X(MemsetD8, "cuMemsetD8", "cuMemsetD8_v2")                                               \
 	X(MemcpyDtoH, "cuMemcpyDtoH", "cuMemcpyDtoH_v2")
 
 struct e2e_drv {
@@ -77,6 +78,7 @@ struct e2e_drv {
 	CUresult (*StreamBeginCapture)(CUstream, CUstreamCaptureMode);
 	CUresult (*StreamEndCapture)(CUstream, CUgraph *);
 	CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+	CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
 	CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
 	/* the fake driver's control API (not interposed) */
 	unsigned long (*calls)(const char *);

@@ -91,7 +91,8 @@ struct CUevent_st {
 
 struct alloc {
 	char *base;
-	size_t bytes;
+	size_t bytes;              /* rounded up to FC_ALIGN: what fills and copies may touch */
+	size_t size;               /* as asked: the range the driver reports (cuMemGetAddressRange) */
 	struct CUctx_st *ctx;
 	bool free_pending;
 };
@@ -276,7 +277,7 @@ static CUresult fc_alloc(struct CUctx_st *c, size_t size, CUdeviceptr *out)
 	char *m = aligned_alloc(FC_ALIGN, bytes);
 	if (!m)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	g_allocs[g_nallocs++] = (struct alloc){m, bytes, c, false};
+	g_allocs[g_nallocs++] = (struct alloc){m, bytes, size, c, false};
 	g_sizes[g_nsizes++] = size;
 	g_used[c->device] += bytes;
 	*out = (CUdeviceptr)(uintptr_t)m;
@@ -769,32 +770,44 @@ FC_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 	return CUDA_SUCCESS;
 }
 
+/* The allocation whose requested range [base, base + size) holds p, or NULL (g_lock held).
+ * The real driver answers range and attribute queries this way: for p = cuMemAlloc(1000),
+ * p + 1000 is in no allocation (CUDA_ERROR_NOT_FOUND, seen on an H200), even though the
+ * allocation's granularity holds it. */
+static struct alloc *fc_find_asked(uintptr_t p)
+{
+	struct alloc *a = fc_find(p, false);
+	return a && p - (uintptr_t)a->base < a->size ? a : NULL;
+}
+
 FC_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p)
 {
 	ENTER(cuMemGetAddressRange_v2);
 	pthread_mutex_lock(&g_lock);
-	struct alloc *a = fc_find(p, false);
+	struct alloc *a = fc_find_asked(p);
 	if (a && base)
 		*base = (CUdeviceptr)(uintptr_t)a->base;
 	if (a && size)
-		*size = a->bytes;
+		*size = a->size;
 	pthread_mutex_unlock(&g_lock);
 	return a ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 
+/* Outside every allocation, CUDA_ERROR_INVALID_VALUE (the real driver's answer for the range
+ * attributes of memory that is not allocated). */
 FC_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUdeviceptr p)
 {
 	ENTER(cuPointerGetAttribute);
 	if (!data)
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&g_lock);
-	struct alloc *a = fc_find(p, false);
+	struct alloc *a = fc_find_asked(p);
 	CUresult e = a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 	if (a) {
 		if (attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
 			*(CUdeviceptr *)data = (CUdeviceptr)(uintptr_t)a->base;
 		else if (attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
-			*(size_t *)data = a->bytes;
+			*(size_t *)data = a->size;
 		else if (attr == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
 			*(int *)data = a->ctx->device;
 		else

@@ -101,6 +101,8 @@ struct CUevent_st {
 	unsigned flags;
 	bool dead;
 	int refs;                         /* handle + record ops that name it */
+	int device;                       /* current when it was made: a reset destroys it */
+	struct CUevent_st *lprev, *lnext; /* g_events, while the handle is valid */
 	struct CUstream_st *rec_stream;   /* last record: complete when rec_stream passed rec_seq */
 	unsigned long long rec_seq;
 	bool timed;
@@ -154,6 +156,8 @@ static size_t g_used[FK_MAXDEV];
 static struct CUstream_st *g_legacy[FK_MAXDEV];
 static struct CUstream_st *g_streams;     /* live streams (and dead ones with work left) */
 static struct CUstream_st *g_graveyard;   /* destroyed and drained: kept so stale refs stay valid */
+static struct CUevent_st *g_events;       /* events whose handles are valid */
+static unsigned g_reset_delay_us;         /* FAKECUDA_RESET_DELAY_US */
 static unsigned long long g_seq;
 static unsigned long long g_next_id = 1;
 static struct alloc **g_allocs;           /* sorted by base */
@@ -384,6 +388,9 @@ static void fk_init(void)
 	e = getenv("FAKECUDA_FAIL");
 	if (e && *e)
 		fk_parse_fail(e);
+	e = getenv("FAKECUDA_RESET_DELAY_US");
+	if (e && *e)
+		g_reset_delay_us = (unsigned)strtoul(e, NULL, 10);
 }
 
 /* Count the call, then apply fault rules. Returns the injected error or cudaSuccess. */
@@ -611,6 +618,8 @@ static struct CUstream_st *fk_stream(cudaStream_t h, bool ptsz)
 		return NULL;
 	return h;
 }
+
+static void fk_event_kill(struct CUevent_st *ev);
 
 static void fk_event_unref(struct CUevent_st *ev)
 {
@@ -1326,18 +1335,30 @@ FK_API cudaError_t cudaDeviceSynchronize(void)
 	return fk_ret(e);
 }
 
-/* Waits for the device, then frees every allocation of the current device. Streams, events
- * and graphs survive (the real reset destroys them). */
+/* Waits for the device, then frees every allocation and destroys every event of the
+ * current device, as the real reset does (a handle used after it is invalid). Streams and
+ * graphs survive (the real reset destroys them too). FAKECUDA_RESET_DELAY_US: sleeps that
+ * long first, so that other threads' calls race with the reset. */
 FK_API cudaError_t cudaDeviceReset(void)
 {
 	ENTER(cudaDeviceReset);
 	if (t_device >= g_ndev)
 		return fk_ret(cudaErrorNoDevice);
+	if (g_reset_delay_us) {
+		struct timespec ts = {(time_t)(g_reset_delay_us / 1000000), (long)(g_reset_delay_us % 1000000) * 1000};
+		while (nanosleep(&ts, &ts) != 0)
+			;
+	}
 	pthread_mutex_lock(&g_lock);
 	fk_wait_device(t_device);
 	for (size_t i = g_nallocs; i-- > 0;)
 		if (g_allocs[i]->device == t_device && !g_allocs[i]->busy)
 			fk_alloc_release(g_allocs[i]);
+	for (struct CUevent_st *ev = g_events, *next; ev; ev = next) {
+		next = ev->lnext;
+		if (ev->device == t_device)
+			fk_event_kill(ev);
+	}
 	pthread_mutex_unlock(&g_lock);
 	return cudaSuccess;
 }
@@ -1579,8 +1600,30 @@ static cudaError_t fk_event_create(cudaEvent_t *p, unsigned flags)
 	ev->magic = FK_EVENT_MAGIC;
 	ev->flags = flags;
 	ev->refs = 1;
+	ev->device = t_device;
+	pthread_mutex_lock(&g_lock);
+	ev->lnext = g_events;
+	if (g_events)
+		g_events->lprev = ev;
+	g_events = ev;
+	pthread_mutex_unlock(&g_lock);
 	*p = ev;
 	return cudaSuccess;
+}
+
+/* The handle of ev is no longer valid (destroyed, or its device reset): the memory goes with
+ * its last reference, so a later use of the handle is a use after free (ASan reports it, as
+ * the real runtime may crash on it). g_lock held. */
+static void fk_event_kill(struct CUevent_st *ev)
+{
+	ev->dead = true;
+	if (ev->lprev)
+		ev->lprev->lnext = ev->lnext;
+	else
+		g_events = ev->lnext;
+	if (ev->lnext)
+		ev->lnext->lprev = ev->lprev;
+	fk_event_unref(ev);
 }
 
 FK_API cudaError_t cudaEventCreate(cudaEvent_t *event)
@@ -1659,12 +1702,10 @@ FK_API cudaError_t cudaEventDestroy(cudaEvent_t event)
 	pthread_mutex_lock(&g_lock);
 	cudaError_t e = cudaSuccess;
 	struct CUevent_st *ev = fk_event(event);
-	if (!ev) {
+	if (!ev)
 		e = cudaErrorInvalidResourceHandle;
-	} else {
-		ev->dead = true;
-		fk_event_unref(ev);
-	}
+	else
+		fk_event_kill(ev);
 	pthread_mutex_unlock(&g_lock);
 	return fk_ret(e);
 }

@@ -1,0 +1,140 @@
+/* A device's pool over the driver API's lifecycle calls, and the driver's view of pooled
+ * memory, one case per argument, in a program without the runtime (entry points through
+ * cuGetProcAddress_v2). Each case asserts what the driver itself answers, so it passes
+ * natively too (GPUPOOL_DISABLE=1: the fake driver answers everything); under the shim it
+ * also checks the pool's counters.
+ *   ctx-destroy    cuCtxDestroy of the primary context is refused (CUDA_ERROR_INVALID_CONTEXT,
+ *                  as on an H200): the pool stays, so cuMemFree of a block at a segment's base
+ *                  frees that block only, and its neighbour in the segment stays usable;
+ *   reset-refused  a cuDevicePrimaryCtxReset that fails keeps the pool the same way; one that
+ *                  succeeds drops it (the next allocation grows a new pool);
+ *   ranges         cuMemGetAddressRange and cuPointerGetAttribute(RANGE_START_ADDR,
+ *                  RANGE_SIZE) answer for the allocation as asked (1000 bytes), and outside
+ *                  live allocations answer CUDA_ERROR_NOT_FOUND and CUDA_ERROR_INVALID_VALUE:
+ *                  one byte past it, a free part of its segment (under the shim), after its
+ *                  cuMemFree; cuIpcGetMemHandle of a freed block is refused. */
+#include "e2e_drv.h"
+
+static struct e2e_drv d;
+static int pooled; /* the shim serves the driver layer (not GPUPOOL_DISABLE=1) */
+
+static struct gpupool_device_stats stats(void)
+{
+	struct gpupool_device_stats st;
+	memset(&st, 0, sizeof st);
+	if (pooled)
+		st = e2e_stats(0);
+	return st;
+}
+
+/* The driver's answers for an address no live allocation holds. */
+static void not_allocated(CUdeviceptr x)
+{
+	CUdeviceptr base = 1;
+	size_t size = 1;
+	CUE(d.MemGetAddressRange(&base, &size, x), CUDA_ERROR_NOT_FOUND);
+	CUE(d.PointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, x), CUDA_ERROR_INVALID_VALUE);
+	CUE(d.PointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, x), CUDA_ERROR_INVALID_VALUE);
+}
+
+/* The driver's answers for an address inside the live allocation [a, a + n). */
+static void allocated(CUdeviceptr x, CUdeviceptr a, size_t n)
+{
+	CUdeviceptr base = 0;
+	size_t size = 0;
+	CU(d.MemGetAddressRange(&base, &size, x));
+	CHECK(base == a && size == n);
+	base = 0;
+	size = 0;
+	CU(d.PointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, x));
+	CU(d.PointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, x));
+	CHECK(base == a && size == n);
+}
+
+/* a (at its segment's base under the shim) and b (its neighbour) live, b written and read. */
+static void neighbours_usable(CUdeviceptr a, CUdeviceptr b)
+{
+	CU(d.MemFree(a));
+	CU(d.MemsetD8(b, 0x5a, 1000));
+	CHECK(e2e_drv_all(&d, b, 1000, 0x5a));
+	allocated(b + 999, b, 1000);
+}
+
+static void ctx_destroy(void)
+{
+	CUdeviceptr a, b;
+	CU(d.MemAlloc(&a, 1000));
+	CU(d.MemAlloc(&b, 1000));
+	CHECK(!pooled || b == a + 1024); /* one segment: a at its base, b next to it */
+	unsigned long frees = d.calls("cuMemFree_v2");
+	CUE(d.CtxDestroy(d.primary[0]), CUDA_ERROR_INVALID_CONTEXT);
+	neighbours_usable(a, b);
+	struct gpupool_device_stats st = stats();
+	CHECK(!pooled || (st.live_blocks == 1 && st.segments == 1 && d.calls("cuMemFree_v2") == frees));
+	CU(d.MemFree(b));
+	printf("ctx-destroy: refused, the pool (%s) kept its segment\n", pooled ? "on" : "off");
+}
+
+static void reset_refused(void)
+{
+	CUdeviceptr a, b;
+	CU(d.MemAlloc(&a, 1000));
+	CU(d.MemAlloc(&b, 1000));
+	CHECK(d.fail_nth("cuDevicePrimaryCtxReset_v2", 1, CUDA_ERROR_INVALID_VALUE) == 0);
+	CUE(d.PrimaryReset(0), CUDA_ERROR_INVALID_VALUE);
+	neighbours_usable(a, b);
+	struct gpupool_device_stats st = stats();
+	CHECK(!pooled || (st.live_blocks == 1 && st.segments == 1 && st.segment_allocs == 1));
+	/* a reset that succeeds: b dies with it, the next allocation is a new pool's */
+	CU(d.PrimaryReset(0));
+	not_allocated(b);
+	CU(d.MemAlloc(&a, 1000));
+	CU(d.MemsetD8(a, 0x11, 1000));
+	CHECK(e2e_drv_all(&d, a, 1000, 0x11));
+	st = stats();
+	CHECK(!pooled || (st.live_blocks == 1 && st.segments == 1 && st.segment_allocs == 2));
+	CU(d.MemFree(a));
+	printf("reset-refused: the pool kept across a failed reset, dropped by one that succeeded\n");
+}
+
+static void ranges(void)
+{
+	CUdeviceptr p, q;
+	CU(d.MemAlloc(&p, 1000));
+	CU(d.MemAlloc(&q, 1000));
+	allocated(p, p, 1000);
+	allocated(p + 999, p, 1000);
+	not_allocated(p + 1000); /* inside the pool's 1024-byte block, past the allocation */
+	if (pooled)
+		not_allocated(q + 4095); /* the free rest of the segment */
+	allocated(q + 10, q, 1000);
+	CU(d.MemFree(p));
+	not_allocated(p);
+	CUipcMemHandle h;
+	CUE(d.IpcGetMemHandle(&h, p), CUDA_ERROR_INVALID_VALUE); /* not the whole segment's */
+	allocated(q, q, 1000);
+	CU(d.MemFree(q));
+	not_allocated(q);
+	printf("ranges: allocations as asked, NOT_FOUND and INVALID_VALUE outside them (pool %s)\n",
+	       pooled ? "on" : "off");
+}
+
+int main(int argc, char **argv)
+{
+	CHECK(argc > 1);
+	e2e_shm_dir();
+	const char *off = getenv("GPUPOOL_DISABLE");
+	pooled = !(off && *off == '1');
+	e2e_drv_load(&d, 1);
+	static const struct {
+		const char *name;
+		void (*fn)(void);
+	} cases[] = {{"ctx-destroy", ctx_destroy}, {"reset-refused", reset_refused}, {"ranges", ranges}};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		if (!strcmp(argv[1], cases[i].name)) {
+			cases[i].fn();
+			return 0;
+		}
+	fprintf(stderr, "unknown case %s\n", argv[1]);
+	return 2;
+}
