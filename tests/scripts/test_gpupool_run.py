@@ -55,7 +55,8 @@ class RunTest(unittest.TestCase):
         self.tmp = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, self.tmp)
         self.lib = os.path.join(self.tmp, "libgpupool.so")
-        open(self.lib, "w").close()
+        with open(self.lib, "wb") as f:  # an ELF header: GPUPOOL_LIB must look like a library
+            f.write(b"\x7fELF")
         for name, text in FAKE_TORCH.items():
             p = os.path.join(self.tmp, "fake", name)
             os.makedirs(os.path.dirname(p), exist_ok=True)
@@ -107,7 +108,8 @@ class RunTest(unittest.TestCase):
 
     def test_library_that_is_not_a_file(self):
         for lib, what in ((self.tmp, "is a directory, not the library"), ("/dev/null", "is not a regular file"),
-                          (os.path.join(self.tmp, "none.so"), "no such file")):
+                          (os.path.join(self.tmp, "none.so"), "no such file"),
+                          (os.path.join(self.tmp, "fake", "torch", "__init__.py"), "not a shared library (no ELF header)")):
             with self.subTest(lib=lib):
                 for args in (["true"], ["--print-lib"]):
                     r = self.run_(*args, env={"GPUPOOL_LIB": lib})

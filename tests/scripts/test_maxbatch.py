@@ -187,7 +187,8 @@ class MaxBatchTest(unittest.TestCase):
 
     def test_preload(self):
         lib = os.path.join(self.tmp.name, "libgpupool.so")
-        open(lib, "w").close()  # ld.so ignores it with a warning; the fake just logs LD_PRELOAD
+        with open(lib, "wb") as f:  # an ELF header only: ld.so ignores it with a warning; the fake just logs LD_PRELOAD
+            f.write(b"\x7fELF")
         r = self.run_mb(env={"FAKE_OOM_ABOVE": "2", "GPUPOOL_LIB": lib}, preload=True)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual({x[2] for x in self.tried()}, {lib})
@@ -222,7 +223,8 @@ class MaxBatchTest(unittest.TestCase):
             f.write(b"\0\1\2 not a program")
         os.chmod(garbage, 0o755)
         lib = os.path.join(d, "libgpupool.so")
-        open(lib, "w").close()
+        with open(lib, "wb") as f:  # an ELF header: gpupool-run refuses a GPUPOOL_LIB without one
+            f.write(b"\x7fELF")
         for cmd, rc, msg in (([os.path.join(d, "nonexistent"), "{}"], 127, os.path.join(d, "nonexistent") + ": no such file"),
                              (["gpupool-no-such-command", "{}"], 127, "gpupool-no-such-command: command not found"),
                              ([d, "{}"], 126, d + ": is a directory, not a command"),
@@ -247,10 +249,27 @@ class MaxBatchTest(unittest.TestCase):
 
 
 class RunTest(unittest.TestCase):
+    def test_no_library_is_127(self):
+        # a GPUPOOL_LIB that is missing or not a library: gpupool-run's one line and its 127,
+        # never 1 (which says that even --min ran out of memory)
+        with tempfile.TemporaryDirectory() as d:
+            junk = os.path.join(d, "junk.so")
+            with open(junk, "w") as f:
+                f.write("not a library\n")
+            for lib, what in ((junk, "not a shared library"), (junk + ".missing", "no such file")):
+                with self.subTest(lib=lib):
+                    r = subprocess.run([MAXBATCH, "--limit", "1G", "--", "true", "{}"], capture_output=True,
+                                       text=True, env=dict(os.environ, GPUPOOL_LIB=lib))
+                    self.assertEqual(r.returncode, 127, r.stdout + r.stderr)
+                    self.assertEqual(r.stdout, "")
+                    self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+                    self.assertIn("gpupool-maxbatch: gpupool-run: GPUPOOL_LIB=%s: %s" % (lib, what), r.stderr)
+
     def test_lookup_and_prepend(self):
         with tempfile.TemporaryDirectory() as d:
             lib = os.path.join(d, "libgpupool.so")
-            open(lib, "w").close()
+            with open(lib, "wb") as f:  # an ELF header: gpupool-run refuses a GPUPOOL_LIB without one
+                f.write(b"\x7fELF")
             env = dict(os.environ, GPUPOOL_LIB=lib, LD_PRELOAD="")
             r = subprocess.run([RUN, "--print-lib"], env=env, capture_output=True, text=True)
             self.assertEqual(r.stdout.strip(), os.path.realpath(lib))

@@ -319,6 +319,15 @@ class Plot(Tmp):
             f.write("time_ms,device,requested_bytes,allocated_bytes,reserved_bytes\n")
             f.writelines("%d,%d,1,1,1\n" % (d, d) for d in range(17))
         one_line(self, self.plot(rnd, self.path("o.png")), 2, "more than 16 devices")
+        # a field that is not a number: the column named, not Python's "invalid literal for int()"
+        for row, want in (("1,0,nan,1,1", "rnd:2: requested_bytes: expected a whole number, got 'nan'"),
+                          ("x,0,1,1,1", "rnd:2: time_ms: expected a number, got 'x'"),
+                          ("1,0.5,1,1,1", "rnd:2: device: expected a whole number, got '0.5'")):
+            with open(rnd, "w") as f:
+                f.write("time_ms,device,requested_bytes,allocated_bytes,reserved_bytes\n%s\n" % row)
+            p = self.plot(rnd, self.path("o.png"))
+            one_line(self, p, 2, want.replace("rnd", rnd))
+            self.assertNotIn("invalid literal", p.stderr)
         self.assertFalse(os.path.exists(self.path("o.png")))
 
     def test_format_follows_the_extension(self):
