@@ -20,7 +20,8 @@
  *   4. the streams and markers of the CUDA backend (backend_cuda.c): the parent's;
  *   5. the driver hooks' cache of primary contexts (shim_driver.c): the parent's;
  *   6. the registry: the lock of finding the runtime (init.c); pools, page slots, page and
- *      trace (pools.c).
+ *      trace (pools.c); killed and parked pools, the fence thread's sentinel, the readers'
+ *      records and the reset gates (lifecycle.c).
  * No reset reads another module's state, so the order is a convention, not a constraint;
  * every module is reset before the child's first call can start the fence thread again or
  * take the gate. A module with state to reset after a fork adds its line here, never a
@@ -36,6 +37,7 @@ static void at_fork_child(void)
 	gp_shim_driver_after_fork();
 	gp_registry_init_after_fork();
 	gp_registry_pools_after_fork();
+	gp_registry_lifecycle_after_fork();
 }
 
 static pthread_once_t armed = PTHREAD_ONCE_INIT;

@@ -48,7 +48,7 @@ static void init_once(void)
 				     "cudaMallocAsync fails with cudaErrorInvalidValue until it is fixed");
 	/* what the hooks see while the process has no runtime: no table, off */
 	R_absent = R;
-	gp_registry_pools_init();
+	gp_registry_lifecycle_init();
 	gp_fork_arm();
 }
 

@@ -13,16 +13,32 @@ struct gp_registry *gp_registry_self(void);
  * when the registry is settled. */
 const struct gp_backend *gp_registry_backend(void);
 
-/* pools.c's locks that need more than a static initialiser (the reset gates): called by
- * the initialisation, before any hook can reach them. */
-void gp_registry_pools_init(void);
+/* pools.c: the lock of creating and removing pools (rank GP_RANK_POOLS). */
+void gp_registry_lock(void);
+void gp_registry_unlock(void);
+
+/* lifecycle.c: device resets and the pools they kill.
+ * The reset gates and the reclaimer's fence: called by the initialisation, before any hook
+ * can reach them. */
+void gp_registry_lifecycle_init(void);
+/* A backend for one new pool over the registry's (behind the device's reset gate), or NULL
+ * (no host memory); bound to its pool once made, or freed when the pool could not be. */
+const struct gp_backend *gp_registry_pool_backend_new(void);
+void gp_registry_pool_backend_bind(const struct gp_backend *be, gp_pool *p);
+void gp_registry_pool_backend_free(const struct gp_backend *be);
+/* The pools a successful reset of `dev` killed, if any, leave for good (their slot's gauges
+ * go to zero; they are parked, and freed once no thread can be inside them). Under the
+ * registry lock, before a new pool of `dev` is made: it writes to the same slot. */
+void gp_registry_retire_killed(int dev);
 
 /* Registers the one fork handler (fork.c), once: called by the initialisation. */
 void gp_fork_arm(void);
 
 /* Each file's part of the child's reset (fork.c calls them in order): init.c's lock of
- * finding the runtime; pools.c's pools, slots, page and trace. */
+ * finding the runtime; pools.c's pools, slots, page and trace; lifecycle.c's killed and
+ * parked pools, sentinel, readers' records and reset gates. */
 void gp_registry_init_after_fork(void);
 void gp_registry_pools_after_fork(void);
+void gp_registry_lifecycle_after_fork(void);
 
 #endif

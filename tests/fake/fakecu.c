@@ -52,7 +52,7 @@ static const char *const fc_names[FN_COUNT] = {FC_FUNCS(FC_NAME)};
 struct CUctx_st {
 	unsigned magic;
 	int device;
-	bool primary, active;
+	bool primary, active; /* active: written under g_lock, read without it (atomic) */
 	int refs; /* primary: retains */
 };
 
@@ -239,7 +239,7 @@ static struct CUctx_st *fc_current(void) { return t_depth ? t_stack[t_depth - 1]
 static struct CUctx_st *fc_ctx(void)
 {
 	struct CUctx_st *c = fc_current();
-	return c && c->magic == FC_CTX_MAGIC && c->active ? c : NULL;
+	return c && c->magic == FC_CTX_MAGIC && __atomic_load_n(&c->active, __ATOMIC_ACQUIRE) ? c : NULL;
 }
 
 /* ---- allocations (g_lock held) ---- */
@@ -576,7 +576,7 @@ FC_API CUresult cuCtxDestroy_v2(CUcontext ctx)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	pthread_mutex_lock(&g_lock);
 	fc_release_ctx(ctx);
-	ctx->active = false;
+	__atomic_store_n(&ctx->active, false, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&g_lock);
 	for (int i = 0; i < t_depth; i++)
 		if (t_stack[i] == ctx)
@@ -611,7 +611,7 @@ FC_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 		return CUDA_ERROR_INVALID_DEVICE;
 	pthread_mutex_lock(&g_lock);
 	g_primary[dev].refs++;
-	g_primary[dev].active = true;
+	__atomic_store_n(&g_primary[dev].active, true, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&g_lock);
 	*pctx = &g_primary[dev];
 	return CUDA_SUCCESS;
@@ -628,7 +628,7 @@ FC_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 		e = CUDA_ERROR_INVALID_CONTEXT;
 	} else if (--g_primary[dev].refs == 0) {
 		fc_release_ctx(&g_primary[dev]); /* the last release destroys it */
-		g_primary[dev].active = false;
+		__atomic_store_n(&g_primary[dev].active, false, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&g_lock);
 	return e;
@@ -654,7 +654,7 @@ FC_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, in
 	if (dev < 0 || dev >= g_ndev)
 		return CUDA_ERROR_INVALID_DEVICE;
 	*flags = 0;
-	*active = g_primary[dev].active;
+	*active = __atomic_load_n(&g_primary[dev].active, __ATOMIC_ACQUIRE);
 	return CUDA_SUCCESS;
 }
 
