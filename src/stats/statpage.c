@@ -652,6 +652,23 @@ int gp_statpage_scan(int dirfd, int want_pid, struct gp_statpage_name **out)
 	return (int)n;
 }
 
+/* open_checked, then check_owner: a descriptor of page `name` (of `pid`) that `uid` may read,
+ * or a negative errno with *why said. */
+static int open_owned(int dirfd, const char *name, int pid, uid_t uid, int flags, size_t *size, char *why,
+		      size_t whylen)
+{
+	uid_t owner;
+	int fd = open_checked(dirfd, name, uid, flags, &owner, size, why, whylen);
+	if (fd < 0)
+		return fd;
+	int rc = check_owner(name, pid, owner, uid, why, whylen);
+	if (rc != 0) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
 int gp_statpage_read(int dirfd, const char *name, uid_t uid, uint64_t deadline_ns,
 		     struct gp_statpage_info *out, char *why, size_t whylen)
 {
@@ -660,16 +677,10 @@ int gp_statpage_read(int dirfd, const char *name, uid_t uid, uint64_t deadline_n
 		why_set(why, whylen, "skipped: %s: not a page name", name);
 		return -EINVAL;
 	}
-	uid_t owner;
 	size_t size;
-	int fd = open_checked(dirfd, name, uid, O_RDONLY, &owner, &size, why, whylen);
+	int fd = open_owned(dirfd, name, pid, uid, O_RDONLY, &size, why, whylen);
 	if (fd < 0)
 		return fd;
-	int rc = check_owner(name, pid, owner, uid, why, whylen);
-	if (rc != 0) {
-		close(fd);
-		return rc;
-	}
 	const struct gpupool_page *map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
 	int e = errno;
 	close(fd);
@@ -682,7 +693,7 @@ int gp_statpage_read(int dirfd, const char *name, uid_t uid, uint64_t deadline_n
 	out->pid = pid;
 	/* first without waiting; a live writer caught mid-update then gets until the deadline
 	 * (a writer that is gone will never finish its update) */
-	rc = gp_statpage_validate(map, size, name, 0, &out->page, &out->inconsistent, why, whylen);
+	int rc = gp_statpage_validate(map, size, name, 0, &out->page, &out->inconsistent, why, whylen);
 	if (rc == 0) {
 		out->stale = gp_statpage_pid_stale(pid, out->page.start_time_ns);
 		if (out->inconsistent && !out->stale) {
@@ -776,16 +787,10 @@ int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_pa
 		why_set(why, whylen, "invalid pid %d", pid);
 		return -EINVAL;
 	}
-	uid_t owner;
 	size_t size;
-	int fd = open_checked(dirfd, name, uid, O_RDWR, &owner, &size, why, whylen);
+	int fd = open_owned(dirfd, name, pid, uid, O_RDWR, &size, why, whylen);
 	if (fd < 0)
 		return fd;
-	int rc = check_owner(name, pid, owner, uid, why, whylen);
-	if (rc != 0) {
-		close(fd);
-		return rc;
-	}
 	/* the current layout's length, whatever the file's: gp_statpage_unmap unmaps that much;
 	 * a version 2 file ends in the same memory page (V2_SAME_PAGES), so nothing of the
 	 * mapping lies wholly past the file's end */
@@ -798,7 +803,7 @@ int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_pa
 	}
 	struct gpupool_page h;
 	memcpy(&h, m, offsetof(struct gpupool_page, dev));
-	rc = check_header(&h, size, name, pid, why, whylen);
+	int rc = check_header(&h, size, name, pid, why, whylen);
 	if (rc == 0 && gp_statpage_pid_stale(pid, h.start_time_ns)) {
 		why_set(why, whylen, "%s is stale: pid %d is gone", name, pid);
 		rc = -ESRCH;

@@ -457,11 +457,10 @@ int gp_trace_open(const char *path)
 	return 0;
 }
 
-int gp_trace_close(void)
+/* Every thread's buffered rows into the file; `retire`: the buffers are given up too (the
+ * owner of each sees generation 0, not its own, and never writes there again). */
+static void flush_bufs(bool retire)
 {
-	if (!atomic_exchange(&g_on, false))
-		return 0;
-	/* every thread's rows, including threads that are still running */
 	for (int i = 0; i < GP_TRACE_NBUF; i++) {
 		struct tbuf *b = &g_bufs[i];
 		if (!atomic_load(&b->used))
@@ -469,12 +468,20 @@ int gp_trace_close(void)
 		gp_mutex_lock(&b->mu, GP_RANK_TRACE_BUFFER);
 		if (b->gen != 0)
 			flush_buf(b);
-		b->gen = 0;
-		b->n = 0;
-		/* the owner sees gen 0 != its generation and never writes here again */
-		atomic_store(&b->used, 0);
+		if (retire) {
+			b->gen = 0;
+			b->n = 0;
+			atomic_store(&b->used, 0);
+		}
 		gp_mutex_unlock(&b->mu, GP_RANK_TRACE_BUFFER);
 	}
+}
+
+int gp_trace_close(void)
+{
+	if (!atomic_exchange(&g_on, false))
+		return 0;
+	flush_bufs(true); /* every thread's rows, including threads that are still running */
 	gp_mutex_lock(&g_file_mu, GP_RANK_TRACE_FILE);
 	const char *why = NULL;
 	int frc = block_flush_locked(&why);
@@ -504,15 +511,7 @@ int gp_trace_flush(void)
 {
 	if (!atomic_load(&g_on))
 		return -ENOENT;
-	for (int i = 0; i < GP_TRACE_NBUF; i++) {
-		struct tbuf *b = &g_bufs[i];
-		if (!atomic_load(&b->used))
-			continue;
-		gp_mutex_lock(&b->mu, GP_RANK_TRACE_BUFFER);
-		if (b->gen != 0)
-			flush_buf(b);
-		gp_mutex_unlock(&b->mu, GP_RANK_TRACE_BUFFER);
-	}
+	flush_bufs(false);
 	gp_mutex_lock(&g_file_mu, GP_RANK_TRACE_FILE);
 	const char *why = NULL;
 	int rc = g_fd < 0 ? -ENOENT : g_werr ? -EIO : 0; /* -ENOENT: closed, or the descriptor was lost */

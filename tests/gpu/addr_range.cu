@@ -9,15 +9,6 @@
 
 #include "common.h"
 
-#define CU(x)                                                                                      \
-	do {                                                                                       \
-		CUresult e_ = (x);                                                                 \
-		if (e_ != CUDA_SUCCESS) {                                                          \
-			fprintf(stderr, "FAIL %s:%d: %s -> CUresult %d\n", __FILE__, __LINE__, #x, (int)e_); \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
-
 static int failed;
 
 /* The three answers for an address that no allocation holds. */

@@ -24,6 +24,18 @@
 		}                                                                                  \
 	} while (0)
 
+/* The driver API's CK, for programs that include cuda.h before this header. */
+#ifdef __cuda_cuda_h__
+#define CU(x)                                                                                      \
+	do {                                                                                       \
+		CUresult e_ = (x);                                                                 \
+		if (e_ != CUDA_SUCCESS) {                                                          \
+			fprintf(stderr, "FAIL %s:%d: %s -> CUresult %d\n", __FILE__, __LINE__, #x, (int)e_); \
+			exit(1);                                                                   \
+		}                                                                                  \
+	} while (0)
+#endif
+
 #define EXPECT(cond, ...)                                                                          \
 	do {                                                                                       \
 		if (!(cond)) {                                                                     \
