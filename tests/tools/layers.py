@@ -4,7 +4,7 @@
 1. no source file sits directly in src/: each lives in its layer's folder;
 2. every #include "x.h" of a layer's files names a header of the layer itself, of a layer
    it may depend on, or the public include/ (a header found in two folders is an error);
-3. every symbol a layer's library (or, for the hooks, libgpupool.so's own objects) leaves
+3. every symbol a layer's library leaves
    undefined that another layer defines is defined in a layer it may depend on (the names
    the hooks interpose for other libraries, such as dlsym, are those libraries' API).
 
@@ -95,12 +95,6 @@ def main():
 
     # 3. symbols
     def objects(layer):
-        if layer == "hooks":
-            for d in os.listdir(build):
-                if d.startswith("libgpupool.so") and d.endswith(".p"):
-                    p = os.path.join(build, d)
-                    return [os.path.join(p, o) for o in sorted(os.listdir(p)) if o.startswith("hooks_")]
-            return []
         return [os.path.join(build, layer, f"libgp{layer}.a")]
 
     defined, undefined = {}, {}
