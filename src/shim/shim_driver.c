@@ -568,6 +568,10 @@ static void *by_version(const struct gp_entries *t, const struct gp_driver *D, c
 		ours = gp_entries_by_name(t, D, name);
 	if (!ours && (size_t)snprintf(name, sizeof name, "%s%s", symbol, v2) < sizeof name)
 		ours = gp_entries_by_name(t, D, name);
+	/* a driver without the _v2 (a CUDA 11 driver has no cuGetProcAddress_v2) gave its one
+	 * version */
+	if (!ours && *v2 && (size_t)snprintf(name, sizeof name, "%s", symbol) < sizeof name)
+		ours = gp_entries_by_name(t, D, name);
 	return ours;
 }
 
