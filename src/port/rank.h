@@ -15,7 +15,7 @@ enum gp_rank {
 	GP_RANK_POOLS,          /* shim/pools.c: creating and removing pools */
 	GP_RANK_FENCE_THREAD,   /* shim/fence_thread.c: the fence thread's start and sleep */
 	GP_RANK_POOL,           /* port/lock.h: each pool's lock */
-	GP_RANK_RESET_GATE,     /* shim/pools.c: a device's pools' backend calls (read) against its
+	GP_RANK_RESET_GATE,     /* shim/lifecycle.c: a device's pools' backend calls (read) against its
 				 * reset (write, taken with no other lock held) */
 	GP_RANK_CAPTURE_GATE,   /* capture/capture.c: no capture begins during a device sync */
 	GP_RANK_STREAMS,        /* runtime/backend_cuda.c: streams and fence markers */
