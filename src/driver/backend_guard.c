@@ -83,20 +83,20 @@ static void g_fence_drop(void *ctx, int device, uint64_t token)
 
 static uint64_t g_now_ns(void *ctx) { return INNER(ctx)->now_ns(INNER(ctx)->ctx); }
 
+static const struct gp_backend guard_calls = {
+	.segment_alloc = g_segment_alloc,
+	.segment_free = g_segment_free,
+	.device_sync = g_device_sync,
+	.stream_wait = g_stream_wait,
+	.mem_info = g_mem_info,
+	.fence_mark = g_fence_mark,
+	.fence_query = g_fence_query,
+	.fence_wait = g_fence_wait,
+	.fence_drop = g_fence_drop,
+	.now_ns = g_now_ns,
+};
+
 void gp_backend_guard_init(struct gp_backend *out, const struct gp_backend *in)
 {
-	*out = (struct gp_backend){
-		.ctx = (void *)in,
-		.segment_alloc = g_segment_alloc,
-		.segment_free = g_segment_free,
-		.device_sync = g_device_sync,
-		.stream_wait = g_stream_wait,
-		.mem_info = g_mem_info,
-		/* a backend without markers keeps them NULL: fences are device_sync alone */
-		.fence_mark = in->fence_mark ? g_fence_mark : NULL,
-		.fence_query = in->fence_query ? g_fence_query : NULL,
-		.fence_wait = in->fence_wait ? g_fence_wait : NULL,
-		.fence_drop = in->fence_drop ? g_fence_drop : NULL,
-		.now_ns = in->now_ns ? g_now_ns : NULL,
-	};
+	*out = gp_backend_wrap(in, (void *)in, &guard_calls);
 }

@@ -56,4 +56,25 @@ struct gp_backend {
 	uint64_t (*now_ns)(void *ctx);
 };
 
+/* A backend that wraps `in` (a guard, a per-pool gate, a replay's observer): the calls of
+ * `with` and its `ctx`, whose optional calls (the markers, the clock) are kept only where
+ * `in` has them, so that a wrapper of a backend without markers has none either and its
+ * fences stay device_sync alone. */
+static inline struct gp_backend gp_backend_wrap(const struct gp_backend *in, void *ctx, const struct gp_backend *with)
+{
+	struct gp_backend be = *with;
+	be.ctx = ctx;
+	if (!in->fence_mark)
+		be.fence_mark = NULL;
+	if (!in->fence_query)
+		be.fence_query = NULL;
+	if (!in->fence_wait)
+		be.fence_wait = NULL;
+	if (!in->fence_drop)
+		be.fence_drop = NULL;
+	if (!in->now_ns)
+		be.now_ns = NULL;
+	return be;
+}
+
 #endif

@@ -141,6 +141,19 @@ static uint64_t ev_now_ns(void *ctx)
 	return e->inner->now_ns(e->inner->ctx);
 }
 
+static const struct gp_backend observed_calls = {
+	.segment_alloc = ev_segment_alloc,
+	.segment_free = ev_segment_free,
+	.device_sync = ev_device_sync,
+	.stream_wait = ev_stream_wait,
+	.mem_info = ev_mem_info,
+	.fence_mark = ev_fence_mark,
+	.fence_query = ev_fence_query,
+	.fence_wait = ev_fence_wait,
+	.fence_drop = ev_fence_drop,
+	.now_ns = ev_now_ns,
+};
+
 int gp_replay_events_new(struct gp_replay_events **out, const struct gp_replay_opts *o,
 			 const struct gp_backend *inner, gp_pool *const pools[GPUPOOL_MAX_DEVICES])
 {
@@ -156,19 +169,7 @@ int gp_replay_events_new(struct gp_replay_events **out, const struct gp_replay_o
 	memcpy(e->obs, o->observers, sizeof e->obs);
 	e->inner = inner;
 	e->pools = pools;
-	e->be = (struct gp_backend){
-		.ctx = e,
-		.segment_alloc = ev_segment_alloc,
-		.segment_free = ev_segment_free,
-		.device_sync = ev_device_sync,
-		.stream_wait = ev_stream_wait,
-		.mem_info = ev_mem_info,
-		.fence_mark = inner->fence_mark ? ev_fence_mark : NULL,
-		.fence_query = inner->fence_query ? ev_fence_query : NULL,
-		.fence_wait = inner->fence_wait ? ev_fence_wait : NULL,
-		.fence_drop = inner->fence_drop ? ev_fence_drop : NULL,
-		.now_ns = inner->now_ns ? ev_now_ns : NULL,
-	};
+	e->be = gp_backend_wrap(inner, e, &observed_calls);
 	*out = e;
 	return 0;
 }

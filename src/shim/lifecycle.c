@@ -203,6 +203,19 @@ static uint64_t pb_now_ns(void *ctx)
 	return IN(b)->now_ns(IN(b)->ctx);
 }
 
+static const struct gp_backend pool_be_calls = {
+	.segment_alloc = pb_segment_alloc,
+	.segment_free = pb_segment_free,
+	.device_sync = pb_device_sync,
+	.stream_wait = pb_stream_wait,
+	.mem_info = pb_mem_info,
+	.fence_mark = pb_fence_mark,
+	.fence_query = pb_fence_query,
+	.fence_wait = pb_fence_wait,
+	.fence_drop = pb_fence_drop,
+	.now_ns = pb_now_ns,
+};
+
 const struct gp_backend *gp_registry_pool_backend_new(void)
 {
 	const struct gp_backend *in = gp_registry_backend();
@@ -210,20 +223,7 @@ const struct gp_backend *gp_registry_pool_backend_new(void)
 	if (!b)
 		return NULL;
 	b->in = in;
-	b->be = (struct gp_backend){
-		.ctx = b,
-		.segment_alloc = pb_segment_alloc,
-		.segment_free = pb_segment_free,
-		.device_sync = pb_device_sync,
-		.stream_wait = pb_stream_wait,
-		.mem_info = pb_mem_info,
-		/* a backend without markers keeps them NULL: fences are device_sync alone */
-		.fence_mark = in->fence_mark ? pb_fence_mark : NULL,
-		.fence_query = in->fence_query ? pb_fence_query : NULL,
-		.fence_wait = in->fence_wait ? pb_fence_wait : NULL,
-		.fence_drop = in->fence_drop ? pb_fence_drop : NULL,
-		.now_ns = in->now_ns ? pb_now_ns : NULL,
-	};
+	b->be = gp_backend_wrap(in, b, &pool_be_calls);
 	return &b->be;
 }
 
