@@ -41,28 +41,40 @@ LIB_NAME = "libgpupool.so"
 # ---- the page layout: include/gpupool/stats.h, field for field --------------------------
 # python/test_gpupool.py parses the header and checks these lists and sizes against it.
 PAGE_MAGIC = 0x31504F4F4C505047  # "GPPLOOP1"
-PAGE_VERSION = 3
+PAGE_VERSION = 4
 MAX_DEVICES = 16
 COMM_LEN = 16
 
-GAUGES = (  # GPUPOOL_GAUGES: each is <name>, <name>_peak (uint64)
+GAUGES_3 = (  # GPUPOOL_GAUGES_3: each is <name>, <name>_peak (uint64)
     "requested_bytes", "allocated_bytes", "reserved_bytes", "cached_bytes",
     "largest_free_block", "live_blocks", "free_blocks", "segments", "pending_frees",
     "pending_bytes",
 )
-COUNTERS = (  # GPUPOOL_COUNTERS: uint64 each
+COUNTERS_3 = (  # GPUPOOL_COUNTERS_3: uint64 each
     "allocs", "frees", "requested_bytes_total", "hits", "misses", "splits", "merges",
     "segment_allocs", "segment_frees", "segment_alloc_failures", "fences", "inline_fences",
     "stream_steals", "releases", "released_bytes", "oom_retries", "ooms", "limit_refusals",
     "invalid_frees", "passthrough_allocs", "passthrough_frees", "driver_allocs", "driver_frees",
     "driver_passthrough_allocs",
 )
+GAUGES_4 = (  # GPUPOOL_GAUGES_4
+    "unpooled_bytes", "unpooled_vmm_bytes", "unpooled_mempool_bytes", "unpooled_managed_bytes",
+    "unpooled_pitched_bytes", "releasable_bytes",
+)
+COUNTERS_4 = (  # GPUPOOL_COUNTERS_4
+    "unpooled_allocs", "unpooled_frees", "unpooled_refusals", "reclaim_asks", "reclaim_answers",
+    "reclaim_received_bytes", "reclaim_wait_ns", "reclaims_served", "reclaims_refused",
+    "reclaim_given_bytes", "framework_empties", "decay_releases", "decayed_bytes",
+)
+GAUGES = GAUGES_3 + GAUGES_4  # GPUPOOL_GAUGES
+COUNTERS = COUNTERS_3 + COUNTERS_4  # GPUPOOL_COUNTERS
 
 # struct gpupool_device_stats: seq u64, device i32, active u32, limit_bytes u64, uuid[16],
-# gauges, counters
+# the version 3 gauges and counters, the version 4 gauges and counters, reserved_[4]
 DEV_FIELDS = (("seq", "device", "active", "limit_bytes", "uuid")
-              + tuple(x for g in GAUGES for x in (g, g + "_peak")) + COUNTERS)
-DEV_STRUCT = struct.Struct("=QiIQ16s" + "Q" * (2 * len(GAUGES) + len(COUNTERS)))
+              + tuple(x for g in GAUGES_3 for x in (g, g + "_peak")) + COUNTERS_3
+              + tuple(x for g in GAUGES_4 for x in (g, g + "_peak")) + COUNTERS_4 + ("reserved_",))
+DEV_STRUCT = struct.Struct("=QiIQ16s" + "Q" * (len(DEV_FIELDS) - 6) + "4Q")
 # struct gpupool_page header: magic, version, size, pid, ndevices, start_time_ns, comm[16],
 # release_request, release_done, lib_version[16], reserved_[4]
 VERSION_LEN = 16

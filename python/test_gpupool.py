@@ -46,9 +46,13 @@ class Header:
         self.dev = self._struct(t, "gpupool_device_stats")
         self.page = self._struct(t, "gpupool_page")
 
-    @staticmethod
-    def _xlist(t, macro):
+    @classmethod
+    def _xlist(cls, t, macro):
+        """The names an X-macro lists, the lists it names (GPUPOOL_GAUGES_3(X) ...) expanded."""
         m = re.search(r"#define\s+%s\(X\)(.*)" % macro, t)
+        subs = re.findall(r"(GPUPOOL_\w+)\(X\)", m.group(1))
+        if subs:
+            return [x for sub in subs for x in cls._xlist(t, sub)]
         return re.findall(r"X\(\s*(\w+)\s*,", m.group(1))
 
     def _num(self, v):
@@ -62,16 +66,20 @@ class Header:
         for stmt in (s.strip() for s in body.split(";")):
             if not stmt:
                 continue
-            m = re.fullmatch(r"GPUPOOL_GAUGES\(GPUPOOL_GAUGE_FIELD_\)\s*(GPUPOOL_COUNTERS\(GPUPOOL_COUNTER_FIELD_\))?", stmt)
-            if m:
-                out += [(x, "Q") for g in self.gauges for x in (g, g + "_peak")]
-                if m.group(1):
-                    out += [(c, "Q") for c in self.counters]
-                continue
-            m = re.fullmatch(r"GPUPOOL_COUNTERS\(GPUPOOL_COUNTER_FIELD_\)", stmt)
-            if m:
-                out += [(c, "Q") for c in self.counters]
-                continue
+            # the X-macro lines: GPUPOOL_GAUGES_3(GPUPOOL_GAUGE_FIELD_) and the like, in order
+            rest = stmt
+            while True:
+                m = re.match(r"(GPUPOOL_(?:GAUGES|COUNTERS)\w*)\(GPUPOOL_(GAUGE|COUNTER)_FIELD_\)\s*", rest)
+                if not m:
+                    break
+                names = self._xlist(t, m.group(1))
+                out += ([(x, "Q") for g in names for x in (g, g + "_peak")] if m.group(2) == "GAUGE"
+                        else [(c, "Q") for c in names])
+                rest = rest[m.end():]
+            if rest != stmt:
+                stmt = rest
+                if not stmt:
+                    continue
             m = re.fullmatch(r"(?:struct\s+)?(\w+)\s+(\w+)(?:\[(\w+)\])?", stmt)
             if not m:
                 raise AssertionError("stats.h: cannot parse %r in struct %s" % (stmt, name))
@@ -100,7 +108,10 @@ def build_slot(device, values=None, seq=2, active=1):
     """Bytes of one struct gpupool_device_stats, from the header's field order."""
     values = values or {}
     vals = []
-    for name, _ in H.dev:
+    for name, f in H.dev:
+        if name == "reserved_":
+            vals += [0] * int(f[:-1])
+            continue
         vals.append({"seq": seq, "device": device, "active": active}.get(name, values.get(name, b"" if name == "uuid" else 0)))
     return struct.pack(H.dev_format(), *vals)
 
@@ -160,7 +171,7 @@ class LayoutTest(unittest.TestCase):
         self.assertEqual(struct.calcsize(H.page_header_format("@")), gpupool.HDR_STRUCT.size)
         off = struct.calcsize("=" + "".join(f for n, f in H.page[:names.index("release_request")]))
         self.assertEqual(off, gpupool.OFF_RELEASE_REQUEST)
-        self.assertEqual(gpupool.PAGE_SIZE, 6384)  # the size gpupool-stat's messages quote
+        self.assertEqual(gpupool.PAGE_SIZE, 10096)  # the size gpupool-stat's messages quote
 
     @unittest.skipUnless(shutil.which("cc"), "no C compiler")
     def test_sizes_from_c_compiler(self):
@@ -206,7 +217,7 @@ class PageDir:
 
     def values(self, k):
         # distinct value per field so a shifted field shows
-        return {n: 1000 * k + i for i, (n, _) in enumerate(H.dev) if n not in ("seq", "device", "active", "uuid")}
+        return {n: 1000 * k + i for i, (n, _) in enumerate(H.dev) if n not in ("seq", "device", "active", "uuid", "reserved_")}
 
 
 class PageTest(PageDir, unittest.TestCase):
@@ -277,7 +288,7 @@ class PageTest(PageDir, unittest.TestCase):
 
     def test_wrong_file_size(self):
         self.write(build_page([build_slot(0)])[:100])
-        with self.assertRaisesRegex(gpupool.GpupoolError, r"wrong size \(100 bytes, expected 6384\)"):
+        with self.assertRaisesRegex(gpupool.GpupoolError, r"wrong size \(100 bytes, expected 10096\)"):
             gpupool.stats(GONE)
 
     def test_wrong_header_size_and_version(self):

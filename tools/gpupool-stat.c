@@ -644,7 +644,7 @@ static int release(int pid, double timeout)
 	}
 	gp_statpage_copy_image(m, len, &after, gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS);
 	in_read = 0;
-	gp_statpage_unmap(m);
+	gp_statpage_unmap(m, len);
 	if (!done) {
 		printf("pid %d did not answer release request %llu within %.1f s: it releases its cache on "
 		       "its next allocation call, and an idle process never makes one\n",

@@ -13,7 +13,8 @@
  * file's) before it reads anything else, and leaves out a page of a version it does not
  * know, with one line: an older reader never misreads a newer page. A reader may also take
  * older versions, mapping their fields to the current ones: gpupool-stat reads versions 2
- * and 3 (a version 2 slot is a version 3 slot without its uuid; src/stats/statpage.c). A
+ * to 4 (a version 2 slot is a version 3 slot without its uuid, a version 3 slot a version 4
+ * slot's prefix; src/stats/statpage.c); fields an older page lacks read as zero. A
  * reserved word may become a field, zero meaning "not known", without a new version
  * (lib_version did). */
 #ifndef GPUPOOL_STATS_H
@@ -22,16 +23,22 @@
 #include <stdint.h>
 
 #define GPUPOOL_PAGE_MAGIC 0x31504f4f4c505047ull /* "GPPLOOP1" little-endian */
-/* 2: the driver layer's counters (driver_*); 3: each device's uuid */
-#define GPUPOOL_PAGE_VERSION 3u
+/* 2: the driver layer's counters (driver_*); 3: each device's uuid; 4: memory held outside
+ * the pools (unpooled_*), idle memory given to other processes (reclaim_*, decay) */
+#define GPUPOOL_PAGE_VERSION 4u
 #define GPUPOOL_MAX_DEVICES 16
 #define GPUPOOL_COMM_LEN 16
 #define GPUPOOL_VERSION_LEN 16
 #define GPUPOOL_UUID_LEN 16
 #define GPUPOOL_PAGE_PREFIX "/dev/shm/gpupool."
 
-/* Gauges: a current value and its peak. X(name, unit, help). Units: "bytes" or "count". */
-#define GPUPOOL_GAUGES(X)                                                                     \
+/* Gauges: a current value and its peak. X(name, unit, help). Units: "bytes", "count" or "ns".
+ * GPUPOOL_GAUGES and GPUPOOL_COUNTERS list every field; the _3 and _4 lists say which
+ * version brought them and where they lie (struct gpupool_device_stats). */
+#define GPUPOOL_GAUGES(X) GPUPOOL_GAUGES_3(X) GPUPOOL_GAUGES_4(X)
+#define GPUPOOL_COUNTERS(X) GPUPOOL_COUNTERS_3(X) GPUPOOL_COUNTERS_4(X)
+
+#define GPUPOOL_GAUGES_3(X)                                                                   \
 	X(requested_bytes, bytes, "bytes asked for by live allocations, before rounding")         \
 	X(allocated_bytes, bytes, "bytes in live blocks, after rounding")                         \
 	X(reserved_bytes, bytes, "bytes in segments taken from the CUDA runtime")                 \
@@ -44,7 +51,7 @@
 	X(pending_bytes, bytes, "bytes in blocks waiting for a fence")
 
 /* Counters: monotonic totals since the process started using gpupool. */
-#define GPUPOOL_COUNTERS(X)                                                                   \
+#define GPUPOOL_COUNTERS_3(X)                                                                  \
 	X(allocs, count, "allocation requests served by the pool")                                \
 	X(frees, count, "frees of pool blocks")                                                   \
 	X(requested_bytes_total, bytes, "bytes asked for, summed over all allocations")           \
@@ -70,6 +77,34 @@
 	X(driver_frees, count, "frees through the driver API of pool blocks")                     \
 	X(driver_passthrough_allocs, count, "driver API allocations passed to the driver unchanged")
 
+/* Since version 4, after the version 3 fields. Unpooled memory: what the process holds that
+ * gpupool counts against its limit but does not pool (the driver's virtual memory API, pools
+ * the program made, managed and pitched allocations). Releasable: cached bytes in whole free
+ * segments, which a release, a reclaim or the decay can hand back (as of the last look by
+ * the release thread, at most a second old). */
+#define GPUPOOL_GAUGES_4(X)                                                                   \
+	X(unpooled_bytes, bytes, "bytes held outside the pool and counted: all kinds below")       \
+	X(unpooled_vmm_bytes, bytes, "physical memory from cuMemCreate, until cuMemRelease")        \
+	X(unpooled_mempool_bytes, bytes, "bytes reserved by memory pools the program made")         \
+	X(unpooled_managed_bytes, bytes, "managed memory (cudaMallocManaged, cuMemAllocManaged)")   \
+	X(unpooled_pitched_bytes, bytes, "pitched allocations passed to the CUDA runtime or driver") \
+	X(releasable_bytes, bytes, "cached bytes in whole free segments, which can go back")
+
+#define GPUPOOL_COUNTERS_4(X)                                                                 \
+	X(unpooled_allocs, count, "allocations held outside the pool and counted")                 \
+	X(unpooled_frees, count, "frees of allocations held outside the pool")                     \
+	X(unpooled_refusals, count, "allocations outside the pool refused at the limit")           \
+	X(reclaim_asks, count, "requests to other processes to give idle memory back")             \
+	X(reclaim_answers, count, "answers from other processes that gave memory back")            \
+	X(reclaim_received_bytes, bytes, "bytes other processes gave back for this process")       \
+	X(reclaim_wait_ns, ns, "time spent waiting for other processes to give memory back")       \
+	X(reclaims_served, count, "requests from other processes answered with memory")            \
+	X(reclaims_refused, count, "requests from other processes not honoured")                   \
+	X(reclaim_given_bytes, bytes, "bytes given back to the driver for other processes")        \
+	X(framework_empties, count, "framework caches (PyTorch, CuPy) emptied for a request")       \
+	X(decay_releases, count, "segments given back after sitting unused for decay_ms")          \
+	X(decayed_bytes, bytes, "bytes given back after sitting unused for decay_ms")
+
 #define GPUPOOL_GAUGE_FIELD_(name, unit, help) uint64_t name, name##_peak;
 #define GPUPOOL_COUNTER_FIELD_(name, unit, help) uint64_t name;
 
@@ -84,8 +119,12 @@ struct gpupool_device_stats {
 	 * all zero while not known. Since version 3, before the figures (which follow it 16
 	 * bytes later than in version 2). */
 	char uuid[GPUPOOL_UUID_LEN];
-	GPUPOOL_GAUGES(GPUPOOL_GAUGE_FIELD_)
-	GPUPOOL_COUNTERS(GPUPOOL_COUNTER_FIELD_)
+	GPUPOOL_GAUGES_3(GPUPOOL_GAUGE_FIELD_)
+	GPUPOOL_COUNTERS_3(GPUPOOL_COUNTER_FIELD_)
+	/* version 4: the version 3 slot is this slot's prefix */
+	GPUPOOL_GAUGES_4(GPUPOOL_GAUGE_FIELD_)
+	GPUPOOL_COUNTERS_4(GPUPOOL_COUNTER_FIELD_)
+	uint64_t reserved_[4]; /* zero: a future field, "not known" (see Layout rules) */
 };
 
 struct gpupool_page {

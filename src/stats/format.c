@@ -128,6 +128,8 @@ static const struct metric metrics[] = {GPUPOOL_GAUGES(GP_GAUGE_ROW_) GPUPOOL_CO
 #define NMETRICS (sizeof metrics / sizeof metrics[0])
 
 static bool is_bytes(const struct metric *m) { return strcmp(m->unit, "bytes") == 0; }
+/* A time in nanoseconds in the page; Prometheus's unit is the second. */
+static bool is_ns(const struct metric *m) { return strcmp(m->unit, "ns") == 0; }
 
 static uint64_t field(const struct gpupool_device_stats *s, size_t off)
 {
@@ -784,7 +786,10 @@ static void prom_family_name(char *buf, size_t cap, const struct metric *m, bool
 		stem[strlen(stem) - 6] = '\0';
 	if (ends_with(stem, "_bytes"))
 		stem[strlen(stem) - 6] = '\0';
-	snprintf(buf, cap, "gpupool_%s%s%s", stem, peak ? "_peak" : "", is_bytes(m) ? "_bytes" : "");
+	if (ends_with(stem, "_ns"))
+		stem[strlen(stem) - 3] = '\0';
+	snprintf(buf, cap, "gpupool_%s%s%s", stem, peak ? "_peak" : "",
+		 is_bytes(m) ? "_bytes" : is_ns(m) ? "_seconds" : "");
 }
 
 /* A label value: backslash, double quote and newline escaped; bytes outside printable ASCII
@@ -848,7 +853,12 @@ static void prom_device_family(struct gp_format_out *o, bool om, const struct gp
 				continue;
 			gp_format_printf(o, "%s%s", family, total);
 			prom_labels(o, pg, &pg->dev[d]);
-			gp_format_printf(o, " %llu\n", (unsigned long long)field(&pg->dev[d], off));
+			uint64_t v = field(&pg->dev[d], off);
+			if (unit && strcmp(unit, "seconds") == 0) /* a field in nanoseconds */
+				gp_format_printf(o, " %llu.%09llu\n", (unsigned long long)(v / 1000000000u),
+						 (unsigned long long)(v % 1000000000u));
+			else
+				gp_format_printf(o, " %llu\n", (unsigned long long)v);
 		}
 	}
 }
@@ -867,7 +877,7 @@ void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *
 	char name[96];
 	for (size_t k = 0; k < NMETRICS; k++) {
 		const struct metric *m = &metrics[k];
-		const char *unit = is_bytes(m) ? "bytes" : NULL;
+		const char *unit = is_bytes(m) ? "bytes" : is_ns(m) ? "seconds" : NULL;
 		prom_family_name(name, sizeof name, m, false);
 		prom_device_family(o, om, procs, n, name, m->gauge ? "gauge" : "counter", unit, "", m->help, m->off,
 				   false);

@@ -355,39 +355,59 @@ void gp_statpage_release_ack(struct gpupool_page *pg, uint64_t req)
 		;
 }
 
-/* Version 2's slot: struct gpupool_device_stats without its uuid; the fields before it at
- * the same offsets (V2_HEAD bytes: seq, device, active, limit_bytes), those after it
- * GPUPOOL_UUID_LEN bytes earlier. */
+/* Version 2's slot: version 3's without its uuid; the fields before it at the same offsets
+ * (V2_HEAD bytes: seq, device, active, limit_bytes), those after it GPUPOOL_UUID_LEN bytes
+ * earlier. Version 3's slot: the prefix of the current one up to the version 4 fields. */
 #define V2_HEAD offsetof(struct gpupool_device_stats, uuid)
-#define V2_SLOT_SIZE (sizeof(struct gpupool_device_stats) - GPUPOOL_UUID_LEN)
-#define V2_PAGE_SIZE (offsetof(struct gpupool_page, dev) + GPUPOOL_MAX_DEVICES * V2_SLOT_SIZE)
-_Static_assert(V2_HEAD % sizeof(gp_stats_word) == 0 && GPUPOOL_UUID_LEN % sizeof(gp_stats_word) == 0,
-	       "a version 2 slot maps word for word");
-/* both layouts end in the same 4 KiB page (the smallest page size of the hosts gpupool runs
- * on): a mapping of either length covers the same memory pages of either file */
-#define V2_SAME_PAGES ((V2_PAGE_SIZE - 1) / 4096 == (sizeof(struct gpupool_page) - 1) / 4096)
-_Static_assert(V2_SAME_PAGES, "a version 2 page and a current one span the same memory pages");
+#define V3_SLOT_SIZE offsetof(struct gpupool_device_stats, unpooled_bytes)
+#define V2_SLOT_SIZE (V3_SLOT_SIZE - GPUPOOL_UUID_LEN)
+#define PAGE_SIZE_OF_SLOT(slot) (offsetof(struct gpupool_page, dev) + GPUPOOL_MAX_DEVICES * (slot))
+#define V2_PAGE_SIZE PAGE_SIZE_OF_SLOT(V2_SLOT_SIZE)
+#define V3_PAGE_SIZE PAGE_SIZE_OF_SLOT(V3_SLOT_SIZE)
+_Static_assert(V2_HEAD % sizeof(gp_stats_word) == 0 && GPUPOOL_UUID_LEN % sizeof(gp_stats_word) == 0 &&
+		       V3_SLOT_SIZE % sizeof(gp_stats_word) == 0,
+	       "older slots map word for word");
 
 size_t gp_statpage_size_of(uint32_t version)
 {
-	return version == GPUPOOL_PAGE_VERSION ? sizeof(struct gpupool_page) : version == 2 ? V2_PAGE_SIZE : 0;
+	switch (version) {
+	case GPUPOOL_PAGE_VERSION:
+		return sizeof(struct gpupool_page);
+	case 3:
+		return V3_PAGE_SIZE;
+	case 2:
+		return V2_PAGE_SIZE;
+	default:
+		return 0;
+	}
 }
 
-/* gp_stats_snapshot of a slot of `bytes`: the current layout's, or version 2's (V2_SLOT_SIZE),
- * whose words go to the current fields of the same names, the uuid zero. */
+/* The slot size of a page image of len bytes (a layout's size), else 0. */
+static size_t slot_size_of(size_t len)
+{
+	return len == sizeof(struct gpupool_page) ? sizeof(struct gpupool_device_stats)
+	       : len == V3_PAGE_SIZE		 ? V3_SLOT_SIZE
+	       : len == V2_PAGE_SIZE		 ? V2_SLOT_SIZE
+						 : 0;
+}
+
+/* gp_stats_snapshot of a slot of `bytes`: the current layout's, or an older one's (version
+ * 3's V3_SLOT_SIZE, version 2's V2_SLOT_SIZE), whose words go to the current fields of the
+ * same names, the fields it lacks zero. */
 static bool snapshot_bytes(const void *src, size_t bytes, struct gpupool_device_stats *dst, int tries)
 {
 	if (bytes == sizeof *dst)
 		return gp_stats_snapshot(src, dst, tries);
 	const gp_stats_word *from = src;
 	gp_stats_word *to = (gp_stats_word *)dst;
-	const size_t head = V2_HEAD / sizeof *to, gap = GPUPOOL_UUID_LEN / sizeof *to;
+	const size_t head = V2_HEAD / sizeof *to;
+	const size_t gap = bytes == V2_SLOT_SIZE ? GPUPOOL_UUID_LEN / sizeof *to : 0;
 	memset(dst, 0, sizeof *dst);
 	while (tries-- > 0) {
 		uint64_t a = __atomic_load_n(&from[0], __ATOMIC_ACQUIRE); /* seq */
 		if (a & 1)
 			continue;
-		for (size_t i = 0; i < V2_SLOT_SIZE / sizeof *to; i++)
+		for (size_t i = 0; i < bytes / sizeof *to; i++)
 			to[i < head ? i : i + gap] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
 		GP_STATS_FENCE(memory_order_acquire);
 		if (__atomic_load_n(&from[0], __ATOMIC_RELAXED) == a)
@@ -437,7 +457,7 @@ uint32_t gp_statpage_copy_image(const void *src, size_t len, struct gpupool_page
 	_Static_assert(offsetof(struct gpupool_device_stats, active) + sizeof(uint32_t) <= V2_HEAD,
 		       "device and active at the same offsets in both layouts");
 	const struct gpupool_page *hdr = src; /* the header is the same in every layout */
-	size_t slot = len == sizeof *dst ? sizeof dst->dev[0] : len == V2_PAGE_SIZE ? V2_SLOT_SIZE : 0;
+	size_t slot = slot_size_of(len);
 	uint32_t bad = 0;
 	uint32_t n = slot ? __atomic_load_n(&hdr->ndevices, __ATOMIC_ACQUIRE) : 0;
 	memcpy(dst, src, offsetof(struct gpupool_page, dev));
@@ -494,13 +514,13 @@ const char *gp_statpage_skip_text(enum gp_statpage_skip r)
 
 static bool known_size(long long size)
 {
-	return size == (long long)sizeof(struct gpupool_page) || size == (long long)V2_PAGE_SIZE;
+	return size > 0 && slot_size_of((size_t)size) != 0;
 }
 
 static int wrong_size(const char *name, long long size, char *why, size_t wl)
 {
-	why_set(why, wl, "skipped: %s truncated/wrong size (%lld bytes, expected %zu, or %zu for version 2)%s", name,
-		size, sizeof(struct gpupool_page), V2_PAGE_SIZE, size == 0 ? ", being created?" : "");
+	why_set(why, wl, "skipped: %s truncated/wrong size (%lld bytes, expected %zu, or %zu/%zu for versions 3/2)%s",
+		name, size, sizeof(struct gpupool_page), V3_PAGE_SIZE, V2_PAGE_SIZE, size == 0 ? ", being created?" : "");
 	return -EBADMSG;
 }
 
@@ -791,10 +811,8 @@ int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_pa
 	int fd = open_owned(dirfd, name, pid, uid, O_RDWR, &size, why, whylen);
 	if (fd < 0)
 		return fd;
-	/* the current layout's length, whatever the file's: gp_statpage_unmap unmaps that much;
-	 * a version 2 file ends in the same memory page (V2_SAME_PAGES), so nothing of the
-	 * mapping lies wholly past the file's end */
-	struct gpupool_page *m = mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	/* the file's own length (that of a known layout): gp_statpage_unmap unmaps that much */
+	struct gpupool_page *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	int e = errno;
 	close(fd);
 	if (m == MAP_FAILED) {
@@ -809,7 +827,7 @@ int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_pa
 		rc = -ESRCH;
 	}
 	if (rc != 0) {
-		munmap(m, sizeof *m);
+		munmap(m, size);
 		return rc;
 	}
 	*req = __atomic_add_fetch(&m->release_request, 1, __ATOMIC_SEQ_CST);
@@ -818,8 +836,8 @@ int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_pa
 	return 0;
 }
 
-void gp_statpage_unmap(struct gpupool_page *map)
+void gp_statpage_unmap(struct gpupool_page *map, size_t len)
 {
 	if (map)
-		munmap(map, sizeof *map);
+		munmap(map, len);
 }

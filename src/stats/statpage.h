@@ -73,15 +73,15 @@ uint32_t gp_statpage_copy(const struct gpupool_page *src, struct gpupool_page *d
 
 /* The oldest page layout the readers here take: version 2, the layout before each slot's
  * uuid (the same header; each slot without the uuid, its figures GPUPOOL_UUID_LEN bytes
- * earlier). Pages of libraries before version 3 keep being read after an upgrade. */
+ * earlier). Version 3's slot is version 4's without the fields version 4 added at its end.
+ * Pages of older libraries keep being read after an upgrade, their missing fields zero. */
 #define GP_STATPAGE_OLDEST_VERSION 2u
 /* The size of a page file of layout `version`: sizeof(struct gpupool_page) for
- * GPUPOOL_PAGE_VERSION, 16 slots of GPUPOOL_UUID_LEN bytes less for version 2, 0 for any
- * other version. */
+ * GPUPOOL_PAGE_VERSION, the shorter slots' sizes for versions 3 and 2, 0 for any other. */
 size_t gp_statpage_size_of(uint32_t version);
-/* gp_statpage_copy_until of an image of `len` bytes, either layout by its size (the caller
- * has checked it: gp_statpage_size_of); a version 2 image's slots are copied with a zero
- * uuid, its header as it is (version 2). Any other len copies no slot (ndevices 0). */
+/* gp_statpage_copy_until of an image of `len` bytes, any layout by its size (the caller
+ * has checked it: gp_statpage_size_of); an older image's slots are copied with the fields
+ * it lacks zero (a version 2 image's uuid too), its header as it is (its version). Any other len copies no slot (ndevices 0). */
 uint32_t gp_statpage_copy_image(const void *src, size_t len, struct gpupool_page *dst, uint64_t deadline_ns);
 
 /* ---- reader ---------------------------------------------------------------------- */
@@ -166,11 +166,12 @@ int gp_statpage_clean_one(int dirfd, const char *name, uid_t uid, char *why, siz
 
 /* Opens `pid`'s page in dir read-write and increments its release request, under the
  * checks and the ownership rule of gp_statpage_read (a page of a process that is gone:
- * -ESRCH). Returns 0 with *req the request to wait for, *map the mapping (unmap with
- * gp_statpage_unmap) and *len the file's size (copy it with gp_statpage_copy_image: either
+ * -ESRCH). Returns 0 with *req the request to wait for, *map the mapping of the whole file (unmap
+ * with gp_statpage_unmap) and *len the file's size (copy it with gp_statpage_copy_image: either
  * layout), or a negative errno with why[]. */
 int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_page **map, size_t *len,
 				uint64_t *req, char *why, size_t whylen);
-void gp_statpage_unmap(struct gpupool_page *map);
+/* Unmaps what gp_statpage_request_release mapped (len: its *len). */
+void gp_statpage_unmap(struct gpupool_page *map, size_t len);
 
 #endif

@@ -30,12 +30,12 @@ static int put(const char *dir, const char *name, const void *buf, size_t len)
 }
 
 /* pg in version 2's layout: the same header but for version and size, each slot without its
- * uuid (the figures after it 16 bytes earlier). Returns the size written to out
+ * uuid (the figures after it 16 bytes earlier) and without the version 4 fields. Returns the size written to out
  * (gp_statpage_size_of(2)). */
 static size_t to_v2(const struct gpupool_page *pg, unsigned char *out)
 {
 	size_t hdr = offsetof(struct gpupool_page, dev), head = offsetof(struct gpupool_device_stats, uuid);
-	size_t slot = sizeof(struct gpupool_device_stats) - GPUPOOL_UUID_LEN;
+	size_t slot = offsetof(struct gpupool_device_stats, unpooled_bytes) - GPUPOOL_UUID_LEN;
 	uint32_t version = 2, size = (uint32_t)gp_statpage_size_of(2);
 	memcpy(out, pg, hdr);
 	memcpy(out + offsetof(struct gpupool_page, version), &version, sizeof version);

@@ -37,9 +37,14 @@ def byte_fields():
     """(gauges, counters) of stats.h whose unit is bytes."""
     t = open(HEADER).read().replace("\\\n", " ")
     out = []
-    for macro in ("GPUPOOL_GAUGES", "GPUPOOL_COUNTERS"):
+    def fields(macro):
         body = re.search(r"#define\s+%s\(X\)(.*)" % macro, t).group(1)
-        out.append([n for n, u in re.findall(r"X\(\s*(\w+)\s*,\s*(\w+)\s*,", body) if u == "bytes"])
+        subs = re.findall(r"(GPUPOOL_\w+)\(X\)", body)  # a list of lists: GPUPOOL_GAUGES_3(X) ...
+        if subs:
+            return [f for sub in subs for f in fields(sub)]
+        return re.findall(r"X\(\s*(\w+)\s*,\s*(\w+)\s*,", body)
+    for macro in ("GPUPOOL_GAUGES", "GPUPOOL_COUNTERS"):
+        out.append([n for n, u in fields(macro) if u == "bytes"])
     return out
 
 

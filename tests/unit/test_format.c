@@ -21,10 +21,11 @@ struct field {
 	const char *name;
 	bool bytes, gauge;
 	size_t off, peak_off;
+	bool ns;
 };
 #define T_GAUGE_(n, u, h) {#n, #u[0] == 'b', true, offsetof(struct gpupool_device_stats, n), \
-		offsetof(struct gpupool_device_stats, n##_peak)},
-#define T_COUNTER_(n, u, h) {#n, #u[0] == 'b', false, offsetof(struct gpupool_device_stats, n), 0},
+		offsetof(struct gpupool_device_stats, n##_peak), #u[0] == 'n'},
+#define T_COUNTER_(n, u, h) {#n, #u[0] == 'b', false, offsetof(struct gpupool_device_stats, n), 0, #u[0] == 'n'},
 static const struct field fields[] = {GPUPOOL_GAUGES(T_GAUGE_) GPUPOOL_COUNTERS(T_COUNTER_)};
 #define NFIELDS (sizeof fields / sizeof fields[0])
 
@@ -377,6 +378,7 @@ static void prom_sample_name(char *buf, size_t cap, const struct field *f, bool 
 	} names[] = {
 		{"requested_bytes_total", "alloc_requested_bytes"},
 		{"largest_free_block", "largest_free_block_bytes"},
+		{"reclaim_wait_ns", "reclaim_wait_seconds"},
 	};
 	char stem[64];
 	snprintf(stem, sizeof stem, "%s", f->name);
@@ -548,6 +550,11 @@ static void test_prometheus(void **state)
 		}
 		if (!f)
 			fail_msg("unknown metric %s", name);
+		if (f->ns) { /* seconds, to the nanosecond */
+			const char *dot = strchr(ln + m[9].rm_so, '.');
+			assert_non_null(dot);
+			v = v * 1000000000ull + strtoull(dot + 1, NULL, 10);
+		}
 		assert_int_equal(v, get(s, peak ? f->peak_off : f->off));
 	}
 	free(copy);

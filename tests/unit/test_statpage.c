@@ -442,21 +442,38 @@ static void test_fuzz_reader(void **state)
 
 /* pg in version 2's layout (slots without their uuid), at most sizeof *pg bytes into out;
  * returns its size. */
-static size_t to_v2(const struct gpupool_page *pg, unsigned char *out)
+/* pg in an older layout: version 3's (each slot's prefix before the version 4 fields) or
+ * version 2's (that prefix less its uuid). */
+static size_t to_older(const struct gpupool_page *pg, unsigned char *out, uint32_t version)
 {
 	size_t hdr = offsetof(struct gpupool_page, dev), head = offsetof(struct gpupool_device_stats, uuid);
-	size_t slot = sizeof(struct gpupool_device_stats) - GPUPOOL_UUID_LEN;
-	uint32_t version = 2, size = (uint32_t)gp_statpage_size_of(2);
+	size_t v3 = offsetof(struct gpupool_device_stats, unpooled_bytes);
+	size_t slot = version == 2 ? v3 - GPUPOOL_UUID_LEN : v3;
+	uint32_t size = (uint32_t)gp_statpage_size_of(version);
+	assert_int_equal(size, hdr + GPUPOOL_MAX_DEVICES * slot);
 	memset(out, 0, sizeof *pg);
 	memcpy(out, pg, hdr);
 	memcpy(out + offsetof(struct gpupool_page, version), &version, sizeof version);
 	memcpy(out + offsetof(struct gpupool_page, size), &size, sizeof size);
-	for (int i = 0; i < GPUPOOL_MAX_DEVICES; i++) { /* the slot less its uuid */
-		memcpy(out + hdr + (size_t)i * slot, &pg->dev[i], head);
-		memcpy(out + hdr + (size_t)i * slot + head, (const char *)&pg->dev[i] + head + GPUPOOL_UUID_LEN,
-		       slot - head);
+	for (int i = 0; i < GPUPOOL_MAX_DEVICES; i++) {
+		const char *d = (const char *)&pg->dev[i];
+		if (version == 3) {
+			memcpy(out + hdr + (size_t)i * slot, d, slot);
+			continue;
+		}
+		memcpy(out + hdr + (size_t)i * slot, d, head); /* the slot less its uuid */
+		memcpy(out + hdr + (size_t)i * slot + head, d + head + GPUPOOL_UUID_LEN, slot - head);
 	}
 	return size;
+}
+
+/* The fields a slot of an older layout lacks, zeroed in `s`. */
+static void zero_newer(struct gpupool_device_stats *s, uint32_t version)
+{
+	size_t v3 = offsetof(struct gpupool_device_stats, unpooled_bytes);
+	memset((char *)s + v3, 0, sizeof *s - v3);
+	if (version == 2)
+		memset(s->uuid, 0, sizeof s->uuid);
 }
 
 /* The uuid of each slot (gp_statpage_set_uuid), and the layouts a reader takes: the current
@@ -473,7 +490,7 @@ static void test_uuid_and_layouts(void **state)
 	unsigned char u[GPUPOOL_UUID_LEN];
 	const size_t v2size = gp_statpage_size_of(2);
 	assert_int_equal(gp_statpage_size_of(GPUPOOL_PAGE_VERSION), sizeof pg);
-	assert_int_equal(v2size, sizeof pg - GPUPOOL_MAX_DEVICES * GPUPOOL_UUID_LEN);
+	assert_int_equal(v2size, gp_statpage_size_of(3) - GPUPOOL_MAX_DEVICES * GPUPOOL_UUID_LEN);
 	assert_int_equal(gp_statpage_size_of(1), 0);
 	assert_int_equal(gp_statpage_size_of(GPUPOOL_PAGE_VERSION + 1), 0);
 
@@ -504,52 +521,65 @@ static void test_uuid_and_layouts(void **state)
 	assert_int_equal(gp_statpage_read(dfd, "gpupool.4000004", geteuid(), 0, &info, why, sizeof why), 0);
 	assert_memory_equal(&info.page, &pg, sizeof pg);
 
-	/* version 2's layout: the same figures, uuids zero, the header as it is */
-	size_t n = to_v2(&pg, v2);
-	assert_int_equal(n, v2size);
-	write_file("gpupool.4000004", v2, n);
-	assert_int_equal(gp_statpage_read(dfd, "gpupool.4000004", geteuid(), 0, &info, why, sizeof why), 0);
-	assert_int_equal(info.page.version, 2);
-	assert_int_equal(info.page.size, v2size);
-	assert_int_equal(info.page.ndevices, pg.ndevices);
-	for (uint32_t d = 0; d < pg.ndevices; d++) {
-		struct gpupool_device_stats want = pg.dev[d];
-		memset(want.uuid, 0, sizeof want.uuid);
-		assert_memory_equal(&info.page.dev[d], &want, sizeof want);
-		assert_int_equal(info.page.dev[d].allocs, pg.dev[d].allocs); /* a field after the uuid */
+	/* the older layouts: the same figures, the fields they lack zero, the header as it is */
+	for (uint32_t v = 2; v <= 3; v++) {
+		size_t n = to_older(&pg, v2, v);
+		write_file("gpupool.4000004", v2, n);
+		assert_int_equal(gp_statpage_read(dfd, "gpupool.4000004", geteuid(), 0, &info, why, sizeof why), 0);
+		assert_int_equal(info.page.version, v);
+		assert_int_equal(info.page.size, n);
+		assert_int_equal(info.page.ndevices, pg.ndevices);
+		for (uint32_t d = 0; d < pg.ndevices; d++) {
+			struct gpupool_device_stats want = pg.dev[d];
+			zero_newer(&want, v);
+			assert_memory_equal(&info.page.dev[d], &want, sizeof want);
+			assert_int_equal(info.page.dev[d].allocs, pg.dev[d].allocs); /* a field after the uuid */
+		}
+		/* in memory, an image of exactly that size (a read past it is ASan's to see) */
+		unsigned char *img = malloc(n);
+		memcpy(img, v2, n);
+		uint32_t bad;
+		assert_int_equal(gp_statpage_validate(img, n, "gpupool.4000004", 0, &copy, &bad, why, sizeof why), 0);
+		assert_memory_equal(&copy, &info.page, sizeof copy);
+		assert_int_equal(gp_statpage_copy_image(img, n, &copy, 0), 0);
+		assert_memory_equal(&copy, &info.page, sizeof copy);
+		assert_int_equal(gp_statpage_copy_image(img, n - 8, &copy, 0), 0);
+		assert_int_equal(copy.ndevices, 0); /* a length of no layout: no slot */
+		free(img);
 	}
-	/* in memory, an image of exactly that size (a read past it is ASan's to see) */
-	unsigned char *img = malloc(n);
-	memcpy(img, v2, n);
-	uint32_t bad;
-	assert_int_equal(gp_statpage_validate(img, n, "gpupool.4000004", 0, &copy, &bad, why, sizeof why), 0);
-	assert_memory_equal(&copy, &info.page, sizeof copy);
-	assert_int_equal(gp_statpage_copy_image(img, n, &copy, 0), 0);
-	assert_memory_equal(&copy, &info.page, sizeof copy);
-	assert_int_equal(gp_statpage_copy_image(img, n - 8, &copy, 0), 0);
-	assert_int_equal(copy.ndevices, 0); /* a length of no layout: no slot */
-	free(img);
 
-	/* each layout only at its own size; versions 1 and 4 named */
+	/* each layout only at its own size; versions 1 and 5 named */
+	char want[160];
+	const size_t v3size = gp_statpage_size_of(3);
+	size_t n = to_older(&pg, v2, 2);
 	write_file("gpupool.4000004", &pg, v2size);
 	assert_int_equal(gp_statpage_read(dfd, "gpupool.4000004", geteuid(), 0, &info, why, sizeof why), -EBADMSG);
-	assert_non_null(strstr(why, "page version 3 in 6128 bytes, expected 6384"));
+	snprintf(want, sizeof want, "page version %u in %zu bytes, expected %zu", GPUPOOL_PAGE_VERSION, v2size, sizeof pg);
+	assert_non_null(strstr(why, want));
 	memcpy(&copy, v2, offsetof(struct gpupool_page, dev));
 	write_file("gpupool.4000004", &copy, sizeof copy);
 	assert_int_equal(gp_statpage_read(dfd, "gpupool.4000004", geteuid(), 0, &info, why, sizeof why), -EBADMSG);
-	assert_non_null(strstr(why, "page version 2 in 6384 bytes, expected 6128"));
+	snprintf(want, sizeof want, "page version 2 in %zu bytes, expected %zu", sizeof copy, v2size);
+	assert_non_null(strstr(why, want));
+	write_file("gpupool.4000004", &copy, v3size);
+	assert_int_equal(gp_statpage_read(dfd, "gpupool.4000004", geteuid(), 0, &info, why, sizeof why), -EBADMSG);
+	snprintf(want, sizeof want, "page version 2 in %zu bytes, expected %zu", v3size, v2size);
+	assert_non_null(strstr(why, want));
 	struct gpupool_page *h = (struct gpupool_page *)(void *)v2;
 	h->version = 1;
 	write_file("gpupool.4000004", v2, n);
 	assert_int_equal(gp_statpage_read(dfd, "gpupool.4000004", geteuid(), 0, &info, why, sizeof why), -EPROTO);
-	assert_non_null(strstr(why, "page version 1, this tool reads 2 to 3"));
+	snprintf(want, sizeof want, "page version 1, this tool reads 2 to %u", GPUPOOL_PAGE_VERSION);
+	assert_non_null(strstr(why, want));
 	copy = pg;
 	copy.version = GPUPOOL_PAGE_VERSION + 1;
 	write_file("gpupool.4000004", &copy, sizeof copy);
 	assert_int_equal(gp_statpage_read(dfd, "gpupool.4000004", geteuid(), 0, &info, why, sizeof why), -EPROTO);
 	write_file("gpupool.4000004", &pg, v2size + 8);
 	assert_int_equal(gp_statpage_read(dfd, "gpupool.4000004", geteuid(), 0, &info, why, sizeof why), -EBADMSG);
-	assert_non_null(strstr(why, "wrong size (6136 bytes, expected 6384, or 6128 for version 2)"));
+	snprintf(want, sizeof want, "wrong size (%zu bytes, expected %zu, or %zu/%zu for versions 3/2)", v2size + 8,
+		 sizeof pg, v3size, v2size);
+	assert_non_null(strstr(why, want));
 	assert_int_equal(unlinkat(dfd, "gpupool.4000004", 0), 0);
 
 	/* a release request to a version 2 page (a process of an older library): our own pid */
@@ -567,7 +597,7 @@ static void test_uuid_and_layouts(void **state)
 	assert_int_equal(gp_statpage_copy_image(m, mlen, &copy, 0), 0);
 	assert_int_equal(copy.release_request, 1);
 	assert_int_equal(copy.dev[1].allocs, pg.dev[1].allocs);
-	gp_statpage_unmap(m);
+	gp_statpage_unmap(m, mlen);
 	assert_int_equal(unlinkat(dfd, name, 0), 0);
 }
 
@@ -644,7 +674,7 @@ static void test_owner_rule(void **state)
 		assert_int_equal(fchownat(dfd, name, nobody, nobody, 0), 0);
 		assert_int_equal(read_rc(name, 0, why, sizeof why), 0);
 		assert_int_equal(gp_statpage_request_release(dfd, child, 0, &m, &mlen, &req, why, sizeof why), 0);
-		gp_statpage_unmap(m);
+		gp_statpage_unmap(m, mlen);
 		assert_int_equal(unlinkat(dfd, name, 0), 0);
 		kill(child, SIGKILL);
 		waitpid(child, NULL, 0);
@@ -778,7 +808,7 @@ static void test_release_round_trip(void **state)
 		} else {
 			assert_int_equal(m->release_done, 0);
 		}
-		gp_statpage_unmap(m);
+		gp_statpage_unmap(m, mlen);
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 		close(rfd);
