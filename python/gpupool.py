@@ -70,10 +70,12 @@ GAUGES = GAUGES_3 + GAUGES_4  # GPUPOOL_GAUGES
 COUNTERS = COUNTERS_3 + COUNTERS_4  # GPUPOOL_COUNTERS
 
 # struct gpupool_device_stats: seq u64, device i32, active u32, limit_bytes u64, uuid[16],
-# the version 3 gauges and counters, the version 4 gauges and counters, reserved_[4]
+# the version 3 gauges and counters, the version 4 gauges and counters, device_total_bytes,
+# device_free_bytes, device_seen_ns, reserved_[4]
 DEV_FIELDS = (("seq", "device", "active", "limit_bytes", "uuid")
               + tuple(x for g in GAUGES_3 for x in (g, g + "_peak")) + COUNTERS_3
-              + tuple(x for g in GAUGES_4 for x in (g, g + "_peak")) + COUNTERS_4 + ("reserved_",))
+              + tuple(x for g in GAUGES_4 for x in (g, g + "_peak")) + COUNTERS_4
+              + ("device_total_bytes", "device_free_bytes", "device_seen_ns", "reserved_"))
 DEV_STRUCT = struct.Struct("=QiIQ16s" + "Q" * (len(DEV_FIELDS) - 6) + "4Q")
 # struct gpupool_page header: magic, version, size, pid, ndevices, start_time_ns, comm[16],
 # release_request, release_done, lib_version[16], reserved_[4]

@@ -171,7 +171,7 @@ class LayoutTest(unittest.TestCase):
         self.assertEqual(struct.calcsize(H.page_header_format("@")), gpupool.HDR_STRUCT.size)
         off = struct.calcsize("=" + "".join(f for n, f in H.page[:names.index("release_request")]))
         self.assertEqual(off, gpupool.OFF_RELEASE_REQUEST)
-        self.assertEqual(gpupool.PAGE_SIZE, 10096)  # the size gpupool-stat's messages quote
+        self.assertEqual(gpupool.PAGE_SIZE, 10480)  # the size gpupool-stat's messages quote
 
     @unittest.skipUnless(shutil.which("cc"), "no C compiler")
     def test_sizes_from_c_compiler(self):
@@ -288,7 +288,7 @@ class PageTest(PageDir, unittest.TestCase):
 
     def test_wrong_file_size(self):
         self.write(build_page([build_slot(0)])[:100])
-        with self.assertRaisesRegex(gpupool.GpupoolError, r"wrong size \(100 bytes, expected 10096\)"):
+        with self.assertRaisesRegex(gpupool.GpupoolError, r"wrong size \(100 bytes, expected 10480\)"):
             gpupool.stats(GONE)
 
     def test_wrong_header_size_and_version(self):

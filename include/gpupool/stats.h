@@ -124,6 +124,12 @@ struct gpupool_device_stats {
 	/* version 4: the version 3 slot is this slot's prefix */
 	GPUPOOL_GAUGES_4(GPUPOOL_GAUGE_FIELD_)
 	GPUPOOL_COUNTERS_4(GPUPOOL_COUNTER_FIELD_)
+	/* The device as the driver reported it (cudaMemGetInfo) at the release thread's last
+	 * look, about once a second: a per-GPU view for readers, which make no CUDA context of
+	 * their own. 0: not known. */
+	uint64_t device_total_bytes;
+	uint64_t device_free_bytes;
+	uint64_t device_seen_ns; /* CLOCK_REALTIME of that look */
 	uint64_t reserved_[4]; /* zero: a future field, "not known" (see Layout rules) */
 };
 
