@@ -22,6 +22,7 @@ import sys
 LAYERS = {
     "port": [],
     "base": [],
+    "group": ["base"],
     "capture": ["port"],
     "stats": ["base"],
     "trace": ["port", "base"],
@@ -30,7 +31,7 @@ LAYERS = {
     "replay": ["config", "pool", "trace", "base"],
     "runtime": ["pool", "capture", "port", "base"],
     "driver": ["pool", "capture", "port", "base"],
-    "shim": ["runtime", "driver", "config", "stats", "trace", "pool", "capture", "port", "base"],
+    "shim": ["runtime", "driver", "config", "group", "stats", "trace", "pool", "capture", "port", "base"],
     "hooks": ["shim", "driver", "port", "base"],
 }
 
