@@ -43,6 +43,8 @@ enum gp_knob_type {
 	GP_KNOB_REPORT,    /* char[GP_PATH_MAX]: stderr, stdout, none or a path */
 	GP_KNOB_FORMAT,    /* enum gp_report_format */
 	GP_KNOB_PATH,      /* char[GP_PATH_MAX]: a path, or "none" = "" */
+	GP_KNOB_GROUP_LIMIT, /* group_limit_bytes / group_limit_percent */
+	GP_KNOB_SCHED,     /* a scheduler's variable (documentation; gp_config_parse_sched reads them) */
 };
 
 struct gp_config_knob {
@@ -71,9 +73,22 @@ static const struct gp_config_knob knobs[] = {
 	 "Where the exit report goes; wins over the report key. A path ending in .json selects JSON."},
 	{"GPUPOOL_LOG", GP_KNOB_LEVEL, F(log_level), 0, 0, "warning", LEVEL_RANGE,
 	 "Log level; wins over the log key."},
+	{"GPUPOOL_GROUP", GP_KNOB_PATH, F(group), 0, 0, "none", "a file path (at most 255 bytes), or none",
+	 "The group file; wins over the group key (docs/kubernetes.md)."},
+	{"CUDA_DEVICE_MEMORY_LIMIT", GP_KNOB_SCHED, 0, 0, 0, "",
+	 "bytes, or a number with k, m or g (any case; 1024-based), as HAMi-core reads it, up to 256T",
+	 "A scheduler's limit per device (HAMi's), taken as limit when GPUPOOL_CONF has no limit (docs/kubernetes.md)."},
+	{"CUDA_DEVICE_MEMORY_LIMIT_<n>", GP_KNOB_SCHED, 0, 0, 0, "",
+	 "as CUDA_DEVICE_MEMORY_LIMIT; n a device index from 0 to 15",
+	 "Device n's limit (its CUDA index in the process), over CUDA_DEVICE_MEMORY_LIMIT; also only without a limit in GPUPOOL_CONF."},
 	{"limit", GP_KNOB_LIMIT, F(limit_bytes), 0, SIZE_CAP, "none",
 	 "a size up to 256T (e.g. 40G, 512MiB) or a percentage of device memory (1%..100%); 0 or none for no limit",
 	 "Most device memory the pool reserves per device; past it allocations fail with cudaErrorMemoryAllocation."},
+	{"group", GP_KNOB_PATH, F(group), 0, 0, "none", "a file path (at most 255 bytes), or none",
+	 "Share one budget per device with every process naming this file (docs/kubernetes.md); created 0600 when missing."},
+	{"group_limit", GP_KNOB_GROUP_LIMIT, F(group_limit_bytes), 0, SIZE_CAP, "none",
+	 "a size up to 256T or a percentage of device memory (1%..100%); 0 or none for none",
+	 "The group's budget per device, set by the first member to use the device; the file's wins after that."},
 	{"round", GP_KNOB_POW2, F(round), 512, 2 * MIB, GP_TEXT(GP_POOL_DEFAULT_ROUND), "a power of two from 512 to 2M",
 	 "Every request is rounded up to a multiple of this."},
 	{"small_max", GP_KNOB_SIZE, F(small_max), 1, SIZE_CAP, GP_MIB_TEXT(GP_POOL_DEFAULT_SMALL_MAX_MIB),
@@ -124,6 +139,13 @@ static const struct gp_config_knob knobs[] = {
 
 #define GP_NKNOBS (sizeof knobs / sizeof knobs[0])
 _Static_assert(sizeof knobs / sizeof knobs[0] <= 64, "the duplicate mask is 64 bits");
+
+/* A row that names a variable of its own (GPUPOOL_*, a scheduler's CUDA_*), not a key of
+ * GPUPOOL_CONF. */
+static bool gp_config_is_var(const struct gp_config_knob *k)
+{
+	return strncmp(k->name, "GPUPOOL_", 8) == 0 || strncmp(k->name, "CUDA_", 5) == 0;
+}
 
 /* State of one gp_config_parse call. */
 struct gp_config_ctx {
@@ -284,6 +306,28 @@ static int gp_config_set_path(char *dst, const char *s)
 	return 0;
 }
 
+/* A limit: none (0), a size up to max, or a percentage. On error *bytes and *pct unchanged. */
+static int gp_config_parse_limit(const char *s, size_t max, size_t *bytes, unsigned *pct)
+{
+	size_t v;
+	unsigned p;
+	if (gp_config_ieq(s, "none")) {
+		*bytes = 0;
+		*pct = 0;
+	} else if (strchr(s, '%')) {
+		if (gp_config_parse_percent(s, &p))
+			return -EINVAL;
+		*bytes = 0;
+		*pct = p;
+	} else {
+		if (gp_config_parse_size(s, &v) || v > max)
+			return -EINVAL;
+		*bytes = v;
+		*pct = 0;
+	}
+	return 0;
+}
+
 /* Sets knob k of cfg from s (trimmed, NUL-terminated). On error cfg is unchanged. */
 static int gp_config_knob_set(const struct gp_config_knob *k, const char *s, struct gp_config *cfg)
 {
@@ -313,24 +357,12 @@ static int gp_config_knob_set(const struct gp_config_knob *k, const char *s, str
 			return -EINVAL;
 		*(size_t *)field = v;
 		return 0;
-	case GP_KNOB_LIMIT: {
-		unsigned pct;
-		if (gp_config_ieq(s, "none")) {
-			cfg->limit_bytes = 0;
-			cfg->limit_percent = 0;
-		} else if (strchr(s, '%')) {
-			if (gp_config_parse_percent(s, &pct))
-				return -EINVAL;
-			cfg->limit_bytes = 0;
-			cfg->limit_percent = pct;
-		} else {
-			if (gp_config_parse_size(s, &v) || v > k->max)
-				return -EINVAL;
-			cfg->limit_bytes = v;
-			cfg->limit_percent = 0;
-		}
-		return 0;
-	}
+	case GP_KNOB_LIMIT:
+		return gp_config_parse_limit(s, k->max, &cfg->limit_bytes, &cfg->limit_percent);
+	case GP_KNOB_GROUP_LIMIT:
+		return gp_config_parse_limit(s, k->max, &cfg->group_limit_bytes, &cfg->group_limit_percent);
+	case GP_KNOB_SCHED:
+		return 0; /* read by gp_config_parse_sched, not through the table */
 	case GP_KNOB_UINT:
 		if (gp_config_parse_uint(s, k->max, &v) || v < k->min)
 			return -EINVAL;
@@ -404,16 +436,23 @@ static void gp_config_knob_text(const struct gp_config_knob *k, const struct gp_
 		snprintf(buf, cap, "%d", *(const bool *)field ? 1 : 0);
 		return;
 	case GP_KNOB_LIMIT:
-		if (cfg->limit_percent) {
-			snprintf(buf, cap, "%u%%", cfg->limit_percent);
+	case GP_KNOB_GROUP_LIMIT: {
+		bool group = k->type == GP_KNOB_GROUP_LIMIT;
+		unsigned pct = group ? cfg->group_limit_percent : cfg->limit_percent;
+		v = group ? cfg->group_limit_bytes : cfg->limit_bytes;
+		if (pct) {
+			snprintf(buf, cap, "%u%%", pct);
 			return;
 		}
-		if (!cfg->limit_bytes) {
+		if (!v) {
 			snprintf(buf, cap, "none");
 			return;
 		}
-		v = cfg->limit_bytes;
 		break;
+	}
+	case GP_KNOB_SCHED:
+		snprintf(buf, cap, "%s", "");
+		return;
 	case GP_KNOB_SIZE_NONE:
 		if (*(const size_t *)field == SIZE_MAX) {
 			snprintf(buf, cap, "none");
@@ -464,7 +503,7 @@ size_t gp_config_describe(const struct gp_config *cfg, char *buf, size_t cap)
 	for (size_t i = 0; i < GP_NKNOBS; i++) {
 		const struct gp_config_knob *k = &knobs[i];
 		/* the GPUPOOL_* variables set the fields of the report and log keys */
-		if (k->type == GP_KNOB_CONF || strncmp(k->name, "GPUPOOL_", 8) == 0)
+		if (k->type == GP_KNOB_CONF || gp_config_is_var(k))
 			continue;
 		char a[GP_PATH_MAX + 8], b[GP_PATH_MAX + 8];
 		gp_config_knob_text(k, cfg, a, sizeof a);
@@ -481,7 +520,7 @@ size_t gp_config_describe(const struct gp_config *cfg, char *buf, size_t cap)
 static const struct gp_config_knob *gp_config_find(const char *name)
 {
 	for (size_t i = 0; i < GP_NKNOBS; i++)
-		if (strncmp(knobs[i].name, "GPUPOOL_", 8) != 0 && strcmp(knobs[i].name, name) == 0)
+		if (!gp_config_is_var(&knobs[i]) && strcmp(knobs[i].name, name) == 0)
 			return &knobs[i];
 	return NULL;
 }
@@ -606,7 +645,7 @@ static void gp_config_list_keys(char *buf, size_t size)
 	size_t used = 0;
 	buf[0] = '\0';
 	for (size_t i = 0; i < GP_NKNOBS && used < size; i++) {
-		if (strncmp(knobs[i].name, "GPUPOOL_", 8) == 0)
+		if (gp_config_is_var(&knobs[i]))
 			continue;
 		int n = snprintf(buf + used, size - used, "%s%s", used ? ", " : "", knobs[i].name);
 		if (n < 0)
@@ -755,6 +794,123 @@ static bool gp_config_parse_var(struct gp_config_ctx *c, gp_getenv_fn get, const
 	return true;
 }
 
+/* ---- a scheduler's variables (HAMi-core's CUDA_DEVICE_MEMORY_LIMIT) ---- */
+
+#define SCHED_VAR "CUDA_DEVICE_MEMORY_LIMIT"
+
+int gp_config_parse_hami_size(const char *s, size_t *out)
+{
+	size_t n = s ? strlen(s) : 0, v = 0;
+	unsigned shift = 0;
+	if (!n)
+		return -EINVAL;
+	switch (tolower((unsigned char)s[n - 1])) {
+	case 'k': shift = 10; n--; break;
+	case 'm': shift = 20; n--; break;
+	case 'g': shift = 30; n--; break;
+	default: break;
+	}
+	/* HAMi-core reads the number with strtoul(s, .., 0): a leading 0 would be octal there */
+	if (!n || (s[0] == '0' && n > 1))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (!isdigit((unsigned char)s[i]))
+			return -EINVAL;
+		v = v * 10 + (size_t)(s[i] - '0');
+		if (v > SIZE_CAP)
+			return -EINVAL;
+	}
+	if (!v || v > SIZE_CAP >> shift)
+		return -EINVAL; /* 0: HAMi-core's "no limit", said as a bad value there too */
+	*out = v << shift;
+	return 0;
+}
+
+/* Appends one line to cfg->notes (cut where it does not fit). */
+__attribute__((format(printf, 2, 3)))
+static void gp_config_note(struct gp_config *cfg, const char *fmt, ...)
+{
+	size_t n = strnlen(cfg->notes, sizeof cfg->notes);
+	if (n + 2 >= sizeof cfg->notes)
+		return;
+	if (n)
+		cfg->notes[n++] = '\n';
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cfg->notes + n, sizeof cfg->notes - n, fmt, ap);
+	va_end(ap);
+}
+
+void gp_config_log_notes(const struct gp_config *cfg)
+{
+	const char *p = cfg->notes, *end = p + strnlen(cfg->notes, sizeof cfg->notes);
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		int len = (int)((nl ? nl : end) - p);
+		gp_log(GP_LOG_INFO, "%.*s", len, p);
+		p += len + 1;
+	}
+}
+
+/* One scheduler's variable: its limit in *out, or a bad value said. True when it set *out. */
+static bool gp_config_sched_value(struct gp_config_ctx *c, const char *name, const char *val, size_t *out)
+{
+	char q[GP_CONFIG_QUOTE_MAX + 4];
+	if (gp_config_parse_hami_size(val, out) == 0)
+		return true;
+	gp_config_bad(c, "no limit from it",
+		      "%s=%s: expected bytes, or a number with k, m or g (e.g. 4096m, 4g), from 1 to 256T, as HAMi-core "
+		      "reads it",
+		      name, gp_config_quote(val, q));
+	return false;
+}
+
+/* CUDA_DEVICE_MEMORY_LIMIT (every device) and CUDA_DEVICE_MEMORY_LIMIT_<n> (device n), as a
+ * Kubernetes device plugin such as HAMi's sets them for its library: gpupool's limit when
+ * GPUPOOL_CONF gives none (an explicit limit wins, and a note says so). */
+static void gp_config_parse_sched(struct gp_config_ctx *c, gp_getenv_fn get, bool limit_given)
+{
+	struct gp_config *cfg = c->cfg;
+	const char *vals[GP_CONFIG_MAX_DEVICES + 1];
+	char names[GP_CONFIG_MAX_DEVICES + 1][sizeof SCHED_VAR + 4], t[32];
+	int first = -1;
+	for (int i = 0; i <= GP_CONFIG_MAX_DEVICES; i++) {
+		/* index 0 is the variable for every device, i the one for device i - 1 */
+		if (i)
+			snprintf(names[i], sizeof names[i], "%s_%d", SCHED_VAR, i - 1);
+		else
+			snprintf(names[i], sizeof names[i], "%s", SCHED_VAR);
+		vals[i] = get(names[i]);
+		if (vals[i] && !*vals[i])
+			vals[i] = NULL; /* empty: unset, as HAMi-core takes it */
+		if (vals[i] && first < 0)
+			first = i;
+	}
+	if (first < 0)
+		return;
+	if (limit_given) {
+		char q[GP_CONFIG_QUOTE_MAX + 4], lim[64];
+		gp_config_knob_text(gp_config_find("limit"), cfg, lim, sizeof lim);
+		gp_config_note(cfg, "%s=%s (a scheduler's limit): limit:%s in GPUPOOL_CONF wins", names[first],
+			       gp_config_quote(vals[first], q), lim);
+		return;
+	}
+	size_t v;
+	if (vals[0] && gp_config_sched_value(c, names[0], vals[0], &v)) {
+		cfg->limit_bytes = v;
+		cfg->limit_percent = 0;
+		gp_config_note(cfg, "%s=%s: every device's limit is %s (as limit:%s)", names[0], vals[0],
+			       gp_config_fmt_size(v, t), t);
+	}
+	for (int d = 0; d < GP_CONFIG_MAX_DEVICES; d++) {
+		if (vals[d + 1] && gp_config_sched_value(c, names[d + 1], vals[d + 1], &v)) {
+			cfg->limit_device[d] = v;
+			gp_config_note(cfg, "%s=%s: device %d's limit is %s", names[d + 1], vals[d + 1], d,
+				       gp_config_fmt_size(v, t));
+		}
+	}
+}
+
 static bool gp_config_ends_with(const char *s, const char *suffix)
 {
 	size_t n = strlen(s), m = strlen(suffix);
@@ -777,6 +933,8 @@ int gp_config_parse(struct gp_config *cfg, gp_getenv_fn get)
 	gp_config_parse_var(&c, get, "GPUPOOL_DISABLE");
 	gp_config_parse_var(&c, get, "GPUPOOL_LOG");
 	gp_config_parse_var(&c, get, "GPUPOOL_REPORT");
+	gp_config_parse_var(&c, get, "GPUPOOL_GROUP");
+	gp_config_parse_sched(&c, get, c.seen & (uint64_t)1 << (size_t)(gp_config_find("limit") - knobs));
 	if (!c.format_set && gp_config_ends_with(cfg->report, ".json"))
 		cfg->report_format = GP_REPORT_JSON;
 
@@ -891,6 +1049,20 @@ bool gp_config_fit_device(struct gp_pool_params *p, int device, size_t device_fr
 		 "its pool was made%s), and every request of that class would fail; using %s instead",
 		 was, n > 1 ? "do" : "does", device, (double)device_free / (double)GIB, lim, now);
 	return true;
+}
+
+size_t gp_config_device_limit(const struct gp_config *c, int device, size_t device_total)
+{
+	if (device >= 0 && device < GP_CONFIG_MAX_DEVICES && c->limit_device[device])
+		return c->limit_device[device];
+	return gp_config_limit(c, device_total);
+}
+
+size_t gp_config_group_limit(const struct gp_config *c, size_t device_total)
+{
+	if (c->group_limit_percent && device_total)
+		return device_total / 100 * c->group_limit_percent + device_total % 100 * c->group_limit_percent / 100;
+	return c->group_limit_bytes;
 }
 
 size_t gp_config_limit(const struct gp_config *c, size_t device_total)

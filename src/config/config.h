@@ -18,6 +18,8 @@ enum gp_fence_policy {
 enum gp_report_format { GP_REPORT_TEXT, GP_REPORT_JSON };
 
 #define GP_PATH_MAX 256
+/* Devices whose limit a scheduler's per-device variable may set (CUDA_DEVICE_MEMORY_LIMIT_<n>). */
+#define GP_CONFIG_MAX_DEVICES 16
 
 struct gp_config {
 	bool disable;                  /* GPUPOOL_DISABLE: pass everything to the runtime */
@@ -26,6 +28,11 @@ struct gp_config {
 	int log_level;                 /* enum gp_log_level */
 	size_t limit_bytes;            /* per-device limit on reserved bytes; 0 = none */
 	unsigned limit_percent;        /* limit as % of device memory (1..100); 0 = not used */
+	size_t limit_device[GP_CONFIG_MAX_DEVICES]; /* device n's limit from CUDA_DEVICE_MEMORY_LIMIT_<n>
+						     * (HAMi-core's variables), over limit_bytes; 0 = none */
+	char group[GP_PATH_MAX];       /* the group file (group:, GPUPOOL_GROUP); "" = no group */
+	size_t group_limit_bytes;      /* the group's budget per device; 0 = none from this process */
+	unsigned group_limit_percent;  /* the group's budget as % of device memory; 0 = not used */
 	size_t round;                  /* request rounding */
 	size_t small_max, small_segment, medium_max, medium_segment, large_round;
 	size_t max_split_size;         /* SIZE_MAX = no cap */
@@ -40,6 +47,8 @@ struct gp_config {
 	bool stats_page;               /* create /dev/shm/gpupool.<pid> */
 	char trace[GP_PATH_MAX];       /* record the request stream here; "" = off */
 	bool check;                    /* run the pool's invariant checker after every call */
+	char notes[512];               /* info lines for the log, '\n'-separated (what the parse took
+					* from a scheduler's variables): gp_config_log_notes */
 };
 
 typedef const char *(*gp_getenv_fn)(const char *name);
@@ -70,11 +79,25 @@ bool gp_config_fit_device(struct gp_pool_params *p, int device, size_t device_fr
 /* The per-device limit in bytes for a device of `device_total` bytes (0: none). A
  * percentage needs the device's size: with device_total 0 it gives limit_bytes (0). */
 size_t gp_config_limit(const struct gp_config *c, size_t device_total);
+/* The limit of device `device` (its CUDA ordinal in this process): its own from
+ * CUDA_DEVICE_MEMORY_LIMIT_<n> where set, else gp_config_limit's. */
+size_t gp_config_device_limit(const struct gp_config *c, int device, size_t device_total);
+/* The group budget (group_limit) in bytes for a device of `device_total` bytes (0: none). */
+size_t gp_config_group_limit(const struct gp_config *c, size_t device_total);
+
+/* Parses a size the way HAMi-core reads CUDA_DEVICE_MEMORY_LIMIT: decimal digits with an
+ * optional k, m or g (any case, powers of 1024), or plain bytes. 0 or -EINVAL (also for
+ * what HAMi-core would read otherwise: a hexadecimal or octal number, junk after the number,
+ * 0, or more than 256T). */
+int gp_config_parse_hami_size(const char *s, size_t *out);
 
 /* The knobs of `cfg` that differ from their defaults, as GPUPOOL_CONF would set them
  * ("limit:8G,fence_interval_us:100"; "" when all are defaults), into buf (cap bytes,
  * NUL-terminated when cap > 0, cut where it does not fit). Returns the length it needs. */
 size_t gp_config_describe(const struct gp_config *cfg, char *buf, size_t cap);
+
+/* Logs cfg->notes at info level, one line each: for the caller, once the log level is set. */
+void gp_config_log_notes(const struct gp_config *cfg);
 
 /* The knob table as the README shows it (markdown), written to f. */
 void gp_config_print_knobs(FILE *f);

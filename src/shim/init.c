@@ -38,6 +38,7 @@ static void init_once(void)
 	int rc = gp_config_parse(&R.cfg, env_get);
 	gp_log_kind_set(kind);
 	gp_log_set_level(R.cfg.log_level);
+	gp_config_log_notes(&R.cfg); /* what was taken from a scheduler's variables, at info level */
 	R.refuse = rc != 0;
 	R.captures = gp_capture_counter();
 	atomic_init(&R.sync_key, R.cfg.legacy_stream ? (gp_stream)0 : GP_NO_STREAM);

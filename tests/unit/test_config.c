@@ -23,9 +23,16 @@
 
 /* The fake environment the parser reads. */
 static const char *env_conf, *env_disable, *env_report, *env_log;
+/* Any other variable: "NAME=value" entries, NULL-terminated. */
+static const char *const *env_more;
 
 static const char *fake_getenv(const char *name)
 {
+	for (const char *const *e = env_more; e && *e; e++) {
+		size_t n = strlen(name);
+		if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+			return *e + n + 1;
+	}
 	if (strcmp(name, "GPUPOOL_CONF") == 0)
 		return env_conf;
 	if (strcmp(name, "GPUPOOL_DISABLE") == 0)
@@ -41,6 +48,7 @@ static int reset_env(void **state)
 {
 	(void)state;
 	env_conf = env_disable = env_report = env_log = NULL;
+	env_more = NULL;
 	return 0;
 }
 
@@ -697,6 +705,7 @@ static void test_table_rows(void **state)
 		"GPUPOOL_CONF", "GPUPOOL_DISABLE", "GPUPOOL_REPORT", "GPUPOOL_LOG", "limit", "round", "small_max",
 		"small_segment", "medium_max", "medium_segment", "large_round", "max_split_size", "release_threshold",
 		"fence", "fence_interval_us", "fence_marker", "legacy_stream", "report", "report_format", "log", "strict", "stats_page", "trace", "check",
+		"group", "group_limit", "GPUPOOL_GROUP", "CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_MEMORY_LIMIT_<n>",
 	};
 	char row[64];
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
@@ -705,6 +714,141 @@ static void test_table_rows(void **state)
 			fail_msg("no row for %s", names[i]);
 	}
 	assert_string_equal(strstr(table, "| knob | default | range | effect |\n"), table);
+}
+
+/* group and group_limit: a path and a budget like limit's; GPUPOOL_GROUP wins. */
+static void test_group_knobs(void **state)
+{
+	(void)state;
+	struct gp_config c;
+	assert_int_equal(parse_capture(&c), 0);
+	assert_string_equal(c.group, "");
+	assert_int_equal(c.group_limit_bytes, 0);
+	assert_int_equal(gp_config_group_limit(&c, (size_t)80 << 30), 0);
+	env_conf = "group:/dev/shm/team.grp,group_limit:40G";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_int_equal(log_lines(), 0);
+	assert_string_equal(c.group, "/dev/shm/team.grp");
+	assert_int_equal(gp_config_group_limit(&c, (size_t)80 << 30), (size_t)40 << 30);
+	char buf[256];
+	gp_config_describe(&c, buf, sizeof buf);
+	assert_string_equal(buf, "group:/dev/shm/team.grp,group_limit:40G");
+	env_conf = "group:/a,group_limit:50%";
+	static const char *const more[] = {"GPUPOOL_GROUP=/b", NULL};
+	env_more = more;
+	assert_int_equal(parse_capture(&c), 0);
+	assert_string_equal(c.group, "/b");
+	assert_int_equal(gp_config_group_limit(&c, 1000), 500);
+	assert_int_equal(gp_config_group_limit(&c, 0), 0);
+	/* a bad budget: one line, none */
+	env_conf = "group:/a,group_limit:12Q";
+	env_more = NULL;
+	assert_int_equal(parse_capture(&c), 0);
+	assert_true(c.bad);
+	assert_int_equal(log_lines(), 1);
+	assert_log_has("group_limit:12Q: expected a size up to 256T");
+	assert_int_equal(c.group_limit_bytes, 0);
+	assert_string_equal(c.group, "/a");
+}
+
+/* HAMi-core's units, exactly: k, m, g (any case) or bytes; what it would read otherwise is refused. */
+static void test_hami_size(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *s;
+		size_t v;
+	} ok[] = {{"4g", (size_t)4 << 30}, {"4G", (size_t)4 << 30}, {"4096m", (size_t)4 << 30},
+		  {"1048576k", (size_t)1 << 30}, {"1073741824", (size_t)1 << 30}, {"1", 1}, {"262144g", (size_t)1 << 48}};
+	static const char *const bad[] = {"", "0", "0m", "0x10", "010m", "4gb", "4 g", " 4g", "-4g", "4t", "4.5g",
+					  "g", "262145g", "99999999999999999999999", "4gg"};
+	size_t v;
+	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+		assert_int_equal(gp_config_parse_hami_size(ok[i].s, &v), 0);
+		assert_int_equal(v, ok[i].v);
+	}
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		if (gp_config_parse_hami_size(bad[i], &v) == 0)
+			fail_msg("%s accepted", bad[i]);
+}
+
+/* CUDA_DEVICE_MEMORY_LIMIT and _<n> set the limit when GPUPOOL_CONF gives none, each said at
+ * info level; an explicit limit wins (also said); a bad one is one warning and no limit. */
+static void test_sched_vars(void **state)
+{
+	(void)state;
+	struct gp_config c;
+	static const char *const all[] = {"CUDA_DEVICE_MEMORY_LIMIT=2g", "CUDA_DEVICE_MEMORY_LIMIT_1=4096m",
+					  "CUDA_DEVICE_MEMORY_LIMIT_15=1g", "CUDA_DEVICE_MEMORY_LIMIT_16=8g", NULL};
+	env_more = all;
+	assert_int_equal(parse_capture(&c), 0);
+	assert_false(c.bad);
+	assert_int_equal(log_lines(), 0); /* notes, not log lines: the caller logs them */
+	assert_int_equal(c.limit_bytes, (size_t)2 << 30);
+	assert_int_equal(gp_config_device_limit(&c, 0, 0), (size_t)2 << 30);
+	assert_int_equal(gp_config_device_limit(&c, 1, 0), (size_t)4 << 30);
+	assert_int_equal(gp_config_device_limit(&c, 15, 0), (size_t)1 << 30);
+	assert_int_equal(gp_config_device_limit(&c, 16, 0), (size_t)2 << 30); /* no device 16 */
+	assert_non_null(strstr(c.notes, "CUDA_DEVICE_MEMORY_LIMIT=2g: every device's limit is 2G (as limit:2G)"));
+	assert_non_null(strstr(c.notes, "CUDA_DEVICE_MEMORY_LIMIT_1=4096m: device 1's limit is 4G"));
+	/* the notes at info level, one line each */
+	gp_log_set_level(GP_LOG_INFO);
+	FILE *tmp = tmpfile();
+	int saved = dup(2);
+	dup2(fileno(tmp), 2);
+	gp_config_log_notes(&c);
+	dup2(saved, 2);
+	close(saved);
+	rewind(tmp);
+	size_t n = fread(logbuf, 1, sizeof logbuf - 1, tmp);
+	logbuf[n] = '\0';
+	fclose(tmp);
+	gp_log_set_level(GP_LOG_WARN);
+	assert_int_equal(log_lines(), 3);
+	assert_log_has("gpupool: info: CUDA_DEVICE_MEMORY_LIMIT_15=1g: device 15's limit is 1G\n");
+
+	/* only a device's own, as HAMi sets them */
+	static const char *const one[] = {"CUDA_DEVICE_MEMORY_LIMIT_0=3000m", NULL};
+	env_more = one;
+	assert_int_equal(parse_capture(&c), 0);
+	assert_int_equal(c.limit_bytes, 0);
+	assert_int_equal(gp_config_device_limit(&c, 0, (size_t)80 << 30), (size_t)3000 << 20);
+	assert_int_equal(gp_config_device_limit(&c, 1, (size_t)80 << 30), 0);
+
+	/* an explicit limit wins, and a note says so */
+	env_conf = "limit:8G";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_int_equal(gp_config_device_limit(&c, 0, 0), (size_t)8 << 30);
+	assert_string_equal(c.notes, "CUDA_DEVICE_MEMORY_LIMIT_0=3000m (a scheduler's limit): limit:8G in GPUPOOL_CONF wins");
+	env_conf = "limit:50%";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_int_equal(gp_config_device_limit(&c, 0, 1000), 500);
+
+	/* bad values: one line each, no limit from them, the others kept */
+	static const char *const badv[] = {"CUDA_DEVICE_MEMORY_LIMIT=0x100000", "CUDA_DEVICE_MEMORY_LIMIT_2=4gb",
+					   "CUDA_DEVICE_MEMORY_LIMIT_3=2g", "CUDA_DEVICE_MEMORY_LIMIT_4=", NULL};
+	env_conf = NULL;
+	env_more = badv;
+	assert_int_equal(parse_capture(&c), 0);
+	assert_true(c.bad);
+	assert_int_equal(log_lines(), 2);
+	assert_log_has("CUDA_DEVICE_MEMORY_LIMIT=0x100000: expected bytes, or a number with k, m or g");
+	assert_log_has("CUDA_DEVICE_MEMORY_LIMIT_2=4gb: expected");
+	assert_log_has("no limit from it\n");
+	assert_int_equal(c.limit_bytes, 0);
+	assert_int_equal(gp_config_device_limit(&c, 2, 0), 0);
+	assert_int_equal(gp_config_device_limit(&c, 3, 0), (size_t)2 << 30);
+	assert_int_equal(gp_config_device_limit(&c, 4, 0), 0);
+	/* strict mode stops on them like on any bad value */
+	env_conf = "strict:1";
+	assert_int_equal(parse_capture(&c), -EINVAL);
+	/* not keys of GPUPOOL_CONF */
+	env_more = NULL;
+	env_conf = "CUDA_DEVICE_MEMORY_LIMIT:4g";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_true(c.bad);
+	assert_log_has("unknown key");
+	assert_int_equal(c.limit_bytes, 0);
 }
 
 int main(int argc, char **argv)
@@ -716,6 +860,9 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_defaults, reset_env),
 		cmocka_unit_test_setup(test_describe, reset_env),
+		cmocka_unit_test_setup(test_group_knobs, reset_env),
+		cmocka_unit_test_setup(test_hami_size, reset_env),
+		cmocka_unit_test_setup(test_sched_vars, reset_env),
 		cmocka_unit_test_setup(test_every_key_valid, reset_env),
 		cmocka_unit_test_setup(test_more_valid_values, reset_env),
 		cmocka_unit_test_setup(test_empty_items_tolerated, reset_env),
