@@ -1,6 +1,6 @@
 /* Fuzz harness of the knob parser (config.c): the input is the environment, up to four
- * '\n'-separated values of GPUPOOL_CONF, GPUPOOL_DISABLE, GPUPOOL_REPORT and GPUPOOL_LOG (a
- * missing one is unset). Every parse must end in a config within the bounds docs/knobs.md
+ * '\n'-separated values of GPUPOOL_CONF, GPUPOOL_DISABLE, GPUPOOL_REPORT, GPUPOOL_LOG,
+ * GPUPOOL_GROUP, CUDA_DEVICE_MEMORY_LIMIT and CUDA_DEVICE_MEMORY_LIMIT_0 (a missing one is unset). Every parse must end in a config within the bounds docs/knobs.md
  * states, from which the pool can be created on the fake backend and serve each size class. */
 #include <errno.h>
 #include <string.h>
@@ -15,7 +15,8 @@
 #define SIZE_CAP ((size_t)1 << 48)    /* largest size a size knob takes (256T) */
 #define LARGE_ROUND_CAP ((size_t)1 << 30)
 
-static const char *const vars[] = {"GPUPOOL_CONF", "GPUPOOL_DISABLE", "GPUPOOL_REPORT", "GPUPOOL_LOG"};
+static const char *const vars[] = {"GPUPOOL_CONF", "GPUPOOL_DISABLE", "GPUPOOL_REPORT", "GPUPOOL_LOG",
+				   "GPUPOOL_GROUP", "CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_MEMORY_LIMIT_0"};
 #define NVARS (sizeof vars / sizeof vars[0])
 
 /* The values of the current input, NUL-terminated copies; NULL = unset. */
@@ -45,6 +46,13 @@ static void check_bounds(const struct gp_config *c)
 	FUZZ_CHECK(c->limit_percent <= 100);
 	FUZZ_CHECK(!(c->limit_percent && c->limit_bytes));
 	FUZZ_CHECK(c->limit_bytes <= SIZE_CAP);
+	for (int d = 0; d < GP_CONFIG_MAX_DEVICES; d++)
+		FUZZ_CHECK(c->limit_device[d] <= SIZE_CAP);
+	FUZZ_CHECK(c->group_limit_percent <= 100);
+	FUZZ_CHECK(!(c->group_limit_percent && c->group_limit_bytes));
+	FUZZ_CHECK(c->group_limit_bytes <= SIZE_CAP);
+	FUZZ_CHECK(memchr(c->group, '\0', sizeof c->group));
+	FUZZ_CHECK(memchr(c->notes, '\0', sizeof c->notes));
 	FUZZ_CHECK(is_pow2(c->round) && c->round >= 512 && c->round <= 2 * MIB);
 	FUZZ_CHECK(c->small_max >= 1 && c->small_max <= c->small_segment && c->small_segment <= SIZE_CAP);
 	FUZZ_CHECK(c->small_max <= c->medium_max);
