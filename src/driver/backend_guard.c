@@ -6,6 +6,10 @@ static _Thread_local int depth;
 
 bool gp_backend_guard_inside(void) { return depth > 0; }
 
+void gp_backend_guard_enter(void) { depth++; }
+
+void gp_backend_guard_leave(void) { depth--; }
+
 #define INNER(ctx) ((const struct gp_backend *)(ctx))
 
 static int g_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)

@@ -16,7 +16,13 @@
  * `in`, not in->ctx. */
 void gp_backend_guard_init(struct gp_backend *out, const struct gp_backend *in);
 
-/* True while the calling thread is inside a backend call. */
+/* True while the calling thread is inside a backend call, or between enter and leave. */
 bool gp_backend_guard_inside(void);
+
+/* Marks the calling thread inside gpupool around a runtime call it makes for the program
+ * and has counted already (an unpooled cudaMallocManaged reaching cuMemAllocManaged): the
+ * driver hooks pass it through instead of counting it again. Nest; each enter its leave. */
+void gp_backend_guard_enter(void);
+void gp_backend_guard_leave(void);
 
 #endif

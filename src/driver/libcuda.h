@@ -25,6 +25,7 @@ CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph);
 CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus);
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream);
 CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream);
 CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags);
 CUresult cuStreamDestroy(CUstream hStream);
@@ -42,7 +43,10 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuin
 	X(cuStreamBeginCapture_v2_ptsz) X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz)           \
 	X(cuStreamCreate) X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamDestroy_v2)   \
 	X(cuDevicePrimaryCtxReset) X(cuDevicePrimaryCtxReset_v2) X(cuCtxDestroy) X(cuCtxDestroy_v2) \
-	X(cuGetProcAddress) X(cuGetProcAddress_v2)
+	X(cuGetProcAddress) X(cuGetProcAddress_v2)                                                 \
+	X(cuMemCreate) X(cuMemRelease) X(cuMemAllocManaged) X(cuMemAllocPitch_v2)                  \
+	X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuDeviceSetMemPool)                               \
+	X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz)
 
 /* What gpupool itself calls (besides the real versions of the names above): X(name). */
 #define GP_DRIVER_USED(X)                                                                      \
@@ -51,7 +55,8 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuin
 	X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxGetState)  \
 	X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuCtxSynchronize) X(cuEventCreate)          \
 	X(cuEventRecord) X(cuEventDestroy_v2) X(cuStreamWaitEvent) X(cuStreamIsCapturing)          \
-	X(cuStreamIsCapturing_ptsz) X(cuThreadExchangeStreamCaptureMode)
+	X(cuStreamIsCapturing_ptsz) X(cuThreadExchangeStreamCaptureMode)                          \
+	X(cuMemPoolGetAttribute) X(cuMemPoolTrimTo)
 
 /* The real driver: each entry NULL where the loaded libcuda lacks it. */
 #define GP_DRIVER_FIELD_(name) __typeof__(&name) name;

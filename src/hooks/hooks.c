@@ -84,6 +84,44 @@ GP_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsign
 
 GP_EXPORT cudaError_t cudaDeviceReset(void) { return gp_shim_device_reset(); }
 
+GP_EXPORT cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+{
+	return gp_shim_malloc_managed(devPtr, size, flags);
+}
+
+GP_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
+{
+	return gp_shim_malloc_pitch(devPtr, pitch, width, height);
+}
+
+GP_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct cudaExtent extent)
+{
+	return gp_shim_malloc_3d(pitchedDevPtr, extent);
+}
+
+GP_EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
+{
+	return gp_shim_malloc_from_pool(ptr, size, memPool, stream, false);
+}
+
+GP_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
+						   cudaStream_t stream)
+{
+	return gp_shim_malloc_from_pool(ptr, size, memPool, stream, true);
+}
+
+GP_EXPORT cudaError_t cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMemPoolProps *poolProps)
+{
+	return gp_shim_mem_pool_create(memPool, poolProps);
+}
+
+GP_EXPORT cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool) { return gp_shim_mem_pool_destroy(memPool); }
+
+GP_EXPORT cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
+{
+	return gp_shim_device_set_mem_pool(device, memPool);
+}
+
 GP_EXPORT long long gpupool_release(int device) { return gp_shim_release(device); }
 
 GP_EXPORT int gpupool_stats(int device, struct gpupool_device_stats *out) { return gp_shim_stats(device, out); }

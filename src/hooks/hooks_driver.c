@@ -116,6 +116,48 @@ GP_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
 					       &gp_hooks_driver_entries);
 }
 
+GP_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+			       unsigned long long flags)
+{
+	return gp_shim_driver_mem_create(handle, size, prop, flags);
+}
+
+GP_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) { return gp_shim_driver_mem_release(handle); }
+
+GP_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+	return gp_shim_driver_mem_alloc_managed(dptr, bytesize, flags);
+}
+
+GP_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+				      unsigned int ElementSizeBytes)
+{
+	return gp_shim_driver_mem_alloc_pitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+}
+
+GP_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+{
+	return gp_shim_driver_mem_pool_create(pool, poolProps);
+}
+
+GP_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) { return gp_shim_driver_mem_pool_destroy(pool); }
+
+GP_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+	return gp_shim_driver_device_set_mem_pool(dev, pool);
+}
+
+GP_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
+{
+	return gp_shim_driver_mem_alloc_from_pool(dptr, bytesize, pool, hStream, false);
+}
+
+GP_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+						CUstream hStream)
+{
+	return gp_shim_driver_mem_alloc_from_pool(dptr, bytesize, pool, hStream, true);
+}
+
 /* ---- the table ------------------------------------------------------------------------ */
 
 #define GP_HOOK_ROW_(n) {#n, (void (*)(void))n, offsetof(struct gp_driver, n)},

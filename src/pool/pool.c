@@ -655,9 +655,11 @@ int gp_pool_mem_info(gp_pool *p, size_t *free_bytes, size_t *total_bytes)
 		return rc;
 	(void)entry_open(p, ENTRY_LOCK);
 	size_t cached = p->st->cached_bytes, reserved = p->st->reserved_bytes;
+	/* memory the process holds outside the pool counts against the same limit */
+	size_t held = reserved + p->st->unpooled_bytes;
 	entry_close(p, ENTRY_LOCK);
 	if (p->prm.limit) {
-		size_t room = p->prm.limit > reserved ? p->prm.limit - reserved : 0;
+		size_t room = p->prm.limit > held ? p->prm.limit - held : 0;
 		if (room > dfree)
 			room = dfree;
 		*total_bytes = p->prm.limit < dtotal || !dtotal ? p->prm.limit : dtotal;
@@ -718,6 +720,15 @@ void gp_pool_reset_peaks(gp_pool *p)
 #undef GP_PEAK_RESET_
 	gp_stats_end(p->st);
 	gp_lock_give(&p->lock);
+}
+
+void gp_pool_slot_write(gp_pool *p, void (*write)(struct gpupool_device_stats *st, void *arg), void *arg)
+{
+	(void)entry_open(p, ENTRY_LOCK);
+	gp_stats_begin(p->st);
+	write(p->st, arg);
+	gp_stats_end(p->st);
+	entry_close(p, ENTRY_LOCK);
 }
 
 void gp_pool_abandon(gp_pool *p, struct gpupool_device_stats *sink)

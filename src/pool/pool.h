@@ -138,7 +138,8 @@ void gp_pool_reset_peaks(gp_pool *p);
 
 /* Free and total bytes as this process should see them: with a limit, total is the
  * limit and free what the pool could still hand out (cached free bytes plus room under
- * the limit, bounded by the device's free memory); without, the device's figures plus the
+ * the limit less the memory held outside the pool, unpooled_bytes, bounded by the device's
+ * free memory); without, the device's figures plus the
  * pool's cached free bytes. */
 int gp_pool_mem_info(gp_pool *p, size_t *free_bytes, size_t *total_bytes);
 
@@ -186,6 +187,13 @@ int gp_pool_walk(gp_pool *p, const struct gp_pool_walker *w);
  * retired); false on a pool that stopped pooling (nothing in it waits for a fence any more,
  * as gp_pool_has_pending says). Takes the pool lock. */
 bool gp_pool_block_pending(gp_pool *p, uintptr_t addr);
+
+/* Runs write(st, arg) on the pool's statistics slot as its one writer: under the pool lock,
+ * inside the slot's sequence bracket; on a broken pool too. For figures the pool counts but
+ * does not keep itself (memory the process holds outside it, unpooled_*: its limit covers
+ * them, gp_pool_mem_info and the segment growth read unpooled_bytes). `write` must not call
+ * the pool. */
+void gp_pool_slot_write(gp_pool *p, void (*write)(struct gpupool_device_stats *st, void *arg), void *arg);
 
 int gp_pool_device(const gp_pool *p);
 /* The backend the pool was created with (its `be`), for an owner that wraps it per pool. */

@@ -51,10 +51,13 @@ size_t gp_segment_size_for(const struct gp_pool_params *prm, size_t rounded)
 struct gp_block *gp_segment_grow(gp_pool *p, size_t rounded)
 {
 	size_t ss = gp_segment_size_for(&p->prm, rounded);
-	if (p->prm.limit && p->st->reserved_bytes + ss > p->prm.limit) {
+	/* memory held outside the pool (unpooled_bytes) counts against the same limit; the
+	 * backend's budget (if any) is the exact check, this one keeps the counters right */
+	size_t held = p->st->reserved_bytes + p->st->unpooled_bytes;
+	if (p->prm.limit && held + ss > p->prm.limit) {
 		/* an exact-size segment may still fit under the limit */
 		size_t exact = gp_round_up(rounded, p->prm.round);
-		if (ss > exact && p->st->reserved_bytes + exact <= p->prm.limit && rounded > p->prm.small_max)
+		if (ss > exact && held + exact <= p->prm.limit && rounded > p->prm.small_max)
 			ss = exact;
 		else {
 			GP_COUNT(p->st, limit_refusals, 1);

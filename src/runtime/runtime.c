@@ -113,6 +113,15 @@ static bool resolve(void)
 	SYM(ThreadExchangeStreamCaptureMode, "cudaThreadExchangeStreamCaptureMode");
 	SYM(IpcGetMemHandle, "cudaIpcGetMemHandle");
 	SYM(DeviceReset, "cudaDeviceReset");
+	SYM(MallocManaged, "cudaMallocManaged");
+	SYM(MallocPitch, "cudaMallocPitch");
+	SYM(Malloc3D, "cudaMalloc3D");
+	STREAMED(MallocFromPoolAsync, "cudaMallocFromPoolAsync");
+	SYM(MemPoolCreate, "cudaMemPoolCreate");
+	SYM(MemPoolDestroy, "cudaMemPoolDestroy");
+	SYM(DeviceSetMemPool, "cudaDeviceSetMemPool");
+	SYM(MemPoolGetAttribute, "cudaMemPoolGetAttribute");
+	SYM(MemPoolTrimTo, "cudaMemPoolTrimTo");
 	/* what GPUPOOL_LOG=info names: the file the runtime was loaded from and its version
 	 * (cudaRuntimeGetVersion needs no device and makes no context) */
 	cudaError_t (*version)(int *) = NULL;

@@ -22,6 +22,7 @@ struct gp_runtime_streamed {
 	cudaError_t (*StreamIsCapturing)(cudaStream_t, enum cudaStreamCaptureStatus *);
 	cudaError_t (*StreamBeginCapture)(cudaStream_t, enum cudaStreamCaptureMode);
 	cudaError_t (*StreamEndCapture)(cudaStream_t, cudaGraph_t *);
+	cudaError_t (*MallocFromPoolAsync)(void **, size_t, cudaMemPool_t, cudaStream_t);
 };
 
 struct gp_runtime {
@@ -49,6 +50,16 @@ struct gp_runtime {
 	cudaError_t (*ThreadExchangeStreamCaptureMode)(enum cudaStreamCaptureMode *);
 	cudaError_t (*IpcGetMemHandle)(cudaIpcMemHandle_t *, void *);
 	cudaError_t (*DeviceReset)(void);
+	/* the allocations gpupool counts but does not pool (shim/unpooled.h), and what it asks
+	 * of the program's memory pools */
+	cudaError_t (*MallocManaged)(void **, size_t, unsigned);
+	cudaError_t (*MallocPitch)(void **, size_t *, size_t, size_t);
+	cudaError_t (*Malloc3D)(struct cudaPitchedPtr *, struct cudaExtent);
+	cudaError_t (*MemPoolCreate)(cudaMemPool_t *, const struct cudaMemPoolProps *);
+	cudaError_t (*MemPoolDestroy)(cudaMemPool_t);
+	cudaError_t (*DeviceSetMemPool)(int, cudaMemPool_t);
+	cudaError_t (*MemPoolGetAttribute)(cudaMemPool_t, enum cudaMemPoolAttr, void *);
+	cudaError_t (*MemPoolTrimTo)(cudaMemPool_t, size_t);
 	/* indexed by enum gp_runtime_variant */
 	struct gp_runtime_streamed variant[2];
 };

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "budget.h"
 #include "fence_thread.h"
 #include "log.h"
 #include "port.h"
@@ -218,7 +219,8 @@ static const struct gp_backend pool_be_calls = {
 
 const struct gp_backend *gp_registry_pool_backend_new(void)
 {
-	const struct gp_backend *in = gp_registry_backend();
+	/* its segments pass the device's budget (budget.h) inside the gate */
+	const struct gp_backend *in = gp_budget_backend(gp_registry_backend());
 	struct pool_be *b = calloc(1, sizeof *b);
 	if (!b)
 		return NULL;

@@ -15,12 +15,15 @@
 #include "log.h"
 #include "pool.h"
 #include "proc.h"
+#include "backend_guard.h"
+#include "reclaim.h"
 #include "registry.h"
 #include "route.h"
 #include "runtime.h"
 #include "statpage.h"
 #include "streamkey.h"
 #include "trace.h"
+#include "unpooled.h"
 
 /* How long gpupool_stats waits for a device's counters to settle (ns). The pool keeps them
  * mid-update across its own runtime calls (a segment's cudaMalloc, or a cudaFree that waits
@@ -167,6 +170,326 @@ static inline void *rt_pool(const void *c_, int dev)
 
 static const struct gp_route_ask rt_ask = {rt_capturing, rt_device, rt_pool};
 
+/* ---- memory gpupool does not pool, counted against the limit (unpooled.h) ---------------
+ * As the driver layer's (shim_driver.c): the budget's take before the real call (past the
+ * limit: cudaErrorMemoryAllocation, left as the last error, no call), the real call marked as
+ * gpupool's (backend_guard.h: a runtime that reaches the driver through gpupool's entry
+ * points is not counted twice), the reclaim step where the device itself is full, and the
+ * record its free finds. */
+
+static __attribute__((noinline, cold)) cudaError_t refused(const struct gp_registry *r, const char *what, int dev,
+							 size_t size)
+{
+	gp_log(GP_LOG_WARN, "device %d: %s of %zu bytes refused: the limit (%llu bytes) would be passed (held: %llu "
+			    "bytes, pooled and not); returning cudaErrorMemoryAllocation",
+	       dev, what, size, (unsigned long long)gp_budget_limit(dev),
+	       (unsigned long long)gp_budget_held(dev, GP_BUDGET_KINDS));
+	gp_last_error_set(r->rt, cudaErrorMemoryAllocation);
+	return cudaErrorMemoryAllocation;
+}
+
+/* The device an unpooled runtime allocation counts against, or -1: nothing counted. */
+static inline int counted_device(const struct gp_registry *r)
+{
+	return r->off || exiting(r) || gp_backend_guard_inside() ? -1 : current_device(r);
+}
+
+/* After a real call that failed with out of memory and a reclaim that freed memory: the
+ * retry's success leaves no stale error behind (DESIGN contract 5). */
+static inline void retried(const struct gp_registry *r, cudaError_t e)
+{
+	if (e == cudaSuccess)
+		(void)r->rt->GetLastError();
+}
+
+static int rt_pool_attr(const void *api, uintptr_t pool, enum cudaMemPoolAttr attr, uint64_t *bytes)
+{
+	const struct gp_runtime *rt = api;
+	uint64_t v = 0; /* cuuint64_t, as the runtime writes it */
+	cudaError_t e = rt->MemPoolGetAttribute ? rt->MemPoolGetAttribute((cudaMemPool_t)pool, attr, &v)
+						: cudaErrorNotSupported;
+	*bytes = v;
+	return (int)e;
+}
+
+static int rt_pool_reserved(const void *api, uintptr_t pool, uint64_t *bytes)
+{
+	return rt_pool_attr(api, pool, cudaMemPoolAttrReservedMemCurrent, bytes);
+}
+
+static int rt_pool_used(const void *api, uintptr_t pool, uint64_t *bytes)
+{
+	return rt_pool_attr(api, pool, cudaMemPoolAttrUsedMemCurrent, bytes);
+}
+
+static int rt_pool_trim(const void *api, uintptr_t pool, size_t keep)
+{
+	const struct gp_runtime *rt = api;
+	return rt->MemPoolTrimTo ? (int)rt->MemPoolTrimTo((cudaMemPool_t)pool, keep) : (int)cudaErrorNotSupported;
+}
+
+static inline struct gp_mempool_ops rt_pool_ops(const struct gp_runtime *rt)
+{
+	return (struct gp_mempool_ops){rt, rt_pool_reserved, rt_pool_used, rt_pool_trim};
+}
+
+/* An allocation from a pool the program made (`pool`, cudaMallocFromPoolAsync), or from the
+ * device's current pool the program set (pool 0 given: cudaMallocAsync), counted by the
+ * pool's reserved bytes. */
+static cudaError_t mempool_alloc(const struct gp_registry *r, void **ptr, size_t size, uintptr_t pool,
+				 bool from_pool, cudaStream_t s, enum gp_call call, int dev)
+{
+	const struct gp_mempool_ops ops = rt_pool_ops(r->rt);
+	size_t taken;
+	if (gp_unpooled_mempool_begin(dev, pool, size, &ops, &taken) != 0)
+		return refused(r, from_pool ? "cudaMallocFromPoolAsync" : "cudaMallocAsync (the program's pool)", dev,
+			       size);
+	cudaError_t e;
+	gp_backend_guard_enter();
+	for (int tries = 0;; tries++) {
+		if (from_pool)
+			e = variant(r->rt, call)->MallocFromPoolAsync(ptr, size, (cudaMemPool_t)pool, s);
+		else
+			e = real_malloc(r, ptr, size, s, call);
+		if (e != cudaErrorMemoryAllocation || tries || !gp_reclaim_before_oom(dev, size))
+			break;
+	}
+	gp_backend_guard_leave();
+	gp_unpooled_mempool_end(dev, pool, size, taken, e == cudaSuccess ? (uintptr_t)*ptr : 0, &ops);
+	return e;
+}
+
+/* One managed or pitched allocation: `call` makes it (and is made again after a reclaim);
+ * *bytes is what it holds once made (a pitched one: pitch x rows, known after the call). */
+struct rt_unpooled {
+	void *arg;
+	cudaError_t (*call)(const struct gp_runtime *rt, void *arg);
+	size_t (*bytes)(void *arg); /* after success */
+	void *(*ptr)(void *arg);
+};
+
+static cudaError_t unpooled_alloc(const struct gp_registry *r, int dev, size_t guess, enum gp_budget_kind kind,
+				  const char *what, const struct rt_unpooled *u)
+{
+	if (gp_unpooled_take(dev, guess, kind) != 0)
+		return refused(r, what, dev, guess);
+	gp_backend_guard_enter();
+	cudaError_t e = u->call(r->rt, u->arg);
+	if (e == cudaErrorMemoryAllocation && gp_reclaim_before_oom(dev, guess)) {
+		e = u->call(r->rt, u->arg);
+		retried(r, e);
+	}
+	gp_backend_guard_leave();
+	size_t bytes = e == cudaSuccess ? u->bytes(u->arg) : guess;
+	if (bytes > guess)
+		gp_budget_charge(dev, bytes - guess, kind);
+	else if (bytes < guess)
+		gp_budget_give(dev, guess - bytes, kind);
+	if (e == cudaSuccess) {
+		struct gp_unpooled_rec rec = {(uint64_t)(uintptr_t)u->ptr(u->arg), dev, kind, bytes, 0};
+		if (!gp_unpooled_ptr_add(&rec))
+			return e; /* not counted (logged) */
+	}
+	gp_unpooled_taken(dev, bytes, kind, e == cudaSuccess);
+	return e;
+}
+
+struct managed_args {
+	void **ptr;
+	size_t size;
+	unsigned flags;
+};
+
+static cudaError_t managed_call(const struct gp_runtime *rt, void *arg)
+{
+	struct managed_args *a = arg;
+	return rt->MallocManaged(a->ptr, a->size, a->flags);
+}
+
+static size_t managed_bytes(void *arg) { return ((struct managed_args *)arg)->size; }
+static void *managed_ptr(void *arg) { return *((struct managed_args *)arg)->ptr; }
+
+cudaError_t gp_shim_malloc_managed(void **ptr, size_t size, unsigned flags)
+{
+	GP_REGISTRY_READER;
+	const struct gp_registry *r = gp_registry_get();
+	cudaError_t (*fn)(void **, size_t, unsigned) = RT_FN(r, MallocManaged);
+	if (!fn)
+		return absent(r);
+	int dev = !ptr || !size ? -1 : counted_device(r);
+	if (dev < 0)
+		return fn(ptr, size, flags);
+	struct managed_args a = {ptr, size, flags};
+	const struct rt_unpooled u = {&a, managed_call, managed_bytes, managed_ptr};
+	return unpooled_alloc(r, dev, size, GP_BUDGET_MANAGED, "cudaMallocManaged", &u);
+}
+
+/* Pitched: rows of the width rounded to 512 bytes are taken first (the pitch is at least the
+ * width, a multiple of the device's pitch alignment), pitch x rows counted once known. */
+static bool pitch_guess(size_t width, size_t rows, size_t *guess)
+{
+	return width && rows && width <= SIZE_MAX - 511 && !__builtin_mul_overflow((width + 511) / 512 * 512, rows, guess);
+}
+
+struct pitch_args {
+	void **ptr;
+	size_t *pitch;
+	size_t width, height;
+};
+
+static cudaError_t pitch_call(const struct gp_runtime *rt, void *arg)
+{
+	struct pitch_args *a = arg;
+	return rt->MallocPitch(a->ptr, a->pitch, a->width, a->height);
+}
+
+static size_t pitch_bytes(void *arg)
+{
+	struct pitch_args *a = arg;
+	size_t n;
+	return __builtin_mul_overflow(*a->pitch, a->height, &n) ? SIZE_MAX : n;
+}
+
+static void *pitch_ptr(void *arg) { return *((struct pitch_args *)arg)->ptr; }
+
+cudaError_t gp_shim_malloc_pitch(void **ptr, size_t *pitch, size_t width, size_t height)
+{
+	GP_REGISTRY_READER;
+	const struct gp_registry *r = gp_registry_get();
+	cudaError_t (*fn)(void **, size_t *, size_t, size_t) = RT_FN(r, MallocPitch);
+	if (!fn)
+		return absent(r);
+	size_t guess = 0;
+	int dev = !ptr || !pitch || !pitch_guess(width, height, &guess) ? -1 : counted_device(r);
+	if (dev < 0)
+		return fn(ptr, pitch, width, height); /* the runtime's own answer */
+	struct pitch_args a = {ptr, pitch, width, height};
+	const struct rt_unpooled u = {&a, pitch_call, pitch_bytes, pitch_ptr};
+	return unpooled_alloc(r, dev, guess, GP_BUDGET_PITCHED, "cudaMallocPitch", &u);
+}
+
+struct m3d_args {
+	struct cudaPitchedPtr *out;
+	struct cudaExtent ext;
+};
+
+static cudaError_t m3d_call(const struct gp_runtime *rt, void *arg)
+{
+	struct m3d_args *a = arg;
+	return rt->Malloc3D(a->out, a->ext);
+}
+
+static size_t m3d_bytes(void *arg)
+{
+	struct m3d_args *a = arg;
+	size_t n;
+	return __builtin_mul_overflow(a->out->pitch, a->ext.height, &n) || __builtin_mul_overflow(n, a->ext.depth, &n)
+		       ? SIZE_MAX
+		       : n;
+}
+
+static void *m3d_ptr(void *arg) { return ((struct m3d_args *)arg)->out->ptr; }
+
+cudaError_t gp_shim_malloc_3d(struct cudaPitchedPtr *out, struct cudaExtent extent)
+{
+	GP_REGISTRY_READER;
+	const struct gp_registry *r = gp_registry_get();
+	cudaError_t (*fn)(struct cudaPitchedPtr *, struct cudaExtent) = RT_FN(r, Malloc3D);
+	if (!fn)
+		return absent(r);
+	size_t rows, guess = 0;
+	int dev = !out || __builtin_mul_overflow(extent.height, extent.depth, &rows) ||
+				  !pitch_guess(extent.width, rows, &guess)
+			  ? -1
+			  : counted_device(r);
+	if (dev < 0)
+		return fn(out, extent);
+	struct m3d_args a = {out, extent};
+	const struct rt_unpooled u = {&a, m3d_call, m3d_bytes, m3d_ptr};
+	return unpooled_alloc(r, dev, guess, GP_BUDGET_PITCHED, "cudaMalloc3D", &u);
+}
+
+cudaError_t gp_shim_malloc_from_pool(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t s, bool ptsz)
+{
+	GP_REGISTRY_READER;
+	const struct gp_registry *r = gp_registry_get();
+	enum gp_call call = ptsz ? GP_CALL_ASYNC_PTSZ : GP_CALL_ASYNC;
+	cudaError_t (*fn)(void **, size_t, cudaMemPool_t, cudaStream_t) =
+		r->rt ? variant(r->rt, call)->MallocFromPoolAsync : NULL;
+	if (!fn)
+		return absent(r);
+	if (r->off || exiting(r) || gp_backend_guard_inside() || !ptr || !size || !pool)
+		return fn(ptr, size, pool, s); /* the runtime's own answer */
+	/* a pool made through gpupool knows its device; another (a device's default pool, one
+	 * made before gpupool was loaded) is counted against the current device from now on */
+	int dev = gp_unpooled_pool_device((uintptr_t)pool);
+	if (dev < 0) {
+		dev = current_device(r);
+		if (dev < 0)
+			return fn(ptr, size, pool, s);
+		gp_unpooled_pool_made((uintptr_t)pool, dev);
+	}
+	return mempool_alloc(r, ptr, size, (uintptr_t)pool, true, s, call, dev);
+}
+
+cudaError_t gp_shim_mem_pool_create(cudaMemPool_t *pool, const struct cudaMemPoolProps *props)
+{
+	const struct gp_registry *r = gp_registry_get();
+	cudaError_t (*fn)(cudaMemPool_t *, const struct cudaMemPoolProps *) = RT_FN(r, MemPoolCreate);
+	if (!fn)
+		return absent(r);
+	gp_backend_guard_enter(); /* the runtime's cuMemPoolCreate is this one */
+	cudaError_t e = fn(pool, props);
+	gp_backend_guard_leave();
+	if (e == cudaSuccess && !r->off && props && props->location.type == cudaMemLocationTypeDevice &&
+	    props->location.id >= 0 && props->location.id < r->ndev)
+		gp_unpooled_pool_made((uintptr_t)*pool, props->location.id);
+	return e;
+}
+
+cudaError_t gp_shim_mem_pool_destroy(cudaMemPool_t pool)
+{
+	const struct gp_registry *r = gp_registry_get();
+	cudaError_t (*fn)(cudaMemPool_t) = RT_FN(r, MemPoolDestroy);
+	if (!fn)
+		return absent(r);
+	cudaError_t e = fn(pool);
+	if (e == cudaSuccess)
+		gp_unpooled_pool_destroyed((uintptr_t)pool);
+	return e;
+}
+
+cudaError_t gp_shim_device_set_mem_pool(int dev, cudaMemPool_t pool)
+{
+	const struct gp_registry *r = gp_registry_get();
+	cudaError_t (*fn)(int, cudaMemPool_t) = RT_FN(r, DeviceSetMemPool);
+	if (!fn)
+		return absent(r);
+	cudaError_t e = fn(dev, pool);
+	if (e == cudaSuccess)
+		gp_unpooled_device_pool_set(dev, (uintptr_t)pool);
+	return e;
+}
+
+/* A free of memory the pools do not hold: its record (managed, pitched, a program pool's)
+ * counted back once the runtime freed it. */
+static cudaError_t unpooled_free(const struct gp_registry *r, void *ptr, cudaStream_t s, enum gp_call call)
+{
+	struct gp_unpooled_rec rec;
+	if (!gp_unpooled_ptr_remove((uintptr_t)ptr, &rec))
+		return real_free(r, ptr, s, call);
+	gp_backend_guard_enter();
+	cudaError_t e = real_free(r, ptr, s, call);
+	gp_backend_guard_leave();
+	if (e == cudaSuccess) {
+		const struct gp_mempool_ops ops = rt_pool_ops(r->rt);
+		gp_unpooled_freed(&rec, &ops);
+	} else {
+		gp_unpooled_ptr_put(&rec);
+	}
+	return e;
+}
+
 cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call call)
 {
 	GP_REGISTRY_READER;
@@ -196,6 +519,8 @@ cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call
 	case GP_ROUTE_REFUSE:
 		return cudaErrorInvalidValue;
 	}
+	if (call != GP_CALL_SYNC && __builtin_expect(gp_unpooled_device_pool(dev) != 0, 0))
+		return mempool_alloc(r, ptr, size, gp_unpooled_device_pool(dev), false, s, call, dev);
 	gp_pool *p = pool;
 	if (r->ndev > 1 && free_hint != dev)
 		free_hint = dev;
@@ -267,7 +592,7 @@ cudaError_t gp_shim_free(void *ptr, cudaStream_t s, enum gp_call call)
 	cudaError_t e = cudaSuccess;
 	if (rc == -ENOENT) {
 		int dev = current_device(r);
-		e = real_free(r, ptr, s, call);
+		e = unpooled_free(r, ptr, s, call);
 		gp_registry_count_passthrough(dev, false);
 	} else if (rc == -EALREADY) {
 		gp_log(GP_LOG_WARN, "%s(%p): not a live allocation (double free, or a pointer inside a block); "
@@ -447,8 +772,12 @@ cudaError_t gp_shim_device_reset(void)
 	gp_registry_reset_begin(dev);
 	gp_cuda_device_reset_begin(r->rt, dev);
 	cudaError_t e = fn();
-	if (e == cudaSuccess)
+	if (e == cudaSuccess) {
+		/* inside the reset gate (shim_driver.c's reset_end says why) */
+		gp_budget_pool_gone(dev);
+		gp_unpooled_device_reset(dev);
 		gp_cuda_device_reset_done(dev);
+	}
 	gp_registry_reset_end(dev, e == cudaSuccess);
 	return e;
 }

@@ -25,6 +25,16 @@ enum gp_stream_create { GP_STREAM_CREATE, GP_STREAM_CREATE_FLAGS, GP_STREAM_CREA
 cudaError_t gp_shim_stream_create(cudaStream_t *s, unsigned flags, int priority, enum gp_stream_create how);
 cudaError_t gp_shim_device_reset(void);
 
+/* Memory the pools do not hold, counted against the limit (unpooled.h): managed and pitched
+ * allocations, and pools the program made. */
+cudaError_t gp_shim_malloc_managed(void **ptr, size_t size, unsigned flags);
+cudaError_t gp_shim_malloc_pitch(void **ptr, size_t *pitch, size_t width, size_t height);
+cudaError_t gp_shim_malloc_3d(struct cudaPitchedPtr *out, struct cudaExtent extent);
+cudaError_t gp_shim_malloc_from_pool(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t s, bool ptsz);
+cudaError_t gp_shim_mem_pool_create(cudaMemPool_t *pool, const struct cudaMemPoolProps *props);
+cudaError_t gp_shim_mem_pool_destroy(cudaMemPool_t pool);
+cudaError_t gp_shim_device_set_mem_pool(int dev, cudaMemPool_t pool);
+
 /* The public API (gpupool.h). */
 long long gp_shim_release(int device);
 int gp_shim_stats(int device, struct gpupool_device_stats *out);

@@ -21,10 +21,12 @@
 #include "entries.h"
 #include "log.h"
 #include "pool.h"
+#include "reclaim.h"
 #include "registry.h"
 #include "route.h"
 #include "trace.h"
 #include "trace_format.h"
+#include "unpooled.h"
 
 /* The primary context of each device, as last seen active (a handle, never retained here:
  * retain + release of an active context does not change it). NULL: not looked up yet. */
@@ -153,6 +155,270 @@ static inline void *drv_pool(const void *c_, int dev)
 
 static const struct gp_route_ask drv_ask = {drv_capturing, drv_device, drv_pool};
 
+/* ---- memory gpupool does not pool, counted against the limit (unpooled.h) ---------------
+ * Each path: the budget's take before the real call (past the limit: CUDA_ERROR_OUT_OF_MEMORY,
+ * no call), the real call (a device that is itself full: the reclaim step, then once more),
+ * and the record its free or release finds. */
+
+/* The device whose memory a call of this layer counts against: -1 when nothing is counted
+ * (the layer off, exit begun, a device beyond the pooled ones). */
+static inline bool counting(const struct gp_registry *r) { return !r->drv_off && !exiting(r); }
+
+static __attribute__((noinline, cold)) CUresult refused(const char *what, int dev, size_t size)
+{
+	gp_log(GP_LOG_WARN, "device %d: %s of %zu bytes refused: the limit (%llu bytes) would be passed (held: %llu "
+			    "bytes, pooled and not); returning CUDA_ERROR_OUT_OF_MEMORY",
+	       dev, what, size, (unsigned long long)gp_budget_limit(dev),
+	       (unsigned long long)gp_budget_held(dev, GP_BUDGET_KINDS));
+	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static int drv_pool_reserved(const void *api, uintptr_t pool, uint64_t *bytes)
+{
+	const struct gp_driver *D = api;
+	cuuint64_t v = 0;
+	CUresult e = D->cuMemPoolGetAttribute ? D->cuMemPoolGetAttribute((CUmemoryPool)pool,
+									CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v)
+					      : CUDA_ERROR_NOT_SUPPORTED;
+	*bytes = v;
+	return (int)e;
+}
+
+static int drv_pool_used(const void *api, uintptr_t pool, uint64_t *bytes)
+{
+	const struct gp_driver *D = api;
+	cuuint64_t v = 0;
+	CUresult e = D->cuMemPoolGetAttribute ? D->cuMemPoolGetAttribute((CUmemoryPool)pool,
+									CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v)
+					      : CUDA_ERROR_NOT_SUPPORTED;
+	*bytes = v;
+	return (int)e;
+}
+
+static int drv_pool_trim(const void *api, uintptr_t pool, size_t keep)
+{
+	const struct gp_driver *D = api;
+	return D->cuMemPoolTrimTo ? (int)D->cuMemPoolTrimTo((CUmemoryPool)pool, keep) : (int)CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static inline struct gp_mempool_ops drv_pool_ops(const struct gp_driver *D)
+{
+	return (struct gp_mempool_ops){D, drv_pool_reserved, drv_pool_used, drv_pool_trim};
+}
+
+/* An allocation from a pool the program made (or its device's current pool, set by the
+ * program: `current`, through cuMemAllocAsync), counted by the pool's reserved bytes. */
+static CUresult mempool_alloc(const struct gp_driver *D, CUdeviceptr *dptr, size_t size, uintptr_t pool, CUstream s,
+			      enum gp_drv_call call, int dev, bool from_pool)
+{
+	const struct gp_mempool_ops ops = drv_pool_ops(D);
+	size_t taken;
+	if (gp_unpooled_mempool_begin(dev, pool, size, &ops, &taken) != 0)
+		return refused(from_pool ? "cuMemAllocFromPoolAsync" : "cuMemAllocAsync (the program's pool)", dev, size);
+	CUresult e;
+	for (int tries = 0;; tries++) {
+		if (from_pool)
+			e = call == GP_DRV_ASYNC_PTSZ ? D->cuMemAllocFromPoolAsync_ptsz(dptr, size, (CUmemoryPool)pool, s)
+						      : D->cuMemAllocFromPoolAsync(dptr, size, (CUmemoryPool)pool, s);
+		else
+			e = real_alloc(D, dptr, size, s, call);
+		if (e != CUDA_ERROR_OUT_OF_MEMORY || tries || !gp_reclaim_before_oom(dev, size))
+			break;
+	}
+	gp_unpooled_mempool_end(dev, pool, size, taken, e == CUDA_SUCCESS ? (uintptr_t)*dptr : 0, &ops);
+	return e;
+}
+
+/* A free of memory the pools do not hold: its record (managed, pitched, a program pool's)
+ * counted back once the driver freed it. */
+static CUresult unpooled_free(const struct gp_driver *D, CUdeviceptr ptr, CUstream s, enum gp_drv_call call)
+{
+	struct gp_unpooled_rec rec;
+	if (!gp_unpooled_ptr_remove((uintptr_t)ptr, &rec))
+		return real_free(D, ptr, s, call);
+	CUresult e = real_free(D, ptr, s, call);
+	if (e == CUDA_SUCCESS) {
+		const struct gp_mempool_ops ops = drv_pool_ops(D);
+		gp_unpooled_freed(&rec, &ops);
+	} else {
+		gp_unpooled_ptr_put(&rec);
+	}
+	return e;
+}
+
+CUresult gp_shim_driver_mem_create(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+				   unsigned long long flags)
+{
+	GP_REGISTRY_READER;
+	const struct gp_driver *D = gp_libcuda_get();
+	if (!D || !D->cuMemCreate)
+		return absent(D);
+	if (gp_backend_guard_inside())
+		return D->cuMemCreate(handle, size, prop, flags);
+	const struct gp_registry *r = gp_registry_get_driver();
+	/* device memory only: a host or host-NUMA location is not the GPU's */
+	int dev = counting(r) && handle && size && prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+			  prop->location.id >= 0 && prop->location.id < r->ndev
+		      ? prop->location.id
+		      : -1;
+	if (dev < 0)
+		return D->cuMemCreate(handle, size, prop, flags);
+	if (gp_unpooled_take(dev, size, GP_BUDGET_VMM) != 0)
+		return refused("cuMemCreate", dev, size);
+	CUresult e = D->cuMemCreate(handle, size, prop, flags);
+	if (e == CUDA_ERROR_OUT_OF_MEMORY && gp_reclaim_before_oom(dev, size))
+		e = D->cuMemCreate(handle, size, prop, flags);
+	if (e == CUDA_SUCCESS) {
+		struct gp_unpooled_rec rec = {(uint64_t)*handle, dev, GP_BUDGET_VMM, size, 0};
+		if (!gp_unpooled_handle_add(&rec))
+			return e; /* not counted (logged) */
+	}
+	gp_unpooled_taken(dev, size, GP_BUDGET_VMM, e == CUDA_SUCCESS);
+	return e;
+}
+
+CUresult gp_shim_driver_mem_release(CUmemGenericAllocationHandle handle)
+{
+	const struct gp_driver *D = gp_libcuda_get();
+	if (!D || !D->cuMemRelease)
+		return absent(D);
+	struct gp_unpooled_rec rec;
+	/* out of the table before the release: the driver may hand the same handle out again
+	 * the moment it is released */
+	bool ours = !gp_backend_guard_inside() && gp_unpooled_handle_remove((uint64_t)handle, &rec);
+	CUresult e = D->cuMemRelease(handle);
+	if (ours && e == CUDA_SUCCESS)
+		gp_unpooled_freed(&rec, NULL);
+	else if (ours)
+		gp_unpooled_handle_put(&rec);
+	return e;
+}
+
+/* cuMemAllocManaged and cuMemAllocPitch: counted against the current context's device. */
+CUresult gp_shim_driver_mem_alloc_managed(CUdeviceptr *dptr, size_t size, unsigned flags)
+{
+	GP_REGISTRY_READER;
+	const struct gp_driver *D = gp_libcuda_get();
+	if (!D || !D->cuMemAllocManaged)
+		return absent(D);
+	const struct gp_registry *r = gp_registry_get_driver();
+	bool primary;
+	int dev = gp_backend_guard_inside() || !counting(r) || !dptr || !size ? -1 : current_device(D, r, &primary);
+	if (dev < 0)
+		return D->cuMemAllocManaged(dptr, size, flags);
+	if (gp_unpooled_take(dev, size, GP_BUDGET_MANAGED) != 0)
+		return refused("cuMemAllocManaged", dev, size);
+	CUresult e = D->cuMemAllocManaged(dptr, size, flags);
+	if (e == CUDA_ERROR_OUT_OF_MEMORY && gp_reclaim_before_oom(dev, size))
+		e = D->cuMemAllocManaged(dptr, size, flags);
+	if (e == CUDA_SUCCESS) {
+		struct gp_unpooled_rec rec = {(uint64_t)*dptr, dev, GP_BUDGET_MANAGED, size, 0};
+		if (!gp_unpooled_ptr_add(&rec))
+			return e;
+	}
+	gp_unpooled_taken(dev, size, GP_BUDGET_MANAGED, e == CUDA_SUCCESS);
+	return e;
+}
+
+/* The pitch is the driver's choice (a multiple of its pitch alignment, at least the width):
+ * the width rounded to 512 bytes rows is taken first, and the difference to pitch x height
+ * counted once the driver said the pitch. */
+CUresult gp_shim_driver_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+					unsigned elem)
+{
+	GP_REGISTRY_READER;
+	const struct gp_driver *D = gp_libcuda_get();
+	if (!D || !D->cuMemAllocPitch_v2)
+		return absent(D);
+	const struct gp_registry *r = gp_registry_get_driver();
+	size_t guess;
+	bool primary;
+	int dev = gp_backend_guard_inside() || !counting(r) || !dptr || !pitch || !width || !height ||
+				  width > SIZE_MAX - 511 || __builtin_mul_overflow((width + 511) / 512 * 512, height, &guess)
+			  ? -1
+			  : current_device(D, r, &primary);
+	if (dev < 0)
+		return D->cuMemAllocPitch_v2(dptr, pitch, width, height, elem); /* the driver's own answer */
+	if (gp_unpooled_take(dev, guess, GP_BUDGET_PITCHED) != 0)
+		return refused("cuMemAllocPitch", dev, guess);
+	CUresult e = D->cuMemAllocPitch_v2(dptr, pitch, width, height, elem);
+	if (e == CUDA_ERROR_OUT_OF_MEMORY && gp_reclaim_before_oom(dev, guess))
+		e = D->cuMemAllocPitch_v2(dptr, pitch, width, height, elem);
+	size_t bytes = guess;
+	if (e == CUDA_SUCCESS && !__builtin_mul_overflow(*pitch, height, &bytes) && bytes != guess) {
+		if (bytes > guess)
+			gp_budget_charge(dev, bytes - guess, GP_BUDGET_PITCHED);
+		else
+			gp_budget_give(dev, guess - bytes, GP_BUDGET_PITCHED);
+	}
+	if (e == CUDA_SUCCESS) {
+		struct gp_unpooled_rec rec = {(uint64_t)*dptr, dev, GP_BUDGET_PITCHED, bytes, 0};
+		if (!gp_unpooled_ptr_add(&rec))
+			return e;
+	}
+	gp_unpooled_taken(dev, bytes, GP_BUDGET_PITCHED, e == CUDA_SUCCESS);
+	return e;
+}
+
+CUresult gp_shim_driver_mem_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props)
+{
+	const struct gp_driver *D = gp_libcuda_get();
+	if (!D || !D->cuMemPoolCreate)
+		return absent(D);
+	CUresult e = D->cuMemPoolCreate(pool, props);
+	const struct gp_registry *r = gp_registry_get_driver();
+	if (e == CUDA_SUCCESS && counting(r) && props && props->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+	    props->location.id >= 0 && props->location.id < r->ndev && !gp_backend_guard_inside())
+		gp_unpooled_pool_made((uintptr_t)*pool, props->location.id);
+	return e;
+}
+
+CUresult gp_shim_driver_mem_pool_destroy(CUmemoryPool pool)
+{
+	const struct gp_driver *D = gp_libcuda_get();
+	if (!D || !D->cuMemPoolDestroy)
+		return absent(D);
+	CUresult e = D->cuMemPoolDestroy(pool);
+	if (e == CUDA_SUCCESS)
+		gp_unpooled_pool_destroyed((uintptr_t)pool);
+	return e;
+}
+
+CUresult gp_shim_driver_device_set_mem_pool(CUdevice dev, CUmemoryPool pool)
+{
+	const struct gp_driver *D = gp_libcuda_get();
+	if (!D || !D->cuDeviceSetMemPool)
+		return absent(D);
+	CUresult e = D->cuDeviceSetMemPool(dev, pool);
+	if (e == CUDA_SUCCESS)
+		gp_unpooled_device_pool_set((int)dev, (uintptr_t)pool);
+	return e;
+}
+
+CUresult gp_shim_driver_mem_alloc_from_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s, bool ptsz)
+{
+	GP_REGISTRY_READER;
+	const struct gp_driver *D = gp_libcuda_get();
+	CUresult (*fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream) =
+		!D ? NULL : ptsz ? D->cuMemAllocFromPoolAsync_ptsz : D->cuMemAllocFromPoolAsync;
+	if (!fn)
+		return absent(D);
+	const struct gp_registry *r = gp_registry_get_driver();
+	if (gp_backend_guard_inside() || !counting(r) || !dptr || !size || !pool)
+		return fn(dptr, size, pool, s); /* the driver's own answer */
+	/* a pool made through gpupool knows its device; another (a device's default pool, one
+	 * made before gpupool was loaded) is counted against the current device from now on */
+	int dev = gp_unpooled_pool_device((uintptr_t)pool);
+	if (dev < 0) {
+		bool primary;
+		dev = current_device(D, r, &primary);
+		if (dev < 0)
+			return fn(dptr, size, pool, s);
+		gp_unpooled_pool_made((uintptr_t)pool, dev);
+	}
+	return mempool_alloc(D, dptr, size, (uintptr_t)pool, s, ptsz ? GP_DRV_ASYNC_PTSZ : GP_DRV_ASYNC, dev, true);
+}
+
 CUresult gp_shim_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, enum gp_drv_call call)
 {
 	GP_REGISTRY_READER;
@@ -190,6 +456,8 @@ CUresult gp_shim_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, en
 	case GP_ROUTE_REFUSE:
 		return CUDA_ERROR_INVALID_VALUE;
 	}
+	if (call != GP_DRV_SYNC && __builtin_expect(gp_unpooled_device_pool(dev) != 0, 0))
+		return mempool_alloc(D, dptr, size, gp_unpooled_device_pool(dev), s, call, dev, false);
 	gp_pool *p = pool;
 	uintptr_t a = 0;
 	bool sync = call == GP_DRV_SYNC;
@@ -267,7 +535,7 @@ CUresult gp_shim_driver_mem_free(CUdeviceptr ptr, CUstream s, enum gp_drv_call c
 	}
 	CUresult e = CUDA_SUCCESS;
 	if (rc == -ENOENT) {
-		return real_free(D, ptr, s, call);
+		return unpooled_free(D, ptr, s, call);
 	} else if (rc == -EALREADY) {
 		gp_log(GP_LOG_WARN, "%s(0x%llx): not a live allocation (double free, or a pointer inside a block); "
 				    "ignored, returning CUDA_ERROR_INVALID_VALUE",
@@ -503,6 +771,11 @@ static bool reset_begin(const struct gp_registry *r, int dev)
 static void reset_end(const struct gp_registry *r, int dev, bool done)
 {
 	if (done) {
+		/* inside the reset gate: the killed pool's segments leave the budget before a new
+		 * pool can grow; managed and pitched memory died with the context (memory from
+		 * cuMemCreate and from memory pools did not) */
+		gp_budget_pool_gone(dev);
+		gp_unpooled_device_reset(dev);
 		gp_driver_backend_forget(dev);
 		if (r->rt)
 			gp_cuda_device_reset_done(dev);
@@ -556,6 +829,7 @@ static void *by_version(const struct gp_entries *t, const struct gp_driver *D, c
 		{"cuMemAlloc", 3020},      {"cuMemFree", 3020},     {"cuMemGetInfo", 3020},
 		{"cuMemGetAddressRange", 3020}, {"cuStreamDestroy", 4000}, {"cuCtxDestroy", 4000},
 		{"cuStreamBeginCapture", 10010}, {"cuDevicePrimaryCtxReset", 11000}, {"cuGetProcAddress", 12000},
+		{"cuMemAllocPitch", 3020},
 	};
 	char name[96];
 	const char *v2 = "";
@@ -598,6 +872,7 @@ CUresult gp_shim_driver_get_proc_address(const char *symbol, void **pfn, int ver
 
 void gp_shim_driver_after_fork(void)
 {
+	gp_unpooled_after_fork();
 	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++)
 		atomic_store(&primary_seen[d], NULL);
 }

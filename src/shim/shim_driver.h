@@ -40,6 +40,21 @@ CUresult gp_shim_driver_get_proc_address(const char *symbol, void **pfn, int ver
 					 CUdriverProcAddressQueryResult *status, bool v2, const struct gp_entries *t);
 
 /* In a forked child: the cached primary contexts are the parent's. */
+/* Memory the pools do not hold, counted against the limit (unpooled.h): the driver's
+ * virtual memory API (cuMemCreate/cuMemRelease; mapping and address calls are not
+ * interposed), managed and pitched allocations, and pools the program made. */
+CUresult gp_shim_driver_mem_create(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+				   unsigned long long flags);
+CUresult gp_shim_driver_mem_release(CUmemGenericAllocationHandle handle);
+CUresult gp_shim_driver_mem_alloc_managed(CUdeviceptr *dptr, size_t size, unsigned flags);
+CUresult gp_shim_driver_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+					unsigned elem);
+CUresult gp_shim_driver_mem_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props);
+CUresult gp_shim_driver_mem_pool_destroy(CUmemoryPool pool);
+CUresult gp_shim_driver_device_set_mem_pool(CUdevice dev, CUmemoryPool pool);
+CUresult gp_shim_driver_mem_alloc_from_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s, bool ptsz);
+
+/* In a forked child: the primary-context cache and the unpooled records are the parent's. */
 void gp_shim_driver_after_fork(void);
 
 #endif

@@ -1,0 +1,61 @@
+/* The per-device budget: the one place where the process's `limit` (per device) is checked,
+ * for the pools' segments and for every allocation path gpupool does not pool (the driver's
+ * virtual memory API, pools the program made, managed and pitched memory). Lock-free (one
+ * compare-and-swap per take); no CUDA types, no I/O. Must not depend on the hook bodies; a
+ * group budget (several processes under one cap) plugs in here, behind take and give. */
+#ifndef GP_BUDGET_H
+#define GP_BUDGET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+/* What a figure holds. GP_BUDGET_POOL: the pools' segments (reserved bytes); the others are
+ * unpooled, each with its gauge in the page (unpooled_vmm_bytes, ...). */
+enum gp_budget_kind {
+	GP_BUDGET_POOL,
+	GP_BUDGET_VMM,     /* physical memory from cuMemCreate, until cuMemRelease */
+	GP_BUDGET_MEMPOOL, /* bytes reserved by memory pools the program made */
+	GP_BUDGET_MANAGED, /* cudaMallocManaged, cuMemAllocManaged */
+	GP_BUDGET_PITCHED, /* cudaMallocPitch, cudaMalloc3D, cuMemAllocPitch */
+	GP_BUDGET_KINDS
+};
+
+/* Takes `bytes` of device `device`'s budget for `kind`: 0, or -ENOMEM when the device's
+ * figures (every kind together) would pass its limit (nothing taken then). No limit: always
+ * 0, and the bytes are counted. -EINVAL for a device out of range. Any thread, any lock
+ * held (the pool's included): atomics only. */
+int gp_budget_take(int device, size_t bytes, enum gp_budget_kind kind);
+
+/* Gives back `bytes` taken for `kind`. More than the kind holds is an inconsistency: the
+ * figure goes to zero (never wraps) and gp_budget_inconsistencies counts it. */
+void gp_budget_give(int device, size_t bytes, enum gp_budget_kind kind);
+
+/* Counts `bytes` for `kind` without the limit check: memory the device already handed out
+ * (a program's pool that grew by more than was taken for it). */
+void gp_budget_charge(int device, size_t bytes, enum gp_budget_kind kind);
+
+/* What `kind` holds on `device` now (bytes); GP_BUDGET_KINDS: every kind together. */
+uint64_t gp_budget_held(int device, enum gp_budget_kind kind);
+
+/* The device's limit as the budget applies it (bytes; 0: none): the device's pool's
+ * (struct gp_pool_params.limit, the slot's limit_bytes). */
+uint64_t gp_budget_limit(int device);
+
+/* Gives back more than was held, counted since the process started (each one logged once). */
+uint64_t gp_budget_inconsistencies(void);
+
+/* A device reset destroyed every segment of the device's pool (the pool is killed): its
+ * GP_BUDGET_POOL figure goes to zero. Called inside the reset gate, where no segment grows. */
+void gp_budget_pool_gone(int device);
+
+/* `in` with its segment calls going through the budget (GP_BUDGET_POOL): a segment the
+ * budget refuses fails with -ENOMEM before the device is asked. `in` must outlive the
+ * answer; the same `in` gets the same answer. */
+const struct gp_backend *gp_budget_backend(const struct gp_backend *in);
+
+/* In a forked child: every figure is zero (the parent's memory is not the child's). */
+void gp_budget_after_fork(void);
+
+#endif

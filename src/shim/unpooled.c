@@ -1,0 +1,388 @@
+/* Memory held outside the pools (unpooled.h): the records of each unpooled allocation in
+ * three uthash tables under one mutex (a leaf: no CUDA call and no other lock under it), the
+ * budget's takes and gives around the hooks' real calls, and the page's unpooled_* figures,
+ * written as the slot's one writer (under its pool's lock, gp_pool_slot_write). Must not
+ * depend on the hook bodies. */
+#define HASH_NONFATAL_OOM 1
+#include "unpooled.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "log.h"
+#include "pool.h"
+#include "rank.h"
+#include "registry.h"
+#include "stats.h"
+
+static int table_oom;
+#define uthash_nonfatal_oom(e) (table_oom = 1)
+#include <uthash.h>
+
+struct entry {
+	struct gp_unpooled_rec rec;
+	UT_hash_handle hh;
+};
+
+struct mempool {
+	uintptr_t pool;
+	int dev;
+	uint64_t counted; /* its reserved bytes as last read, counted in the budget */
+	UT_hash_handle hh;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct entry *handles, *ptrs; /* under lock */
+static struct mempool *mempools;     /* under lock */
+static _Atomic size_t nptrs;         /* records in ptrs: frees skip the lock while 0 */
+static _Atomic uintptr_t dev_pool[GPUPOOL_MAX_DEVICES];
+
+/* A program pool's growth is not asked for; the driver grows a pool by whole granules. */
+#define GP_MEMPOOL_GRANULE ((size_t)2 << 20)
+
+static void table_lock(void) { gp_mutex_lock(&lock, GP_RANK_UNPOOLED); }
+static void table_unlock(void) { gp_mutex_unlock(&lock, GP_RANK_UNPOOLED); }
+
+/* ---- the page ---------------------------------------------------------------------------- */
+
+struct note {
+	int dev;
+	unsigned allocs, frees, refusals;
+};
+
+static void write_slot(struct gpupool_device_stats *st, void *arg)
+{
+	const struct note *n = arg;
+	/* the budget's figures as they are now, under the slot's one writer: the last writer
+	 * writes the newest */
+	uint64_t vmm = gp_budget_held(n->dev, GP_BUDGET_VMM), mp = gp_budget_held(n->dev, GP_BUDGET_MEMPOOL),
+		 man = gp_budget_held(n->dev, GP_BUDGET_MANAGED), pit = gp_budget_held(n->dev, GP_BUDGET_PITCHED);
+	GP_GAUGE_SET(st, unpooled_vmm_bytes, vmm);
+	GP_GAUGE_SET(st, unpooled_mempool_bytes, mp);
+	GP_GAUGE_SET(st, unpooled_managed_bytes, man);
+	GP_GAUGE_SET(st, unpooled_pitched_bytes, pit);
+	GP_GAUGE_SET(st, unpooled_bytes, vmm + mp + man + pit);
+	GP_COUNT(st, unpooled_allocs, n->allocs);
+	GP_COUNT(st, unpooled_frees, n->frees);
+	GP_COUNT(st, unpooled_refusals, n->refusals);
+}
+
+/* The device's pool, made on first use: its slot holds the limit and the figures. */
+static gp_pool *pool_of(int dev)
+{
+	const struct gp_registry *r = gp_registry_get_driver();
+	if (dev < 0 || dev >= r->ndev || (r->off && r->drv_off))
+		return NULL;
+	return gp_registry_pool(r, dev);
+}
+
+static void note(int dev, unsigned allocs, unsigned frees, unsigned refusals)
+{
+	GP_REGISTRY_READER;
+	gp_pool *p = pool_of(dev);
+	struct note n = {dev, allocs, frees, refusals};
+	if (p)
+		gp_pool_slot_write(p, write_slot, &n);
+}
+
+/* ---- around one allocation ---------------------------------------------------------------- */
+
+int gp_unpooled_take(int dev, size_t bytes, enum gp_budget_kind kind)
+{
+	{
+		GP_REGISTRY_READER;
+		(void)pool_of(dev); /* the slot, and with it the limit, before the first take */
+	}
+	if (gp_budget_take(dev, bytes, kind) == 0)
+		return 0;
+	note(dev, 0, 0, 1);
+	return -ENOMEM;
+}
+
+void gp_unpooled_taken(int dev, size_t bytes, enum gp_budget_kind kind, bool ok)
+{
+	if (!ok) {
+		gp_budget_give(dev, bytes, kind);
+		return;
+	}
+	note(dev, 1, 0, 0);
+}
+
+/* ---- records ------------------------------------------------------------------------------ */
+
+static bool add(struct entry **t, const struct gp_unpooled_rec *rec)
+{
+	struct entry *e = malloc(sizeof *e);
+	if (!e)
+		return false;
+	e->rec = *rec;
+	table_lock();
+	table_oom = 0;
+	struct entry *old = NULL;
+	HASH_FIND(hh, *t, &e->rec.key, sizeof e->rec.key, old);
+	if (old) { /* a handle or address the driver handed out again behind gpupool's back */
+		HASH_DEL(*t, old);
+		if (t == &ptrs)
+			atomic_fetch_sub(&nptrs, 1);
+	}
+	HASH_ADD(hh, *t, rec.key, sizeof e->rec.key, e);
+	bool ok = !table_oom;
+	if (ok && t == &ptrs)
+		atomic_fetch_add(&nptrs, 1);
+	table_unlock();
+	if (old) {
+		gp_log(GP_LOG_WARN, "device %d: 0x%llx recorded twice (freed outside gpupool's view?); counting the new "
+				    "one", old->rec.dev, (unsigned long long)old->rec.key);
+		if (old->rec.kind != GP_BUDGET_MEMPOOL)
+			gp_budget_give(old->rec.dev, old->rec.bytes, old->rec.kind);
+		free(old);
+	}
+	if (!ok)
+		free(e);
+	return ok;
+}
+
+static bool take_out(struct entry **t, uint64_t key, struct gp_unpooled_rec *rec)
+{
+	if (t == &ptrs && atomic_load_explicit(&nptrs, memory_order_relaxed) == 0)
+		return false;
+	table_lock();
+	struct entry *e = NULL;
+	HASH_FIND(hh, *t, &key, sizeof key, e);
+	if (e) {
+		HASH_DEL(*t, e);
+		if (t == &ptrs)
+			atomic_fetch_sub(&nptrs, 1);
+	}
+	table_unlock();
+	if (!e)
+		return false;
+	*rec = e->rec;
+	free(e);
+	return true;
+}
+
+static void put_back(struct entry **t, const struct gp_unpooled_rec *rec)
+{
+	if (!add(t, rec)) {
+		/* no host memory to keep it: uncounted from now on rather than counted forever */
+		if (rec->kind != GP_BUDGET_MEMPOOL)
+			gp_budget_give(rec->dev, rec->bytes, rec->kind);
+		note(rec->dev, 0, 0, 0);
+	}
+}
+
+bool gp_unpooled_handle_add(const struct gp_unpooled_rec *rec)
+{
+	if (add(&handles, rec))
+		return true;
+	gp_log(GP_LOG_WARN, "out of host memory recording a cuMemCreate handle: its %zu bytes are not counted",
+	       rec->bytes);
+	gp_budget_give(rec->dev, rec->bytes, rec->kind);
+	return false;
+}
+
+bool gp_unpooled_handle_remove(uint64_t handle, struct gp_unpooled_rec *rec)
+{
+	return take_out(&handles, handle, rec);
+}
+
+void gp_unpooled_handle_put(const struct gp_unpooled_rec *rec) { put_back(&handles, rec); }
+
+bool gp_unpooled_ptr_add(const struct gp_unpooled_rec *rec)
+{
+	if (add(&ptrs, rec))
+		return true;
+	gp_log(GP_LOG_WARN, "out of host memory recording an allocation: its %zu bytes are not counted", rec->bytes);
+	if (rec->kind != GP_BUDGET_MEMPOOL)
+		gp_budget_give(rec->dev, rec->bytes, rec->kind);
+	return false;
+}
+
+bool gp_unpooled_ptr_remove(uintptr_t ptr, struct gp_unpooled_rec *rec) { return take_out(&ptrs, ptr, rec); }
+
+void gp_unpooled_ptr_put(const struct gp_unpooled_rec *rec) { put_back(&ptrs, rec); }
+
+/* ---- memory pools the program made -------------------------------------------------------- */
+
+void gp_unpooled_pool_made(uintptr_t pool, int dev)
+{
+	struct mempool *m = calloc(1, sizeof *m);
+	if (!m) {
+		gp_log(GP_LOG_WARN, "out of host memory recording a memory pool: its memory is not counted");
+		return;
+	}
+	m->pool = pool;
+	m->dev = dev;
+	table_lock();
+	table_oom = 0;
+	struct mempool *old = NULL;
+	HASH_FIND(hh, mempools, &pool, sizeof pool, old);
+	if (old)
+		HASH_DEL(mempools, old);
+	HASH_ADD(hh, mempools, pool, sizeof m->pool, m);
+	bool ok = !table_oom;
+	table_unlock();
+	if (old) {
+		gp_budget_give(old->dev, old->counted, GP_BUDGET_MEMPOOL);
+		free(old);
+	}
+	if (!ok)
+		free(m);
+}
+
+int gp_unpooled_pool_device(uintptr_t pool)
+{
+	table_lock();
+	struct mempool *m = NULL;
+	HASH_FIND(hh, mempools, &pool, sizeof pool, m);
+	int dev = m ? m->dev : -1;
+	table_unlock();
+	return dev;
+}
+
+void gp_unpooled_pool_destroyed(uintptr_t pool)
+{
+	table_lock();
+	struct mempool *m = NULL;
+	HASH_FIND(hh, mempools, &pool, sizeof pool, m);
+	if (m)
+		HASH_DEL(mempools, m);
+	table_unlock();
+	if (!m)
+		return;
+	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
+		uintptr_t want = pool;
+		atomic_compare_exchange_strong(&dev_pool[d], &want, 0);
+	}
+	gp_budget_give(m->dev, m->counted, GP_BUDGET_MEMPOOL);
+	note(m->dev, 0, 0, 0);
+	free(m);
+}
+
+void gp_unpooled_device_pool_set(int dev, uintptr_t pool)
+{
+	if (dev < 0 || dev >= GPUPOOL_MAX_DEVICES)
+		return;
+	atomic_store(&dev_pool[dev], gp_unpooled_pool_device(pool) >= 0 ? pool : 0);
+}
+
+uintptr_t gp_unpooled_device_pool(int dev)
+{
+	if (dev < 0 || dev >= GPUPOOL_MAX_DEVICES)
+		return 0;
+	return atomic_load_explicit(&dev_pool[dev], memory_order_relaxed);
+}
+
+/* Reads the pool's reserved bytes and counts the change since the last read. Two threads
+ * may read in either order: each counts its own difference against the last one counted
+ * (under the lock), so the budget always holds the last figure counted. */
+static void mempool_sync(uintptr_t pool, const struct gp_mempool_ops *ops)
+{
+	uint64_t now = 0;
+	if (!ops || ops->reserved(ops->api, pool, &now) != 0)
+		return;
+	table_lock();
+	struct mempool *m = NULL;
+	HASH_FIND(hh, mempools, &pool, sizeof pool, m);
+	int dev = m ? m->dev : -1;
+	uint64_t was = m ? m->counted : 0;
+	if (m)
+		m->counted = now;
+	table_unlock();
+	if (dev < 0)
+		return;
+	if (now > was)
+		gp_budget_charge(dev, now - was, GP_BUDGET_MEMPOOL);
+	else if (now < was)
+		gp_budget_give(dev, was - now, GP_BUDGET_MEMPOOL);
+}
+
+int gp_unpooled_mempool_begin(int dev, uintptr_t pool, size_t size, const struct gp_mempool_ops *ops, size_t *taken)
+{
+	*taken = 0;
+	uint64_t res = 0, used = 0;
+	mempool_sync(pool, ops);
+	if (ops->reserved(ops->api, pool, &res) == 0 && ops->used(ops->api, pool, &used) == 0 && res >= used &&
+	    res - used >= size)
+		return 0; /* its unused memory may serve it without growing (counted after) */
+	size_t want = size > SIZE_MAX - GP_MEMPOOL_GRANULE ? size
+							   : (size + GP_MEMPOOL_GRANULE - 1) / GP_MEMPOOL_GRANULE *
+								     GP_MEMPOOL_GRANULE;
+	{
+		GP_REGISTRY_READER;
+		(void)pool_of(dev);
+	}
+	if (gp_budget_take(dev, want, GP_BUDGET_MEMPOOL) != 0) {
+		/* the pool's own unused memory first: trimmed, then counted again */
+		if (ops->trim(ops->api, pool, 0) == 0)
+			mempool_sync(pool, ops);
+		if (gp_budget_take(dev, want, GP_BUDGET_MEMPOOL) != 0) {
+			note(dev, 0, 0, 1);
+			return -ENOMEM;
+		}
+	}
+	*taken = want;
+	return 0;
+}
+
+void gp_unpooled_mempool_end(int dev, uintptr_t pool, size_t size, size_t taken, uintptr_t ptr,
+			     const struct gp_mempool_ops *ops)
+{
+	if (taken)
+		gp_budget_give(dev, taken, GP_BUDGET_MEMPOOL);
+	mempool_sync(pool, ops);
+	if (ptr) {
+		struct gp_unpooled_rec rec = {ptr, dev, GP_BUDGET_MEMPOOL, size, pool};
+		(void)gp_unpooled_ptr_add(&rec);
+	}
+	note(dev, ptr != 0, 0, 0);
+}
+
+void gp_unpooled_freed(const struct gp_unpooled_rec *rec, const struct gp_mempool_ops *ops)
+{
+	if (rec->kind == GP_BUDGET_MEMPOOL)
+		mempool_sync(rec->pool, ops);
+	else
+		gp_budget_give(rec->dev, rec->bytes, rec->kind);
+	note(rec->dev, 0, 1, 0);
+}
+
+void gp_unpooled_device_reset(int dev)
+{
+	struct entry *gone = NULL, *e, *tmp;
+	table_lock();
+	HASH_ITER(hh, ptrs, e, tmp) {
+		if (e->rec.dev != dev || (e->rec.kind != GP_BUDGET_MANAGED && e->rec.kind != GP_BUDGET_PITCHED))
+			continue;
+		HASH_DEL(ptrs, e);
+		atomic_fetch_sub(&nptrs, 1);
+		e->hh.next = gone; /* a list of its own, out of the table */
+		gone = e;
+	}
+	table_unlock();
+	bool any = gone != NULL;
+	while (gone) {
+		e = gone;
+		gone = e->hh.next;
+		gp_budget_give(e->rec.dev, e->rec.bytes, e->rec.kind);
+		free(e);
+	}
+	if (any)
+		note(dev, 0, 0, 0);
+}
+
+void gp_unpooled_after_fork(void)
+{
+	/* the parent's records: left allocated (a thread that is not here may have held the
+	 * lock while changing them), forgotten */
+	pthread_mutex_init(&lock, NULL);
+	handles = ptrs = NULL;
+	mempools = NULL;
+	atomic_store(&nptrs, 0);
+	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++)
+		atomic_store(&dev_pool[d], 0);
+	gp_budget_after_fork();
+}

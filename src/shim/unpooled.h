@@ -1,0 +1,93 @@
+/* Memory the process holds outside the pools, counted against the same limit (budget.h):
+ * what each unpooled allocation is (a table of cuMemCreate handles, one of pointers from
+ * managed, pitched and program-pool allocations, one of the memory pools the program made),
+ * the steps each hook takes around its real call, and the page's unpooled_* figures. One
+ * mutex over the tables, never held across a CUDA call or another lock. Depends on the
+ * budget and the registry; knows CUDA's handles only as integers; must not depend on the
+ * hook bodies. */
+#ifndef GP_UNPOOLED_H
+#define GP_UNPOOLED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "budget.h"
+
+/* ---- around one allocation --------------------------------------------------------------
+ * gp_unpooled_take before the real call (0, or -ENOMEM: refused at the limit, the refusal
+ * counted; the caller answers out of memory), gp_unpooled_taken after it: `ok` counts the
+ * allocation, else the bytes go back. */
+int gp_unpooled_take(int dev, size_t bytes, enum gp_budget_kind kind);
+void gp_unpooled_taken(int dev, size_t bytes, enum gp_budget_kind kind, bool ok);
+
+/* ---- records -----------------------------------------------------------------------------*/
+struct gp_unpooled_rec {
+	uint64_t key;          /* the handle (cuMemCreate) or the address */
+	int dev;
+	enum gp_budget_kind kind;
+	size_t bytes;          /* counted bytes (GP_BUDGET_MEMPOOL: the bytes asked, not counted) */
+	uintptr_t pool;        /* GP_BUDGET_MEMPOOL: the program's pool it came from */
+};
+
+/* A cuMemCreate handle, counted by gp_unpooled_take: recorded (false: no host memory for the
+ * record; the bytes were given back and it is not counted). */
+bool gp_unpooled_handle_add(const struct gp_unpooled_rec *rec);
+/* Takes the record of `handle` out: true and *rec, or false (not one of gpupool's). */
+bool gp_unpooled_handle_remove(uint64_t handle, struct gp_unpooled_rec *rec);
+/* Puts a record taken out back (the real release failed). */
+void gp_unpooled_handle_put(const struct gp_unpooled_rec *rec);
+
+/* The same for addresses (managed, pitched, program-pool allocations). lookups are one
+ * relaxed load while no address is recorded. */
+bool gp_unpooled_ptr_add(const struct gp_unpooled_rec *rec);
+bool gp_unpooled_ptr_remove(uintptr_t ptr, struct gp_unpooled_rec *rec);
+void gp_unpooled_ptr_put(const struct gp_unpooled_rec *rec);
+
+/* After the real free of a record's memory succeeded: its bytes go back and the free is
+ * counted (a program-pool allocation: its pool's reserved bytes are read again, `ops`). */
+struct gp_mempool_ops;
+void gp_unpooled_freed(const struct gp_unpooled_rec *rec, const struct gp_mempool_ops *ops);
+
+/* ---- memory pools the program made ------------------------------------------------------
+ * Their reserved bytes (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) are what counts: read after each
+ * allocation and free from them. The API's calls, for either API: */
+struct gp_mempool_ops {
+	const void *api;
+	/* the pool's reserved and used bytes: 0, or nonzero (the API's error) */
+	int (*reserved)(const void *api, uintptr_t pool, uint64_t *bytes);
+	int (*used)(const void *api, uintptr_t pool, uint64_t *bytes);
+	/* releases unused reserved memory down to `keep` bytes (cuMemPoolTrimTo) */
+	int (*trim)(const void *api, uintptr_t pool, size_t keep);
+};
+
+/* A pool the program made (cuMemPoolCreate, cudaMemPoolCreate) on `dev`. */
+void gp_unpooled_pool_made(uintptr_t pool, int dev);
+/* Its device, or -1 when it is not one the program made through gpupool. */
+int gp_unpooled_pool_device(uintptr_t pool);
+/* It is destroyed: what it counted goes back. */
+void gp_unpooled_pool_destroyed(uintptr_t pool);
+/* The program set `pool` as `dev`'s current pool (cuDeviceSetMemPool, cudaDeviceSetMemPool):
+ * kept when it is one the program made, else (the default pool back) cleared. */
+void gp_unpooled_device_pool_set(int dev, uintptr_t pool);
+/* The program's pool current on `dev`, or 0: stream-ordered allocations go to it. */
+uintptr_t gp_unpooled_device_pool(int dev);
+
+/* Before an allocation of `size` bytes from `pool` (on `dev`): when it may grow the pool (less
+ * unused reserved memory than `size`), a granule-rounded share is taken from the budget; past
+ * the limit the pool is trimmed (its unused memory goes back to the device) and the take tried
+ * again. 0 and *taken (give it to gp_unpooled_mempool_end), or -ENOMEM (the refusal counted). */
+int gp_unpooled_mempool_begin(int dev, uintptr_t pool, size_t size, const struct gp_mempool_ops *ops, size_t *taken);
+/* After it: `taken` goes back, the pool's reserved bytes are read again and counted, and a
+ * successful allocation (ptr != 0) is recorded for its free. */
+void gp_unpooled_mempool_end(int dev, uintptr_t pool, size_t size, size_t taken, uintptr_t ptr,
+			     const struct gp_mempool_ops *ops);
+
+/* A device reset destroyed the device's managed and pitched allocations: their records go
+ * and their bytes back. */
+void gp_unpooled_device_reset(int dev);
+
+/* In a forked child: no records (the parent's memory is not the child's), the lock free. */
+void gp_unpooled_after_fork(void);
+
+#endif
