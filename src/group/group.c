@@ -376,10 +376,39 @@ int gp_group_device(struct gp_group *g, const unsigned char uuid[GP_GROUP_UUID_L
 	return -ENOSPC;
 }
 
+/* Adds `bytes` to this process's own holding on dev, which its slot's generation must still
+ * be: -EIDRM otherwise (another member returned it for dead), or past the holding's bits. */
+static int hold(struct gp_group *g, int dev, uint64_t bytes)
+{
+	_Atomic uint64_t *held = &g->f->member[g->me].held[dev];
+	uint64_t h = RLOAD(held);
+	do {
+		if (h >> GP_GROUP_HELD_BITS != g->gen || (h & GP_GROUP_HELD_MASK) > GP_GROUP_HELD_MASK - bytes)
+			return -EIDRM;
+	} while (!atomic_compare_exchange_weak_explicit(held, &h, h + bytes, memory_order_acq_rel, memory_order_relaxed));
+	return 0;
+}
+
+static void raise_peak(struct gp_group_dev_slot *s, uint64_t used)
+{
+	uint64_t peak = RLOAD(&s->peak);
+	while (peak < used &&
+	       !atomic_compare_exchange_weak_explicit(&s->peak, &peak, used, memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
+int gp_group_charge(struct gp_group *g, int dev, uint64_t bytes)
+{
+	struct gp_group_dev_slot *s = &g->f->dev[dev];
+	if (bytes > GP_GROUP_HELD_MASK || hold(g, dev, bytes) != 0)
+		return -EIDRM;
+	raise_peak(s, atomic_fetch_add_explicit(&s->used, bytes, memory_order_acq_rel) + bytes);
+	return 0;
+}
+
 int gp_group_take(struct gp_group *g, int dev, uint64_t bytes)
 {
 	struct gp_group_dev_slot *s = &g->f->dev[dev];
-	_Atomic uint64_t *held = &g->f->member[g->me].held[dev];
 	for (int attempt = 0;; attempt++) {
 		uint64_t budget = LOAD(&s->budget), u = RLOAD(&s->used), cap = budget ? budget : GP_GROUP_HELD_MASK;
 		bool fits;
@@ -388,11 +417,7 @@ int gp_group_take(struct gp_group *g, int dev, uint64_t bytes)
 							      memory_order_relaxed))
 			;
 		if (fits) {
-			uint64_t peak = RLOAD(&s->peak);
-			while (peak < u + bytes && !atomic_compare_exchange_weak_explicit(&s->peak, &peak, u + bytes,
-										       memory_order_relaxed,
-										       memory_order_relaxed))
-				;
+			raise_peak(s, u + bytes);
 			break;
 		}
 		/* past the budget: dead members' shares first, then once more */
@@ -402,13 +427,10 @@ int gp_group_take(struct gp_group *g, int dev, uint64_t bytes)
 			return -ENOMEM;
 	}
 	/* this process's own word: only a member that judged it dead changes it otherwise */
-	uint64_t h = RLOAD(held);
-	do {
-		if (h >> GP_GROUP_HELD_BITS != g->gen || (h & GP_GROUP_HELD_MASK) > GP_GROUP_HELD_MASK - bytes) {
-			sub_clamped(&s->used, bytes);
-			return -EIDRM;
-		}
-	} while (!atomic_compare_exchange_weak_explicit(held, &h, h + bytes, memory_order_acq_rel, memory_order_relaxed));
+	if (hold(g, dev, bytes) != 0) {
+		sub_clamped(&s->used, bytes);
+		return -EIDRM;
+	}
 	return 0;
 }
 

@@ -95,6 +95,10 @@ int gp_group_device(struct gp_group *g, const unsigned char uuid[GP_GROUP_UUID_L
  * judged it dead): the process is no longer counted, and should leave. Lock-free. */
 int gp_group_take(struct gp_group *g, int dev, uint64_t bytes);
 
+/* Counts `bytes` on device slot `dev` without the budget's check: memory the device already
+ * handed out. 0 or -EIDRM (as gp_group_take). Lock-free. */
+int gp_group_charge(struct gp_group *g, int dev, uint64_t bytes);
+
 /* Gives back `bytes` taken from device slot `dev`: never more than this process holds there,
  * so no figure underflows. Lock-free. */
 void gp_group_give(struct gp_group *g, int dev, uint64_t bytes);

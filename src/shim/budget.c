@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "group_budget.h"
 #include "log.h"
 #include "registry.h"
 
@@ -58,6 +59,11 @@ int gp_budget_take(int device, size_t bytes, enum gp_budget_kind kind)
 			return -ENOMEM;
 	} while (!atomic_compare_exchange_weak_explicit(&b->total, &cur, cur + bytes, memory_order_relaxed,
 							memory_order_relaxed));
+	/* the group's budget (group_budget.h) after the process's own limit */
+	if (gp_group_budget_take(device, bytes) != 0) {
+		(void)sub_clamped(&b->total, bytes);
+		return -ENOMEM;
+	}
 	atomic_fetch_add_explicit(&b->held[kind], bytes, memory_order_relaxed);
 	return 0;
 }
@@ -68,6 +74,7 @@ void gp_budget_charge(int device, size_t bytes, enum gp_budget_kind kind)
 		return;
 	atomic_fetch_add_explicit(&budget[device].total, bytes, memory_order_relaxed);
 	atomic_fetch_add_explicit(&budget[device].held[kind], bytes, memory_order_relaxed);
+	gp_group_budget_charge(device, bytes);
 }
 
 void gp_budget_give(int device, size_t bytes, enum gp_budget_kind kind)
@@ -77,6 +84,7 @@ void gp_budget_give(int device, size_t bytes, enum gp_budget_kind kind)
 	struct dev_budget *b = &budget[device];
 	uint64_t off = sub_clamped(&b->held[kind], bytes);
 	(void)sub_clamped(&b->total, off);
+	gp_group_budget_give(device, off);
 	if (off < bytes && atomic_fetch_add(&inconsistencies, 1) == 0)
 		gp_log(GP_LOG_WARN, "device %d: %zu bytes given back but only %llu counted (kind %d); the figure stays at "
 				    "zero (logged once)",
@@ -100,6 +108,7 @@ void gp_budget_pool_gone(int device)
 		return;
 	uint64_t had = atomic_exchange(&budget[device].held[GP_BUDGET_POOL], 0);
 	(void)sub_clamped(&budget[device].total, had);
+	gp_group_budget_give(device, had);
 }
 
 /* ---- the pools' side: a backend whose segments pass the budget --------------------------- */
@@ -200,6 +209,7 @@ const struct gp_backend *gp_budget_backend(const struct gp_backend *in)
 
 void gp_budget_after_fork(void)
 {
+	gp_group_budget_after_fork();
 	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
 		atomic_store(&budget[d].total, 0);
 		for (int k = 0; k < GP_BUDGET_KINDS; k++)

@@ -76,6 +76,7 @@ gp_pool *gp_registry_pool_create(int dev)
 		dfree = dtotal = 0;
 	struct gp_pool_params prm;
 	gp_config_pool_params(&R->cfg, dtotal, &prm);
+	prm.limit = gp_config_device_limit(&R->cfg, dev, dtotal); /* a scheduler's per-device limit */
 	char why[512];
 	if (gp_config_fit_device(&prm, dev, dfree, why, sizeof why) && !geometry_told[dev]) {
 		geometry_told[dev] = true; /* once per device: a reset's new pool is fitted again, quietly */

@@ -631,7 +631,7 @@ cudaError_t gp_shim_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 		return r->rt->MemGetInfo(free_bytes, total_bytes);
 	}
 	cudaError_t e = r->rt->MemGetInfo(free_bytes, total_bytes);
-	size_t lim = e == cudaSuccess ? gp_config_limit(&r->cfg, *total_bytes) : 0;
+	size_t lim = e == cudaSuccess ? gp_config_device_limit(&r->cfg, dev, *total_bytes) : 0;
 	if (lim) {
 		/* no pool yet: the limit is all this process will get */
 		if (lim < *total_bytes)

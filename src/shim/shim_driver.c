@@ -574,7 +574,7 @@ CUresult gp_shim_driver_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 		return CUDA_SUCCESS;
 	}
 	CUresult e = D->cuMemGetInfo_v2(free_bytes, total_bytes);
-	size_t lim = e == CUDA_SUCCESS && dev >= 0 && primary ? gp_config_limit(&r->cfg, *total_bytes) : 0;
+	size_t lim = e == CUDA_SUCCESS && dev >= 0 && primary ? gp_config_device_limit(&r->cfg, dev, *total_bytes) : 0;
 	if (lim) {
 		/* no pool yet: the limit is all this process will get */
 		if (lim < *total_bytes)

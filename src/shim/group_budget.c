@@ -1,0 +1,181 @@
+/* The group behind the budget (group_budget.h): joining the group file once, each device's
+ * slot by its UUID, and what a process says about both (one line each). Lock-free but for
+ * the join, which one thread does while the others wait for it (it touches only this
+ * process's state and the file: no other process can hold it up). Must not depend on the
+ * hook bodies. */
+#include "group_budget.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "format.h"
+#include "group.h"
+#include "libcuda.h"
+#include "log.h"
+#include "registry.h"
+
+enum { JOIN_NONE, JOIN_BUSY, JOIN_DONE, JOIN_OFF };
+/* A device's group slot: SLOT_UNKNOWN until its first take, SLOT_NONE when it has none. */
+#define SLOT_UNKNOWN (-2)
+#define SLOT_NONE (-1)
+
+static struct gp_group group;
+static atomic_int state = JOIN_NONE;
+static atomic_bool lost;
+static atomic_int slot[GPUPOOL_MAX_DEVICES];
+static atomic_bool slots_set;
+/* Bytes taken on a device before its UUID could be read (a runtime that loads the driver
+ * only at its first allocation): counted into the group when the UUID is known. */
+static _Atomic uint64_t early[GPUPOOL_MAX_DEVICES];
+
+static void reset_slots(void)
+{
+	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
+		atomic_store_explicit(&slot[d], SLOT_UNKNOWN, memory_order_relaxed);
+		atomic_store_explicit(&early[d], 0, memory_order_relaxed);
+	}
+	atomic_store_explicit(&slots_set, true, memory_order_release);
+}
+
+/* Joins once; true when this process is a member. */
+static bool joined(const struct gp_registry *r)
+{
+	int s = atomic_load_explicit(&state, memory_order_acquire);
+	if (__builtin_expect(s == JOIN_DONE, 1))
+		return !atomic_load_explicit(&lost, memory_order_relaxed);
+	if (s == JOIN_OFF)
+		return false;
+	if (s == JOIN_NONE && atomic_compare_exchange_strong(&state, &s, JOIN_BUSY)) {
+		char why[400];
+		reset_slots();
+		int rc = gp_group_join(&group, r->cfg.group, why, sizeof why);
+		if (rc)
+			gp_log(GP_LOG_WARN, "group %s: %s; this process runs without the group", r->cfg.group, why);
+		else
+			gp_log(GP_LOG_INFO, "group %s: joined (member slot %u)", r->cfg.group, group.me);
+		atomic_store_explicit(&state, rc ? JOIN_OFF : JOIN_DONE, memory_order_release);
+		return rc == 0;
+	}
+	while ((s = atomic_load_explicit(&state, memory_order_acquire)) == JOIN_BUSY)
+		sched_yield(); /* another thread of this process joins: a few system calls */
+	return s == JOIN_DONE;
+}
+
+/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi prints a UUID. */
+static void uuid_text(char out[GP_FORMAT_UUID_LEN], const unsigned char uuid[GP_GROUP_UUID_LEN])
+{
+	struct gpupool_device_stats st = {0};
+	memcpy(st.uuid, uuid, sizeof st.uuid);
+	gp_format_uuid(out, &st);
+}
+
+/* The group slot of `device`, found on first use; SLOT_UNKNOWN while its UUID cannot be read
+ * (looked for again at the next call). */
+static int device_slot(const struct gp_registry *r, int device)
+{
+	int s = atomic_load_explicit(&slot[device], memory_order_acquire);
+	if (__builtin_expect(s != SLOT_UNKNOWN, 1))
+		return s;
+	unsigned char uuid[GP_GROUP_UUID_LEN];
+	const struct gpupool_device_stats *st = device < r->ndev ? r->slots[device] : NULL;
+	size_t total = st ? (size_t)__atomic_load_n(&st->device_total_bytes, __ATOMIC_RELAXED) : 0;
+	size_t want = gp_config_group_limit(&r->cfg, total);
+	if (gp_libcuda_device_uuid(device, uuid) != 0)
+		return SLOT_UNKNOWN; /* the driver is not loaded yet: counted early, and looked for again */
+	if ((s = gp_group_device(&group, uuid, want)) < 0) {
+		gp_log(GP_LOG_WARN, "group %s: device %d: the file has no room for another device (%u); its memory is not "
+				    "counted in the group",
+		       r->cfg.group, device, GP_GROUP_DEVICES);
+		s = SLOT_NONE;
+	} else {
+		uint64_t budget, used, mine;
+		char b[32], w[32], h[32];
+		gp_group_total(&group, s, &budget, &used, &mine);
+		char u[GP_FORMAT_UUID_LEN];
+		uuid_text(u, uuid);
+		if (want && budget != want)
+			gp_log(GP_LOG_INFO, "group %s: device %d (%s): the group's budget is %s, set by the member that "
+					    "first used it; this process's group_limit (%s) is not used",
+			       r->cfg.group, device, u, gp_format_bytes(b, sizeof b, budget),
+			       gp_format_bytes(w, sizeof w, want));
+		else
+			gp_log(GP_LOG_INFO, "group %s: device %d (%s): budget %s, the group holds %s", r->cfg.group, device,
+			       u, budget ? gp_format_bytes(b, sizeof b, budget) : "none", gp_format_bytes(h, sizeof h, used));
+	}
+	int unknown = SLOT_UNKNOWN;
+	if (atomic_compare_exchange_strong(&slot[device], &unknown, s) && s >= 0) {
+		uint64_t before = atomic_exchange(&early[device], 0);
+		if (before && gp_group_charge(&group, s, before) == -EIDRM)
+			atomic_store(&lost, true);
+	}
+	return atomic_load_explicit(&slot[device], memory_order_acquire);
+}
+
+/* The group slot of `device` for this call: SLOT_NONE (no group, not a member, no slot),
+ * SLOT_UNKNOWN (its UUID not known yet), or the slot. */
+static int slot_of(int device)
+{
+	const struct gp_registry *r = gp_registry_get_driver();
+	if (__builtin_expect(!r->cfg.group[0], 1) || device < 0 || device >= GPUPOOL_MAX_DEVICES || !joined(r))
+		return SLOT_NONE;
+	return device_slot(r, device);
+}
+
+static void slot_lost(void)
+{
+	if (!atomic_exchange(&lost, true))
+		gp_log(GP_LOG_WARN, "group %s: another member took this process for dead and returned its share; this "
+				    "process is no longer counted in the group",
+		       gp_registry_get_driver()->cfg.group);
+}
+
+int gp_group_budget_take(int device, size_t bytes)
+{
+	int s = slot_of(device);
+	if (s == SLOT_UNKNOWN)
+		atomic_fetch_add(&early[device], bytes);
+	if (s < 0)
+		return 0;
+	int rc = gp_group_take(&group, s, bytes);
+	if (rc == -EIDRM) {
+		slot_lost();
+		return 0;
+	}
+	return rc;
+}
+
+void gp_group_budget_charge(int device, size_t bytes)
+{
+	int s = slot_of(device);
+	if (s == SLOT_UNKNOWN)
+		atomic_fetch_add(&early[device], bytes);
+	if (s >= 0 && gp_group_charge(&group, s, bytes) == -EIDRM)
+		slot_lost();
+}
+
+void gp_group_budget_give(int device, size_t bytes)
+{
+	if (atomic_load_explicit(&state, memory_order_acquire) != JOIN_DONE || device < 0 ||
+	    device >= GPUPOOL_MAX_DEVICES || !atomic_load_explicit(&slots_set, memory_order_acquire))
+		return;
+	int s = atomic_load_explicit(&slot[device], memory_order_acquire);
+	if (s >= 0) {
+		gp_group_give(&group, s, bytes);
+	} else if (s == SLOT_UNKNOWN) {
+		uint64_t e = atomic_load(&early[device]);
+		while (e && !atomic_compare_exchange_weak(&early[device], &e, e > bytes ? e - bytes : 0))
+			;
+	}
+}
+
+void gp_group_budget_after_fork(void)
+{
+	if (atomic_load(&state) == JOIN_DONE)
+		gp_group_forget(&group);
+	atomic_store(&state, JOIN_NONE);
+	atomic_store(&lost, false);
+	atomic_store(&slots_set, false);
+}

@@ -1,0 +1,24 @@
+/* The group behind the per-device budget (budget.h): this process's membership of the group
+ * file that the knob `group` names (group.h), joined at the first take, and each device's
+ * slot in it, found by the device's UUID. The budget calls these after its own limit check;
+ * with no group they cost one relaxed load. Must not depend on the hook bodies. */
+#ifndef GP_GROUP_BUDGET_H
+#define GP_GROUP_BUDGET_H
+
+#include <stddef.h>
+
+/* Takes `bytes` of device `device`'s group budget: 0 (also with no group, or a device the
+ * group cannot hold), or -ENOMEM when the group would pass its budget. Any thread, any lock
+ * held: the first call joins the group (opens and maps its file once). */
+int gp_group_budget_take(int device, size_t bytes);
+
+/* Counts `bytes` without the check (memory the device already handed out). */
+void gp_group_budget_charge(int device, size_t bytes);
+
+/* Gives back `bytes` taken on `device`. */
+void gp_group_budget_give(int device, size_t bytes);
+
+/* In a forked child: the parent's membership is not the child's (it joins anew). */
+void gp_group_budget_after_fork(void);
+
+#endif

@@ -1,0 +1,192 @@
+/* The group budget through the interposer, on the fake runtime:
+ *   e2e_group run DIR  (DIR: the fake runtime on the fake driver) a member holds 16 MiB of a 64 MiB group budget and is killed with -9;
+ *                      then four processes hammer cudaMalloc/cudaFree in the group while this
+ *                      one samples the group file: the group never holds more than its budget,
+ *                      the killed member's share is returned by one of them, and what the
+ *                      exited members held is returned at the end.
+ *   e2e_group sched MIB  the process's limit is MIB MiB: CUDA_DEVICE_MEMORY_LIMIT_0 (a
+ *                      scheduler's), or gpupool's own limit, which wins over it.
+ * This process never calls CUDA in `run`: it reads the file with the group layer's reader and
+ * joins only at the end (to return the exited members' shares). */
+#include <cuda_runtime_api.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include "e2e_util.h"
+#include "group.h"
+
+#define MB ((size_t)1 << 20)
+#define BUDGET (64 * MB)
+#define HAMMERS 4
+
+static char path[512];
+
+/* One member: allocations of 1-8 MiB, up to 8 live, freed at random; out of memory is the
+ * group's answer at its budget. Exits 0 having seen both. */
+static int hammer(unsigned seed)
+{
+	void *live[8] = {0};
+	unsigned ok = 0, oom = 0;
+	for (int i = 0; i < 3000; i++) {
+		seed = seed * 1103515245u + 12345u;
+		unsigned k = (seed >> 8) % 8;
+		if (live[k]) {
+			CK(cudaFree(live[k]));
+			live[k] = NULL;
+			continue;
+		}
+		cudaError_t e = cudaMalloc(&live[k], (1 + (seed >> 16) % 8) * MB);
+		if (e == cudaSuccess) {
+			ok++;
+		} else {
+			CHECK(e == cudaErrorMemoryAllocation);
+			CHECK(cudaGetLastError() == cudaErrorMemoryAllocation);
+			live[k] = NULL;
+			oom++;
+		}
+	}
+	for (int k = 0; k < 8; k++)
+		if (live[k])
+			CK(cudaFree(live[k]));
+	fprintf(stderr, "e2e_group: member %d: %u allocations, %u out of memory\n", (int)getpid(), ok, oom);
+	return ok && oom ? 0 : 1;
+}
+
+/* A member that holds 16 MiB, says so on fd, and waits to be killed. */
+static int holder(int fd)
+{
+	void *p = NULL;
+	CK(cudaMalloc(&p, 16 * MB));
+	CHECK(write(fd, "y", 1) == 1);
+	for (;;)
+		pause();
+}
+
+static pid_t spawn(const char *self, const char *mode, const char *arg)
+{
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* none left behind by a failed check */
+		execl(self, self, mode, arg, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static struct gp_group_view v;
+
+/* The group's figures for the one device. */
+static void look(uint64_t *used, uint64_t *budget)
+{
+	char why[256];
+	CHECK(gp_group_read(path, &v, why, sizeof why) == 0);
+	CHECK(v.ndevices == 1);
+	*used = v.dev[0].used;
+	*budget = v.dev[0].budget;
+}
+
+static int run(const char *self, const char *ondriver)
+{
+	uint64_t used, budget;
+	char conf[600], fd_text[16], libs[4096];
+	/* the members run the fake runtime on the fake driver, which knows each device's UUID (as
+	 * the real runtime always has the driver loaded) */
+	const char *old = getenv("LD_LIBRARY_PATH");
+	snprintf(libs, sizeof libs, "%s:%s", ondriver, old ? old : "");
+	setenv("LD_LIBRARY_PATH", libs, 1);
+	snprintf(conf, sizeof conf, "group:%s,group_limit:64M", path);
+	setenv("GPUPOOL_CONF", conf, 1);
+	unlink(path);
+
+	int ready[2];
+	CHECK(pipe(ready) == 0);
+	snprintf(fd_text, sizeof fd_text, "%d", ready[1]);
+	pid_t hold = spawn(self, "hold", fd_text);
+	char c;
+	CHECK(read(ready[0], &c, 1) == 1);
+	look(&used, &budget);
+	CHECK(budget == BUDGET && used >= 16 * MB && v.nmembers == 1 && v.member[0].pid == hold);
+	CHECK(kill(hold, SIGKILL) == 0);
+	int st;
+	CHECK(waitpid(hold, &st, 0) == hold && WIFSIGNALED(st));
+	look(&used, &budget);
+	CHECK(v.nmembers == 1 && v.member[0].alive == 0 && used >= 16 * MB); /* nobody has looked yet */
+	uint64_t held_by_dead = v.member[0].held[0];
+
+	for (int k = 0; k < HAMMERS; k++) {
+		char seed[16];
+		snprintf(seed, sizeof seed, "%d", k + 1);
+		(void)spawn(self, "hammer", seed);
+	}
+	uint64_t max = 0, samples = 0;
+	for (int left = HAMMERS; left;) {
+		look(&used, &budget);
+		CHECK(used <= BUDGET);
+		max = used > max ? used : max;
+		samples++;
+		pid_t w = waitpid(-1, &st, WNOHANG);
+		if (w > 0) {
+			CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+			left--;
+		}
+	}
+	fprintf(stderr, "e2e_group: %llu samples, the group held at most %llu MiB of %llu\n",
+		(unsigned long long)samples, (unsigned long long)(max >> 20), (unsigned long long)(BUDGET >> 20));
+	CHECK(max > BUDGET / 2);
+	look(&used, &budget);
+	CHECK(v.dev[0].peak <= BUDGET);
+	/* the killed member's share was returned by a member whose take did not fit */
+	CHECK(v.dev[0].recovered >= held_by_dead);
+	for (uint32_t i = 0; i < v.nmembers; i++)
+		CHECK(v.member[i].pid != hold && v.member[i].alive == 0);
+	/* the exited members' cached segments: returned by the next member that looks */
+	struct gp_group g;
+	char why[256];
+	CHECK(gp_group_join(&g, path, why, sizeof why) == 0);
+	look(&used, &budget);
+	CHECK(used == 0 && v.nmembers == 1);
+	gp_group_leave(&g);
+	unlink(path);
+	return 0;
+}
+
+/* The process's limit on device 0 is `mib` MiB (from a scheduler's variable, or gpupool's own
+ * limit that wins over it): mib - 8 fit, 16 more do not. */
+static int sched(size_t mib)
+{
+	void *a = NULL, *b = NULL;
+	CK(cudaMalloc(&a, (mib - 8) * MB));
+	CKE(cudaMalloc(&b, 16 * MB), cudaErrorMemoryAllocation);
+	CKE(cudaGetLastError(), cudaErrorMemoryAllocation);
+	struct gpupool_device_stats s = e2e_stats(0);
+	CHECK(s.limit_bytes == mib * MB);
+	size_t f = 0, t = 0;
+	CK(cudaMemGetInfo(&f, &t));
+	CHECK(t == s.limit_bytes);
+	CK(cudaFree(a));
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *dir = getenv("GPUPOOL_SHM_DIR");
+	CHECK(argc >= 2 && dir);
+	snprintf(path, sizeof path, "%s.group", dir); /* beside the test's page directory */
+	/* the driver loaded before the first allocation, as the real runtime has it from its first
+	 * call (the fake one loads it at its first allocation): it names the device by UUID */
+	if (strcmp(argv[1], "run") != 0 && strcmp(argv[1], "sched") != 0)
+		CHECK(dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL) != NULL);
+	if (strcmp(argv[1], "hammer") == 0 && argc == 3)
+		return hammer((unsigned)atoi(argv[2]));
+	if (strcmp(argv[1], "hold") == 0 && argc == 3)
+		return holder(atoi(argv[2]));
+	e2e_shm_dir();
+	if (strcmp(argv[1], "run") == 0 && argc == 3)
+		return run("/proc/self/exe", argv[2]);
+	if (strcmp(argv[1], "sched") == 0 && argc == 3)
+		return sched((size_t)atoi(argv[2]));
+	fprintf(stderr, "usage: e2e_group run ONDRIVER_DIR | sched MIB\n");
+	return 2;
+}
