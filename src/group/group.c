@@ -295,8 +295,14 @@ int gp_group_join(struct gp_group *g, const char *path, char *why, size_t cap)
 	int fd = open_checked(path, true, why, cap, &st);
 	if (fd < 0)
 		return fd;
-	/* allocated, not sparse: a write to a hole of a full tmpfs would be a SIGBUS */
-	int rc = posix_fallocate(fd, 0, (off_t)FILE_SIZE);
+	/* allocated, not sparse: a write to a hole of a full tmpfs would be a SIGBUS. Where the C
+	 * library or the filesystem cannot reserve, the file is only sized (writing zeros could
+	 * wipe what a member joining at the same moment has laid out) */
+	int rc;
+	while ((rc = posix_fallocate(fd, 0, (off_t)FILE_SIZE)) == EINTR)
+		;
+	if (rc == EOPNOTSUPP)
+		rc = (size_t)st.st_size == FILE_SIZE || ftruncate(fd, (off_t)FILE_SIZE) == 0 ? 0 : errno;
 	if (rc == 0 && fstat(fd, &st) == 0 && (size_t)st.st_size != FILE_SIZE)
 		rc = EPROTO; /* grown by another writer meanwhile */
 	if (rc) {
