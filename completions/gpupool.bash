@@ -6,7 +6,7 @@
 # gpupool-run or gpupool-maxbatch's -- is completed as that command would be.
 
 # The knob keys of GPUPOOL_CONF (README's table), for --conf.
-_gpupool_knobs="limit: round: small_max: small_segment: medium_max: medium_segment: large_round: \
+_gpupool_knobs="limit: group: group_limit: round: small_max: small_segment: medium_max: medium_segment: large_round: \
 max_split_size: release_threshold: fence: fence_interval_us: fence_marker: legacy_stream: report: report_format: log: strict: \
 stats_page: trace: check:"
 
