@@ -611,6 +611,11 @@ size_t gp_pool_release(gp_pool *p, size_t keep)
 	return r;
 }
 
+size_t gp_pool_segment_for(const gp_pool *p, size_t size)
+{
+	return gp_segment_size_for(&p->prm, gp_round_up(size, p->prm.round));
+}
+
 size_t gp_pool_decay(gp_pool *p, uint64_t now, uint64_t after_ns, size_t budget, size_t *releasable)
 {
 	if (releasable)

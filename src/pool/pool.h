@@ -129,6 +129,10 @@ bool gp_pool_has_pending(gp_pool *p);
  * the bytes released. */
 size_t gp_pool_release(gp_pool *p, size_t keep);
 
+/* The bytes of the segment a request of `size` bytes would make the pool take (its size
+ * class). No lock: the parameters never change. */
+size_t gp_pool_segment_for(const gp_pool *p, size_t size);
+
 /* The decay of idle cache (jemalloc's dirty_decay_ms is the model), one pass at clock time
  * `now` (ns, any monotonic clock; passes a second or so apart): a whole free segment from
  * which no block was taken since the previous pass has been idle since the pass that first
