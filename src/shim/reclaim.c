@@ -25,6 +25,9 @@
  * a process that has not answered within this is busy or stopped, and is not waited for. */
 #define QUERY_WAIT_NS (50 * 1000 * 1000ull)
 #define MAX_PEERS 256
+/* A holder gives the asker's shortfall and a little more: the driver's own use of memory
+ * (page tables, a context's growth) makes "exactly enough" not quite enough. */
+#define SLACK(need) (((size_t)256 << 20) + (need) / 64)
 
 static uint64_t now_ns(void) { return gp_clock_ns(CLOCK_MONOTONIC); }
 
@@ -111,6 +114,7 @@ static void answer_ask(int fd, const struct gp_share_msg *m, const struct gp_sha
 	 * for memory that is there, or a forged one, costs nothing */
 	if (device_free(p, &free0) == 0 && free0 < m->bytes) {
 		size_t need = m->bytes - free0;
+		need += SLACK(need);
 		given = give_idle(p, st, need);
 		if (given < need && gp_framework_present() && !atomic_load(&R->exiting)) {
 			frameworks = gp_framework_empty(why, sizeof why);
@@ -124,6 +128,10 @@ static void answer_ask(int fd, const struct gp_share_msg *m, const struct gp_sha
 			}
 		}
 		(void)device_free(p, &freed);
+		/* a framework's memory outside the pool (PyTorch's expandable segments) goes to
+		 * the driver directly: what the GPU gained counts too */
+		if (freed > free0 && freed - free0 > given)
+			given = freed - free0;
 	}
 	uint64_t took = now_ns() - t0;
 	a.bytes = given;
