@@ -25,13 +25,14 @@ LAYERS = {
     "group": ["base"],
     "capture": ["port"],
     "stats": ["base"],
+    "share": ["stats", "base"],
     "trace": ["port", "base"],
     "pool": ["port", "base", "stats"],
     "config": ["pool", "base"],
     "replay": ["config", "pool", "trace", "base"],
     "runtime": ["pool", "capture", "port", "base"],
     "driver": ["pool", "capture", "port", "base"],
-    "shim": ["runtime", "driver", "config", "group", "stats", "trace", "pool", "capture", "port", "base"],
+    "shim": ["runtime", "driver", "config", "group", "share", "stats", "trace", "pool", "capture", "port", "base"],
     "hooks": ["shim", "driver", "port", "base"],
 }
 
