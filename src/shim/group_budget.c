@@ -16,6 +16,7 @@
 #include "libcuda.h"
 #include "log.h"
 #include "registry.h"
+#include "registry_internal.h"
 
 enum { JOIN_NONE, JOIN_BUSY, JOIN_DONE, JOIN_OFF };
 /* A device's group slot: SLOT_UNKNOWN until its first take, SLOT_NONE when it has none. */
@@ -81,7 +82,12 @@ static int device_slot(const struct gp_registry *r, int device)
 		return s;
 	unsigned char uuid[GP_GROUP_UUID_LEN];
 	const struct gpupool_device_stats *st = device < r->ndev ? r->slots[device] : NULL;
-	size_t total = st ? (size_t)__atomic_load_n(&st->device_total_bytes, __ATOMIC_RELAXED) : 0;
+	size_t total = st ? (size_t)__atomic_load_n(&st->device_total_bytes, __ATOMIC_RELAXED) : 0, f;
+	/* a percentage needs the device's size: asked of the backend when the page has none yet
+	 * (a backend call as a segment's, with the same locks held) */
+	if (r->cfg.group_limit_percent && !total &&
+	    gp_registry_backend()->mem_info(gp_registry_backend()->ctx, device, &f, &total) != 0)
+		total = 0;
 	size_t want = gp_config_group_limit(&r->cfg, total);
 	if (gp_libcuda_device_uuid(device, uuid) != 0)
 		return SLOT_UNKNOWN; /* the driver is not loaded yet: counted early, and looked for again */

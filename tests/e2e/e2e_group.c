@@ -4,6 +4,7 @@
  *                      one samples the group file: the group never holds more than its budget,
  *                      the killed member's share is returned by one of them, and what the
  *                      exited members held is returned at the end.
+ *   e2e_group percent DIR  group_limit:25% sets a 64 MiB budget on a 256 MiB device.
  *   e2e_group sched MIB  the process's limit is MIB MiB: CUDA_DEVICE_MEMORY_LIMIT_0 (a
  *                      scheduler's), or gpupool's own limit, which wins over it.
  * This process never calls CUDA in `run`: it reads the file with the group layer's reader and
@@ -152,6 +153,36 @@ static int run(const char *self, const char *ondriver)
 	return 0;
 }
 
+/* group_limit:25% of a 256 MiB device: 64 MiB for the group, asked of the device by the first
+ * member (before any page figure has its size). */
+static int percent(const char *self, const char *ondriver)
+{
+	char conf[600], libs[4096];
+	const char *old = getenv("LD_LIBRARY_PATH");
+	snprintf(libs, sizeof libs, "%s:%s", ondriver, old ? old : "");
+	setenv("LD_LIBRARY_PATH", libs, 1);
+	snprintf(conf, sizeof conf, "group:%s,group_limit:25%%", path);
+	setenv("GPUPOOL_CONF", conf, 1);
+	unlink(path);
+	pid_t kid = spawn(self, "fill", "40");
+	int st;
+	CHECK(waitpid(kid, &st, 0) == kid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	uint64_t used, budget;
+	look(&used, &budget);
+	CHECK(budget == 64 * MB);
+	unlink(path);
+	return 0;
+}
+
+/* Takes `mib` MiB, then as much again, which the group refuses. */
+static int fill(size_t mib)
+{
+	void *a = NULL, *b = NULL;
+	CK(cudaMalloc(&a, mib * MB));
+	CKE(cudaMalloc(&b, mib * MB), cudaErrorMemoryAllocation);
+	return 0;
+}
+
 /* The process's limit on device 0 is `mib` MiB (from a scheduler's variable, or gpupool's own
  * limit that wins over it): mib - 8 fit, 16 more do not. */
 static int sched(size_t mib)
@@ -176,17 +207,21 @@ int main(int argc, char **argv)
 	snprintf(path, sizeof path, "%s.group", dir); /* beside the test's page directory */
 	/* the driver loaded before the first allocation, as the real runtime has it from its first
 	 * call (the fake one loads it at its first allocation): it names the device by UUID */
-	if (strcmp(argv[1], "run") != 0 && strcmp(argv[1], "sched") != 0)
+	if (strcmp(argv[1], "hammer") == 0 || strcmp(argv[1], "hold") == 0 || strcmp(argv[1], "fill") == 0)
 		CHECK(dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL) != NULL);
 	if (strcmp(argv[1], "hammer") == 0 && argc == 3)
 		return hammer((unsigned)atoi(argv[2]));
+	if (strcmp(argv[1], "fill") == 0 && argc == 3)
+		return fill((size_t)atoi(argv[2]));
 	if (strcmp(argv[1], "hold") == 0 && argc == 3)
 		return holder(atoi(argv[2]));
 	e2e_shm_dir();
 	if (strcmp(argv[1], "run") == 0 && argc == 3)
 		return run("/proc/self/exe", argv[2]);
+	if (strcmp(argv[1], "percent") == 0 && argc == 3)
+		return percent("/proc/self/exe", argv[2]);
 	if (strcmp(argv[1], "sched") == 0 && argc == 3)
 		return sched((size_t)atoi(argv[2]));
-	fprintf(stderr, "usage: e2e_group run ONDRIVER_DIR | sched MIB\n");
+	fprintf(stderr, "usage: e2e_group run|percent ONDRIVER_DIR | sched MIB\n");
 	return 2;
 }
