@@ -476,6 +476,28 @@ void gp_group_leave(struct gp_group *g)
 	memset(g, 0, sizeof *g);
 }
 
+void gp_group_retire(struct gp_group *g)
+{
+	struct gp_group_file *f = g->f;
+	if (!f)
+		return;
+	struct gp_group_member_slot *m = &f->member[g->me];
+	/* each holding returned and marked with another generation in one exchange: a later hold
+	 * of this process's then fails, so nothing is added to the slot after it is returned */
+	uint64_t other = ((g->gen + 1) & GP_GROUP_GEN_MASK) << GP_GROUP_HELD_BITS;
+	for (unsigned d = 0; d < GP_GROUP_DEVICES; d++) {
+		uint64_t h = LOAD(&m->held[d]);
+		while (h >> GP_GROUP_HELD_BITS == g->gen &&
+		       !atomic_compare_exchange_weak_explicit(&m->held[d], &h, other, memory_order_acq_rel,
+							      memory_order_acquire))
+			;
+		if (h >> GP_GROUP_HELD_BITS == g->gen)
+			sub_clamped(&f->dev[d].used, h & GP_GROUP_HELD_MASK);
+	}
+	uint64_t id = g->id;
+	atomic_compare_exchange_strong_explicit(&m->id, &id, 0, memory_order_acq_rel, memory_order_relaxed);
+}
+
 void gp_group_forget(struct gp_group *g)
 {
 	if (g->f)

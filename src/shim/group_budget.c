@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "format.h"
@@ -26,6 +27,7 @@ enum { JOIN_NONE, JOIN_BUSY, JOIN_DONE, JOIN_OFF };
 static struct gp_group group;
 static atomic_int state = JOIN_NONE;
 static atomic_bool lost;
+static atomic_bool retired; /* the process is exiting and has left the group */
 static atomic_int slot[GPUPOOL_MAX_DEVICES];
 static atomic_bool slots_set;
 /* Bytes taken on a device before its UUID could be read (a runtime that loads the driver
@@ -39,6 +41,14 @@ static void reset_slots(void)
 		atomic_store_explicit(&early[d], 0, memory_order_relaxed);
 	}
 	atomic_store_explicit(&slots_set, true, memory_order_release);
+}
+
+/* At exit: the process's share goes back at once (threads still running find their takes
+ * refused by the group layer, and pass: the process is going). No CUDA, no lock. */
+static void leave_at_exit(void)
+{
+	if (atomic_load(&state) == JOIN_DONE && !atomic_exchange(&retired, true))
+		gp_group_retire(&group);
 }
 
 /* Joins once; true when this process is a member. */
@@ -57,6 +67,9 @@ static bool joined(const struct gp_registry *r)
 			gp_log(GP_LOG_WARN, "group %s: %s; this process runs without the group", r->cfg.group, why);
 		else
 			gp_log(GP_LOG_INFO, "group %s: joined (member slot %u)", r->cfg.group, group.me);
+		static bool atexit_set; /* once per process image: a forked child keeps its parent's */
+		if (!rc && !atexit_set)
+			atexit_set = atexit(leave_at_exit) == 0;
 		atomic_store_explicit(&state, rc ? JOIN_OFF : JOIN_DONE, memory_order_release);
 		return rc == 0;
 	}
@@ -132,7 +145,7 @@ static int slot_of(int device)
 
 static void slot_lost(void)
 {
-	if (!atomic_exchange(&lost, true))
+	if (!atomic_exchange(&lost, true) && !atomic_load(&retired))
 		gp_log(GP_LOG_WARN, "group %s: another member took this process for dead and returned its share; this "
 				    "process is no longer counted in the group",
 		       gp_registry_get_driver()->cfg.group);
@@ -183,5 +196,6 @@ void gp_group_budget_after_fork(void)
 		gp_group_forget(&group);
 	atomic_store(&state, JOIN_NONE);
 	atomic_store(&lost, false);
+	atomic_store(&retired, false);
 	atomic_store(&slots_set, false);
 }

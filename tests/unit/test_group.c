@@ -291,6 +291,31 @@ static void test_slot_lost(void **state)
 	gp_group_forget(&g);
 }
 
+/* Retired at exit: everything returned, the slot free, later takes refused without a trace,
+ * later gives giving nothing; the mapping still there for threads still running. */
+static void test_retire(void **state)
+{
+	(void)state;
+	struct gp_group g;
+	unsigned char u[GP_GROUP_UUID_LEN];
+	uint64_t budget, used, mine;
+	uuid_of(0, u);
+	assert_int_equal(gp_group_join(&g, at("retire"), why, sizeof why), 0);
+	int d = gp_group_device(&g, u, 1000);
+	assert_int_equal(gp_group_take(&g, d, 400), 0);
+	gp_group_retire(&g);
+	gp_group_total(&g, d, &budget, &used, &mine);
+	assert_int_equal(used, 0);
+	assert_int_equal(mine, 0);
+	assert_int_equal(atomic_load(&g.f->member[g.me].id), 0);
+	assert_int_equal(gp_group_take(&g, d, 10), -EIDRM);
+	assert_int_equal(gp_group_charge(&g, d, 10), -EIDRM);
+	gp_group_give(&g, d, 400);
+	gp_group_total(&g, d, &budget, &used, &mine);
+	assert_int_equal(used, 0);
+	gp_group_forget(&g);
+}
+
 /* ---- many threads ---- */
 
 #define THREADS 8
@@ -550,6 +575,7 @@ int main(void)
 		cmocka_unit_test(test_devices),
 		cmocka_unit_test(test_take_give),
 		cmocka_unit_test(test_slot_lost),
+		cmocka_unit_test(test_retire),
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_processes),
 		cmocka_unit_test(test_killed_member),
