@@ -1,6 +1,6 @@
 /* Writes the seed corpus of the group-file harness into the directory given
  * (tests/fuzz/corpus/group): an empty file, a laid-out file with members and devices, the
- * same truncated, in another version, with a used figure past its budget, with holdings of a
+ * same truncated, in another version, retired instead of left, with a used figure past its budget, with holdings of a
  * slot's earlier owner, with every member slot and device slot taken, all zeros, and junk.
  * Rerun when struct gp_group_file changes. Test code only. */
 #include <errno.h>
@@ -76,6 +76,11 @@ int main(int argc, char **argv)
 	member(f, 0, 4194303, 1, (uint64_t)8 << 30);
 	member(f, 3, 4194302, 7, (uint64_t)4 << 30);
 	rc |= put(argv[1], "valid", f, n) | put(argv[1], "truncated", f, n - 100) | put(argv[1], "header_only", f, 64);
+	/* the harness retires (as at exit) instead of leaving when the last byte is odd: here, the
+	 * top byte of the last member slot's last holding, a free slot's */
+	memcpy(g, f, n);
+	((unsigned char *)g)[n - 1] = 1;
+	rc |= put(argv[1], "valid_retired", g, n);
 
 	memcpy(g, f, n);
 	atomic_store(&g->version, 2);
@@ -84,6 +89,8 @@ int main(int argc, char **argv)
 	atomic_store(&g->dev[0].used, UINT64_MAX - 3);
 	atomic_store(&g->dev[0].budget, 100);
 	rc |= put(argv[1], "used_past_budget", g, n);
+	((unsigned char *)g)[n - 1] = 1;
+	rc |= put(argv[1], "used_past_budget_retired", g, n);
 	memcpy(g, f, n);
 	atomic_store(&g->member[0].gen, 2); /* its holdings are of generation 1: nobody's */
 	rc |= put(argv[1], "earlier_owner", g, n);
