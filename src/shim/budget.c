@@ -1,15 +1,15 @@
 /* The per-device budget (budget.h): one atomic total per device against its limit, and
  * each kind's share of it. No lock anywhere (a limiter that hangs its process on a lock
- * left held is worse than none); no CUDA call. Reads the limit from the registry's slots;
- * must not depend on the hook bodies. */
+ * left held is worse than none); no CUDA call, no registry: the limits are set from outside
+ * (budget_backend.c). Depends on the log only. */
 #include "budget.h"
 
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "gpupool/stats.h"
 #include "log.h"
-#include "registry.h"
 
 struct dev_budget {
 	_Atomic uint64_t total;                   /* every kind, what the limit is checked on */
@@ -17,6 +17,7 @@ struct dev_budget {
 };
 
 static struct dev_budget budget[GPUPOOL_MAX_DEVICES];
+static _Atomic uint64_t limits[GPUPOOL_MAX_DEVICES]; /* bytes; 0: none */
 static _Atomic uint64_t inconsistencies;
 
 static inline bool in_range(int device, enum gp_budget_kind kind)
@@ -28,11 +29,13 @@ uint64_t gp_budget_limit(int device)
 {
 	if (device < 0 || device >= GPUPOOL_MAX_DEVICES)
 		return 0;
-	/* the slot is set before its pool is published and keeps its limit across resets; a
-	 * registry with no pool yet has no slot and no limit to apply */
-	const struct gp_registry *r = gp_registry_get_driver();
-	const struct gpupool_device_stats *st = device < r->ndev ? r->slots[device] : NULL;
-	return st ? __atomic_load_n(&st->limit_bytes, __ATOMIC_RELAXED) : 0;
+	return atomic_load_explicit(&limits[device], memory_order_relaxed);
+}
+
+void gp_budget_set_limit(int device, uint64_t bytes)
+{
+	if (device >= 0 && device < GPUPOOL_MAX_DEVICES)
+		atomic_store_explicit(&limits[device], bytes, memory_order_relaxed);
 }
 
 /* Subtracts up to `bytes` from *v, never below zero: what it took off. */
@@ -102,106 +105,11 @@ void gp_budget_pool_gone(int device)
 	(void)sub_clamped(&budget[device].total, had);
 }
 
-/* ---- the pools' side: a backend whose segments pass the budget --------------------------- */
-
-static const struct gp_backend *inner;
-static struct gp_backend wrapped;
-
-static int b_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
-{
-	(void)ctx;
-	if (gp_budget_take(device, size, GP_BUDGET_POOL) != 0)
-		return -ENOMEM; /* the pool sees a full device: it releases its cache and retries */
-	int rc = inner->segment_alloc(inner->ctx, device, size, addr);
-	if (rc)
-		gp_budget_give(device, size, GP_BUDGET_POOL);
-	return rc;
-}
-
-static int b_segment_free(void *ctx, int device, uintptr_t addr, size_t size)
-{
-	(void)ctx;
-	int rc = inner->segment_free(inner->ctx, device, addr, size);
-	if (rc != -EBUSY) /* the pool drops the segment on any other answer (segment.c) */
-		gp_budget_give(device, size, GP_BUDGET_POOL);
-	return rc;
-}
-
-static int b_device_sync(void *ctx, int device)
-{
-	(void)ctx;
-	return inner->device_sync(inner->ctx, device);
-}
-
-static int b_stream_wait(void *ctx, int device, gp_stream from, gp_stream to)
-{
-	(void)ctx;
-	return inner->stream_wait(inner->ctx, device, from, to);
-}
-
-static int b_mem_info(void *ctx, int device, size_t *free_bytes, size_t *total_bytes)
-{
-	(void)ctx;
-	return inner->mem_info(inner->ctx, device, free_bytes, total_bytes);
-}
-
-static int b_fence_mark(void *ctx, int device, uint64_t *token)
-{
-	(void)ctx;
-	return inner->fence_mark(inner->ctx, device, token);
-}
-
-static int b_fence_query(void *ctx, int device, uint64_t token)
-{
-	(void)ctx;
-	return inner->fence_query(inner->ctx, device, token);
-}
-
-static int b_fence_wait(void *ctx, int device, uint64_t token)
-{
-	(void)ctx;
-	return inner->fence_wait(inner->ctx, device, token);
-}
-
-static void b_fence_drop(void *ctx, int device, uint64_t token)
-{
-	(void)ctx;
-	inner->fence_drop(inner->ctx, device, token);
-}
-
-static uint64_t b_now_ns(void *ctx)
-{
-	(void)ctx;
-	return inner->now_ns(inner->ctx);
-}
-
-static const struct gp_backend budget_calls = {
-	.segment_alloc = b_segment_alloc,
-	.segment_free = b_segment_free,
-	.device_sync = b_device_sync,
-	.stream_wait = b_stream_wait,
-	.mem_info = b_mem_info,
-	.fence_mark = b_fence_mark,
-	.fence_query = b_fence_query,
-	.fence_wait = b_fence_wait,
-	.fence_drop = b_fence_drop,
-	.now_ns = b_now_ns,
-};
-
-const struct gp_backend *gp_budget_backend(const struct gp_backend *in)
-{
-	/* the registry has one backend (init.c), and makes each pool's under its pools lock */
-	if (inner != in) {
-		inner = in;
-		wrapped = gp_backend_wrap(in, NULL, &budget_calls);
-	}
-	return &wrapped;
-}
-
 void gp_budget_after_fork(void)
 {
 	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
 		atomic_store(&budget[d].total, 0);
+		atomic_store(&limits[d], 0);
 		for (int k = 0; k < GP_BUDGET_KINDS; k++)
 			atomic_store(&budget[d].held[k], 0);
 	}

@@ -779,6 +779,8 @@ cudaError_t gp_shim_device_reset(void)
 		gp_cuda_device_reset_done(dev);
 	}
 	gp_registry_reset_end(dev, e == cudaSuccess);
+	if (e == cudaSuccess)
+		gp_unpooled_refresh(dev); /* what survives a reset, in the slot the retirement zeroed */
 	return e;
 }
 

@@ -782,6 +782,8 @@ static void reset_end(const struct gp_registry *r, int dev, bool done)
 		atomic_store(&primary_seen[dev], NULL);
 	}
 	gp_registry_reset_end(dev, done);
+	if (done)
+		gp_unpooled_refresh(dev); /* what survives a reset, in the slot the retirement zeroed */
 }
 
 CUresult gp_shim_driver_primary_ctx_reset(CUdevice dev, bool v2)

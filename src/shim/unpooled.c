@@ -75,7 +75,9 @@ static gp_pool *pool_of(int dev)
 	const struct gp_registry *r = gp_registry_get_driver();
 	if (dev < 0 || dev >= r->ndev || (r->off && r->drv_off))
 		return NULL;
-	return gp_registry_pool(r, dev);
+	gp_pool *p = gp_registry_pool(r, dev);
+	gp_budget_limit_refresh(dev);
+	return p;
 }
 
 static void note(int dev, unsigned allocs, unsigned frees, unsigned refusals)
@@ -371,6 +373,12 @@ void gp_unpooled_device_reset(int dev)
 		free(e);
 	}
 	if (any)
+		note(dev, 0, 0, 0);
+}
+
+void gp_unpooled_refresh(int dev)
+{
+	if (gp_budget_held(dev, GP_BUDGET_KINDS) > gp_budget_held(dev, GP_BUDGET_POOL))
 		note(dev, 0, 0, 0);
 }
 

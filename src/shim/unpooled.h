@@ -87,6 +87,10 @@ void gp_unpooled_mempool_end(int dev, uintptr_t pool, size_t size, size_t taken,
  * and their bytes back. */
 void gp_unpooled_device_reset(int dev);
 
+/* The page's unpooled figures of `dev` written again from the budget, where it holds any:
+ * after a device reset, whose retirement of the killed pool zeroes the slot's gauges. */
+void gp_unpooled_refresh(int dev);
+
 /* In a forked child: no records (the parent's memory is not the child's), the lock free. */
 void gp_unpooled_after_fork(void);
 
