@@ -246,9 +246,12 @@ static cudaError_t mempool_alloc(const struct gp_registry *r, void **ptr, size_t
 			       size);
 	cudaError_t e;
 	gp_backend_guard_enter();
+	/* the device's current pool named (cudaMallocAsync would take it from the stream's
+	 * device): the pool counted is the pool allocated from */
+	cudaError_t (*from)(void **, size_t, cudaMemPool_t, cudaStream_t) = variant(r->rt, call)->MallocFromPoolAsync;
 	for (int tries = 0;; tries++) {
-		if (from_pool)
-			e = variant(r->rt, call)->MallocFromPoolAsync(ptr, size, (cudaMemPool_t)pool, s);
+		if (from)
+			e = from(ptr, size, (cudaMemPool_t)pool, s);
 		else
 			e = real_malloc(r, ptr, size, s, call);
 		if (e != cudaErrorMemoryAllocation || tries || !gp_reclaim_before_oom(dev, size))

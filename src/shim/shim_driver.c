@@ -216,10 +216,14 @@ static CUresult mempool_alloc(const struct gp_driver *D, CUdeviceptr *dptr, size
 	if (gp_unpooled_mempool_begin(dev, pool, size, &ops, &taken) != 0)
 		return refused(from_pool ? "cuMemAllocFromPoolAsync" : "cuMemAllocAsync (the program's pool)", dev, size);
 	CUresult e;
+	/* the device's current pool named (cuMemAllocAsync would take it from the stream's
+	 * device): the pool counted is the pool allocated from */
+	__typeof__(D->cuMemAllocFromPoolAsync) from =
+		call == GP_DRV_ASYNC_PTSZ && D->cuMemAllocFromPoolAsync_ptsz ? D->cuMemAllocFromPoolAsync_ptsz
+									      : D->cuMemAllocFromPoolAsync;
 	for (int tries = 0;; tries++) {
-		if (from_pool)
-			e = call == GP_DRV_ASYNC_PTSZ ? D->cuMemAllocFromPoolAsync_ptsz(dptr, size, (CUmemoryPool)pool, s)
-						      : D->cuMemAllocFromPoolAsync(dptr, size, (CUmemoryPool)pool, s);
+		if (from)
+			e = from(dptr, size, (CUmemoryPool)pool, s);
 		else
 			e = real_alloc(D, dptr, size, s, call);
 		if (e != CUDA_ERROR_OUT_OF_MEMORY || tries || !gp_reclaim_before_oom(dev, size))

@@ -91,13 +91,22 @@ static void note(int dev, unsigned allocs, unsigned frees, unsigned refusals)
 
 /* ---- around one allocation ---------------------------------------------------------------- */
 
+/* The take, and past the limit the device's pool's cached segments given back first (as a
+ * pooled allocation's ladder does before it fails), then the take once more. */
+static int take_or_release(int dev, size_t bytes, enum gp_budget_kind kind)
+{
+	GP_REGISTRY_READER;
+	(void)pool_of(dev); /* the slot, and with it the limit, before the first take */
+	if (gp_budget_take(dev, bytes, kind) == 0)
+		return 0;
+	if (gp_registry_release(dev) > 0 && gp_budget_take(dev, bytes, kind) == 0)
+		return 0;
+	return -ENOMEM;
+}
+
 int gp_unpooled_take(int dev, size_t bytes, enum gp_budget_kind kind)
 {
-	{
-		GP_REGISTRY_READER;
-		(void)pool_of(dev); /* the slot, and with it the limit, before the first take */
-	}
-	if (gp_budget_take(dev, bytes, kind) == 0)
+	if (take_or_release(dev, bytes, kind) == 0)
 		return 0;
 	note(dev, 0, 0, 1);
 	return -ENOMEM;
@@ -313,12 +322,8 @@ int gp_unpooled_mempool_begin(int dev, uintptr_t pool, size_t size, const struct
 	size_t want = size > SIZE_MAX - GP_MEMPOOL_GRANULE ? size
 							   : (size + GP_MEMPOOL_GRANULE - 1) / GP_MEMPOOL_GRANULE *
 								     GP_MEMPOOL_GRANULE;
-	{
-		GP_REGISTRY_READER;
-		(void)pool_of(dev);
-	}
-	if (gp_budget_take(dev, want, GP_BUDGET_MEMPOOL) != 0) {
-		/* the pool's own unused memory first: trimmed, then counted again */
+	if (take_or_release(dev, want, GP_BUDGET_MEMPOOL) != 0) {
+		/* the program's pool's own unused memory next: trimmed, then counted again */
 		if (ops->trim(ops->api, pool, 0) == 0)
 			mempool_sync(pool, ops);
 		if (gp_budget_take(dev, want, GP_BUDGET_MEMPOOL) != 0) {
