@@ -217,11 +217,6 @@ static int rt_pool_reserved(const void *api, uintptr_t pool, uint64_t *bytes)
 	return rt_pool_attr(api, pool, cudaMemPoolAttrReservedMemCurrent, bytes);
 }
 
-static int rt_pool_used(const void *api, uintptr_t pool, uint64_t *bytes)
-{
-	return rt_pool_attr(api, pool, cudaMemPoolAttrUsedMemCurrent, bytes);
-}
-
 static int rt_pool_trim(const void *api, uintptr_t pool, size_t keep)
 {
 	const struct gp_runtime *rt = api;
@@ -230,7 +225,7 @@ static int rt_pool_trim(const void *api, uintptr_t pool, size_t keep)
 
 static inline struct gp_mempool_ops rt_pool_ops(const struct gp_runtime *rt)
 {
-	return (struct gp_mempool_ops){rt, rt_pool_reserved, rt_pool_used, rt_pool_trim};
+	return (struct gp_mempool_ops){rt, rt_pool_reserved, rt_pool_trim};
 }
 
 /* An allocation from a pool the program made (`pool`, cudaMallocFromPoolAsync), or from the

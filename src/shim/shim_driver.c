@@ -184,17 +184,6 @@ static int drv_pool_reserved(const void *api, uintptr_t pool, uint64_t *bytes)
 	return (int)e;
 }
 
-static int drv_pool_used(const void *api, uintptr_t pool, uint64_t *bytes)
-{
-	const struct gp_driver *D = api;
-	cuuint64_t v = 0;
-	CUresult e = D->cuMemPoolGetAttribute ? D->cuMemPoolGetAttribute((CUmemoryPool)pool,
-									CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v)
-					      : CUDA_ERROR_NOT_SUPPORTED;
-	*bytes = v;
-	return (int)e;
-}
-
 static int drv_pool_trim(const void *api, uintptr_t pool, size_t keep)
 {
 	const struct gp_driver *D = api;
@@ -203,7 +192,7 @@ static int drv_pool_trim(const void *api, uintptr_t pool, size_t keep)
 
 static inline struct gp_mempool_ops drv_pool_ops(const struct gp_driver *D)
 {
-	return (struct gp_mempool_ops){D, drv_pool_reserved, drv_pool_used, drv_pool_trim};
+	return (struct gp_mempool_ops){D, drv_pool_reserved, drv_pool_trim};
 }
 
 /* An allocation from a pool the program made (or its device's current pool, set by the

@@ -314,11 +314,10 @@ static void mempool_sync(uintptr_t pool, const struct gp_mempool_ops *ops)
 int gp_unpooled_mempool_begin(int dev, uintptr_t pool, size_t size, const struct gp_mempool_ops *ops, size_t *taken)
 {
 	*taken = 0;
-	uint64_t res = 0, used = 0;
+	/* Whether the pool grows is the driver's choice: unused reserved memory as large as the
+	 * request may still be the wrong shape (chunks of other sizes), so a share is always
+	 * taken, and given back once the pool's growth is read. */
 	mempool_sync(pool, ops);
-	if (ops->reserved(ops->api, pool, &res) == 0 && ops->used(ops->api, pool, &used) == 0 && res >= used &&
-	    res - used >= size)
-		return 0; /* its unused memory may serve it without growing (counted after) */
 	size_t want = size > SIZE_MAX - GP_MEMPOOL_GRANULE ? size
 							   : (size + GP_MEMPOOL_GRANULE - 1) / GP_MEMPOOL_GRANULE *
 								     GP_MEMPOOL_GRANULE;
