@@ -47,14 +47,22 @@ static void table_unlock(void) { gp_mutex_unlock(&lock, GP_RANK_UNPOOLED); }
 
 /* ---- the page ---------------------------------------------------------------------------- */
 
+/* One change of the figures. A give is made inside the slot's writer (under the pool lock):
+ * the pool cannot grow into the room it leaves before the page shows it gone, so the page's
+ * reserved_bytes + unpooled_bytes never passes the limit. Takes are made before the real
+ * call, outside: the page shows them a moment late, never early. */
 struct note {
 	int dev;
 	unsigned allocs, frees, refusals;
+	enum gp_budget_kind kind;
+	size_t give; /* bytes of `kind` to give back */
 };
 
 static void write_slot(struct gpupool_device_stats *st, void *arg)
 {
 	const struct note *n = arg;
+	if (n->give)
+		gp_budget_give(n->dev, n->give, n->kind);
 	/* the budget's figures as they are now, under the slot's one writer: the last writer
 	 * writes the newest */
 	uint64_t vmm = gp_budget_held(n->dev, GP_BUDGET_VMM), mp = gp_budget_held(n->dev, GP_BUDGET_MEMPOOL),
@@ -80,11 +88,22 @@ static gp_pool *pool_of(int dev)
 	return p;
 }
 
+static void note_give(int dev, unsigned allocs, unsigned frees, enum gp_budget_kind kind, size_t give)
+{
+	GP_REGISTRY_READER;
+	gp_pool *p = pool_of(dev);
+	struct note n = {dev, allocs, frees, 0, kind, give};
+	if (p)
+		gp_pool_slot_write(p, write_slot, &n);
+	else if (give)
+		gp_budget_give(dev, give, kind);
+}
+
 static void note(int dev, unsigned allocs, unsigned frees, unsigned refusals)
 {
 	GP_REGISTRY_READER;
 	gp_pool *p = pool_of(dev);
-	struct note n = {dev, allocs, frees, refusals};
+	struct note n = {dev, allocs, frees, refusals, GP_BUDGET_POOL, 0};
 	if (p)
 		gp_pool_slot_write(p, write_slot, &n);
 }
@@ -268,8 +287,7 @@ void gp_unpooled_pool_destroyed(uintptr_t pool)
 		uintptr_t want = pool;
 		atomic_compare_exchange_strong(&dev_pool[d], &want, 0);
 	}
-	gp_budget_give(m->dev, m->counted, GP_BUDGET_MEMPOOL);
-	note(m->dev, 0, 0, 0);
+	note_give(m->dev, 0, 0, GP_BUDGET_MEMPOOL, m->counted);
 	free(m);
 }
 
@@ -308,7 +326,7 @@ static void mempool_sync(uintptr_t pool, const struct gp_mempool_ops *ops)
 	if (now > was)
 		gp_budget_charge(dev, now - was, GP_BUDGET_MEMPOOL);
 	else if (now < was)
-		gp_budget_give(dev, was - now, GP_BUDGET_MEMPOOL);
+		note_give(dev, 0, 0, GP_BUDGET_MEMPOOL, was - now);
 }
 
 int gp_unpooled_mempool_begin(int dev, uintptr_t pool, size_t size, const struct gp_mempool_ops *ops, size_t *taken)
@@ -337,23 +355,23 @@ int gp_unpooled_mempool_begin(int dev, uintptr_t pool, size_t size, const struct
 void gp_unpooled_mempool_end(int dev, uintptr_t pool, size_t size, size_t taken, uintptr_t ptr,
 			     const struct gp_mempool_ops *ops)
 {
-	if (taken)
-		gp_budget_give(dev, taken, GP_BUDGET_MEMPOOL);
+	/* the growth counted before the share goes: for a moment both are, never neither */
 	mempool_sync(pool, ops);
 	if (ptr) {
 		struct gp_unpooled_rec rec = {ptr, dev, GP_BUDGET_MEMPOOL, size, pool};
 		(void)gp_unpooled_ptr_add(&rec);
 	}
-	note(dev, ptr != 0, 0, 0);
+	note_give(dev, ptr != 0, 0, GP_BUDGET_MEMPOOL, taken);
 }
 
 void gp_unpooled_freed(const struct gp_unpooled_rec *rec, const struct gp_mempool_ops *ops)
 {
-	if (rec->kind == GP_BUDGET_MEMPOOL)
+	if (rec->kind == GP_BUDGET_MEMPOOL) {
 		mempool_sync(rec->pool, ops);
-	else
-		gp_budget_give(rec->dev, rec->bytes, rec->kind);
-	note(rec->dev, 0, 1, 0);
+		note(rec->dev, 0, 1, 0);
+	} else {
+		note_give(rec->dev, 0, 1, rec->kind, rec->bytes);
+	}
 }
 
 void gp_unpooled_device_reset(int dev)
@@ -369,21 +387,24 @@ void gp_unpooled_device_reset(int dev)
 		gone = e;
 	}
 	table_unlock();
-	bool any = gone != NULL;
+	/* no page write here: the caller holds the device's reset gate, and the pool lock ranks
+	 * before it; gp_unpooled_refresh writes the figures once the reset is over */
 	while (gone) {
 		e = gone;
 		gone = e->hh.next;
 		gp_budget_give(e->rec.dev, e->rec.bytes, e->rec.kind);
 		free(e);
 	}
-	if (any)
-		note(dev, 0, 0, 0);
 }
 
 void gp_unpooled_refresh(int dev)
 {
-	if (gp_budget_held(dev, GP_BUDGET_KINDS) > gp_budget_held(dev, GP_BUDGET_POOL))
-		note(dev, 0, 0, 0);
+	/* any figure may have changed (zeroed by the retirement, given back by the reset) */
+	GP_REGISTRY_READER;
+	const struct gp_registry *r = gp_registry_get_driver();
+	if (dev >= 0 && dev < r->ndev &&
+	    (atomic_load(&r->pools[dev]) || gp_budget_held(dev, GP_BUDGET_KINDS) > gp_budget_held(dev, GP_BUDGET_POOL)))
+		note(dev, 0, 0, 0); /* a new pool where memory survived: its slot shows it again */
 }
 
 void gp_unpooled_after_fork(void)

@@ -83,11 +83,13 @@ void gp_unpooled_mempool_end(int dev, uintptr_t pool, size_t size, size_t taken,
 			     const struct gp_mempool_ops *ops);
 
 /* A device reset destroyed the device's managed and pitched allocations: their records go
- * and their bytes back. */
+ * and their bytes back (inside the reset gate: the page is written by gp_unpooled_refresh,
+ * after it). */
 void gp_unpooled_device_reset(int dev);
 
-/* The page's unpooled figures of `dev` written again from the budget, where it holds any:
- * after a device reset, whose retirement of the killed pool zeroes the slot's gauges. */
+/* The page's unpooled figures of `dev` written again from the budget: after a device reset
+ * (its retirement of the killed pool zeroes the slot's gauges). Makes the device's pool anew
+ * only where unpooled memory survived the reset. Call with no lock held. */
 void gp_unpooled_refresh(int dev);
 
 /* In a forked child: no records (the parent's memory is not the child's), the lock free. */

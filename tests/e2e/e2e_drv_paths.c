@@ -6,8 +6,14 @@
  * driver is called, and sharing the limit with the pool; cuMemGetInfo leaves them out of free.
  * The mapping calls (cuMemAddressReserve, cuMemMap, cuMemSetAccess, cuMemUnmap,
  * cuMemAddressFree) are the driver's own, not interposed. "procaddr": every entry point
- * through cuGetProcAddress_v2; "dlsym": through dlsym on libcuda's handle. */
+ * through cuGetProcAddress_v2; "dlsym": through dlsym on libcuda's handle. "threads": threads
+ * take and give virtual, managed and pooled memory at once: the limit holds at every moment,
+ * every refusal is CUDA_ERROR_OUT_OF_MEMORY, and the figures come back to zero. "reset": a
+ * reset of the primary context gives back the pool's segments and the managed memory it
+ * destroyed; cuMemCreate's memory survives it and stays counted and shown. */
 #include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "e2e_drv.h"
@@ -95,14 +101,111 @@ static struct gpupool_device_stats stats(void) { return e2e_stats(0); }
 		CHECK(stats().unpooled_refusals == r_ + 1);                                   \
 	} while (0)
 
+#define THREADS 8
+#define ROUNDS 300
+static struct e2e_drv d;
+static struct paths f;
+static _Atomic unsigned long done_ok, refused;
+
+static void *worker(void *arg)
+{
+	unsigned i = (unsigned)(uintptr_t)arg;
+	CU(d.CtxSetCurrent(d.primary[0]));
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof prop);
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	for (int r = 0; r < ROUNDS; r++) {
+		CUmemGenericAllocationHandle h;
+		CUdeviceptr p = 0;
+		CUresult e;
+		switch ((i + (unsigned)r) % 3) {
+		case 0:
+			e = f.MemCreate(&h, 16 * MB, &prop, 0);
+			break;
+		case 1:
+			e = f.AllocManaged(&p, 12 * MB, CU_MEM_ATTACH_GLOBAL);
+			break;
+		default:
+			e = d.MemAlloc(&p, 12 * MB);
+			break;
+		}
+		if (e == CUDA_ERROR_OUT_OF_MEMORY) {
+			atomic_fetch_add(&refused, 1);
+			continue;
+		}
+		CU(e);
+		atomic_fetch_add(&done_ok, 1);
+		/* held: the page never shows more than the limit (pooled and not) */
+		struct gpupool_device_stats st = e2e_stats(0);
+		CHECK(st.reserved_bytes + st.unpooled_bytes <= 64 * MB);
+		if ((i + (unsigned)r) % 3 == 0)
+			CU(f.MemRelease(h));
+		else
+			CU(d.MemFree(p));
+	}
+	return NULL;
+}
+
+static int threads(void)
+{
+	pthread_t t[THREADS];
+	for (uintptr_t i = 0; i < THREADS; i++)
+		CHECK(pthread_create(&t[i], NULL, worker, (void *)i) == 0);
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(t[i], NULL);
+	struct gpupool_device_stats st = e2e_stats(0);
+	CHECK(atomic_load(&done_ok) + atomic_load(&refused) == THREADS * ROUNDS);
+	CHECK(st.unpooled_bytes == 0 && st.unpooled_vmm_bytes == 0 && st.unpooled_managed_bytes == 0);
+	CHECK(st.unpooled_allocs == st.unpooled_frees);
+	CHECK(st.unpooled_bytes_peak <= 64 * MB && st.reserved_bytes_peak <= 64 * MB);
+	/* everything held at the end is the pool's cache: all of it can be taken again */
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof prop);
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	CUmemGenericAllocationHandle h;
+	CU(f.MemCreate(&h, 64 * MB, &prop, 0)); /* after the cache went back */
+	CU(f.MemRelease(h));
+	return 0;
+}
+
+static int reset(void)
+{
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof prop);
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	CUmemGenericAllocationHandle h, hx;
+	CUdeviceptr a = 0, m = 0;
+	CU(f.MemCreate(&h, 16 * MB, &prop, 0));
+	CU(f.AllocManaged(&m, 8 * MB, CU_MEM_ATTACH_GLOBAL));
+	CU(d.MemAlloc(&a, 30 * MB));
+	CUE(f.MemCreate(&hx, 16 * MB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY); /* 16 + 8 + 30 + 16 */
+	CU(d.PrimaryReset(0));
+	CU(d.PrimaryRetain(&d.primary[0], 0));
+	CU(d.CtxSetCurrent(d.primary[0]));
+	struct gpupool_device_stats st = e2e_stats(0);
+	CHECK(st.reserved_bytes == 0 && st.unpooled_managed_bytes == 0);
+	CHECK(st.unpooled_vmm_bytes == 16 * MB && st.unpooled_bytes == 16 * MB);
+	CU(f.MemCreate(&hx, 48 * MB, &prop, 0)); /* 16 + 48: the rest came back */
+	CU(f.MemRelease(hx));
+	CU(f.MemRelease(h));
+	st = e2e_stats(0);
+	CHECK(st.unpooled_bytes == 0 && st.unpooled_vmm_bytes == 0);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	e2e_shm_dir();
 	CHECK(argc > 1);
-	struct e2e_drv d;
-	e2e_drv_load(&d, !strcmp(argv[1], "procaddr"));
-	struct paths f;
-	load(&f, &d, !strcmp(argv[1], "procaddr"));
+	e2e_drv_load(&d, strcmp(argv[1], "dlsym") != 0);
+	load(&f, &d, strcmp(argv[1], "dlsym") != 0);
+	if (!strcmp(argv[1], "threads"))
+		return threads();
+	if (!strcmp(argv[1], "reset"))
+		return reset();
 	struct gpupool_device_stats st;
 
 	/* virtual memory: physical memory counts from creation to release; mapping passes */
