@@ -474,7 +474,8 @@ cudaError_t gp_shim_device_set_mem_pool(int dev, cudaMemPool_t pool)
 static cudaError_t unpooled_free(const struct gp_registry *r, void *ptr, cudaStream_t s, enum gp_call call)
 {
 	struct gp_unpooled_rec rec;
-	if (!gp_unpooled_ptr_remove((uintptr_t)ptr, &rec))
+	/* from exit on, nothing more is counted, nor asked of the program's pools */
+	if (exiting(r) || !gp_unpooled_ptr_remove((uintptr_t)ptr, &rec))
 		return real_free(r, ptr, s, call);
 	gp_backend_guard_enter();
 	cudaError_t e = real_free(r, ptr, s, call);

@@ -224,10 +224,12 @@ static CUresult mempool_alloc(const struct gp_driver *D, CUdeviceptr *dptr, size
 
 /* A free of memory the pools do not hold: its record (managed, pitched, a program pool's)
  * counted back once the driver freed it. */
-static CUresult unpooled_free(const struct gp_driver *D, CUdeviceptr ptr, CUstream s, enum gp_drv_call call)
+static CUresult unpooled_free(const struct gp_driver *D, const struct gp_registry *r, CUdeviceptr ptr, CUstream s,
+			      enum gp_drv_call call)
 {
 	struct gp_unpooled_rec rec;
-	if (!gp_unpooled_ptr_remove((uintptr_t)ptr, &rec))
+	/* from exit on, nothing more is counted, nor asked of the program's pools */
+	if (exiting(r) || !gp_unpooled_ptr_remove((uintptr_t)ptr, &rec))
 		return real_free(D, ptr, s, call);
 	CUresult e = real_free(D, ptr, s, call);
 	if (e == CUDA_SUCCESS) {
@@ -528,7 +530,7 @@ CUresult gp_shim_driver_mem_free(CUdeviceptr ptr, CUstream s, enum gp_drv_call c
 	}
 	CUresult e = CUDA_SUCCESS;
 	if (rc == -ENOENT) {
-		return unpooled_free(D, ptr, s, call);
+		return unpooled_free(D, r, ptr, s, call);
 	} else if (rc == -EALREADY) {
 		gp_log(GP_LOG_WARN, "%s(0x%llx): not a live allocation (double free, or a pointer inside a block); "
 				    "ignored, returning CUDA_ERROR_INVALID_VALUE",

@@ -118,7 +118,11 @@ static int take_or_release(int dev, size_t bytes, enum gp_budget_kind kind)
 	(void)pool_of(dev); /* the slot, and with it the limit, before the first take */
 	if (gp_budget_take(dev, bytes, kind) == 0)
 		return 0;
-	if (gp_registry_release(dev) > 0 && gp_budget_take(dev, bytes, kind) == 0)
+	/* a fence and a release only where the pool caches anything (free or pending blocks) */
+	const struct gp_registry *r = gp_registry_get_driver();
+	const struct gpupool_device_stats *st = dev >= 0 && dev < r->ndev ? r->slots[dev] : NULL;
+	if (st && __atomic_load_n(&st->cached_bytes, __ATOMIC_RELAXED) && gp_registry_release(dev) > 0 &&
+	    gp_budget_take(dev, bytes, kind) == 0)
 		return 0;
 	return -ENOMEM;
 }
@@ -133,11 +137,7 @@ int gp_unpooled_take(int dev, size_t bytes, enum gp_budget_kind kind)
 
 void gp_unpooled_taken(int dev, size_t bytes, enum gp_budget_kind kind, bool ok)
 {
-	if (!ok) {
-		gp_budget_give(dev, bytes, kind);
-		return;
-	}
-	note(dev, 1, 0, 0);
+	note_give(dev, ok, 0, kind, ok ? 0 : bytes);
 }
 
 /* ---- records ------------------------------------------------------------------------------ */
