@@ -14,6 +14,8 @@
 #   nocache-gpl     nocache-gp with GPUPOOL_CONF=legacy_stream:1 (PyTorch issues all its work on
 #                   the legacy stream: cudaFree'd blocks reused in its order, no fence)
 #   empty_cache-gpl empty_cache-gp with GPUPOOL_CONF=legacy_stream:1
+#   default-gp      PyTorch's caching allocator under LD_PRELOAD (its segments from the pool)
+#   expandable-gp   expandable_segments:True under LD_PRELOAD (its memory counted, not pooled)
 # Every gpupool run writes its exit report as JSON (GPUPOOL_REPORT) next to its log; the
 # peak reserved of a gpupool run is the pool's reserved_bytes_peak from it, else PyTorch's
 # max_memory_reserved. bench/gpu/steps_table.py OUTDIR... prints the table.
@@ -59,7 +61,7 @@ MODELS=("$@")
 for m in "${MODELS[@]}"; do
 	case $m in resnet50 | gpt2 | bert | llama) ;; *) echo "steps.sh: unknown model '$m' (resnet50, gpt2, bert, llama)" >&2; exit 2 ;; esac
 done
-ALL=default,expandable,nocache-gp,empty_cache-gp,nocache,empty_cache,async-gp,pluggable,nocache-gpl,empty_cache-gpl
+ALL=default,expandable,nocache-gp,empty_cache-gp,nocache,empty_cache,async-gp,pluggable,nocache-gpl,empty_cache-gpl,default-gp,expandable-gp
 if [ -n "${CONFIGS:-}" ]; then
 	IFS=, read -ra CFGS <<<"$CONFIGS"
 	for c in "${CFGS[@]}"; do

@@ -18,7 +18,7 @@ import statistics
 import sys
 
 ORDER = ["default", "expandable", "nocache-gp", "nocache-gpl", "empty_cache-gp", "empty_cache-gpl", "nocache", "empty_cache", "async-gp",
-         "pluggable"]
+         "pluggable", "default-gp", "expandable-gp"]
 MODELS = ["resnet50", "gpt2", "bert", "llama"]
 NAME = re.compile(r"^r(\d+)-(resnet50|gpt2|bert|llama)-([a-z_-]+)\.log$")
 

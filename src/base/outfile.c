@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,4 +51,20 @@ const char *gp_outfile_strerror(int err)
 	       : err == -EINVAL ? "it is not a regular file"
 	       : err == -EPERM ? "it belongs to another user"
 	       : err == -EMLINK ? "it has other hard links" : strerror(err < 0 ? -err : err);
+}
+
+int gp_outfile_move_high(int fd)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return fd;
+	rlim_t cur = rl.rlim_cur;
+	int lo = cur >= 2048 ? 1024 : (int)(cur / 2);
+	if (fd >= lo)
+		return fd;
+	int hi = fcntl(fd, F_DUPFD_CLOEXEC, lo);
+	if (hi < 0)
+		return fd;
+	close(fd);
+	return hi;
 }

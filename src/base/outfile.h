@@ -21,4 +21,12 @@ int gp_outfile_open(const char *path, mode_t mode);
  * "it belongs to another user", ...), else strerror(-err). */
 const char *gp_outfile_strerror(int err);
 
+/* A descriptor gpupool keeps for the life of the process (the trace, the share socket),
+ * moved out of the low numbers a program closes and reuses (daemons close 3-1023 and open
+ * their own files, which get the lowest free number): to 1024 or above when the descriptor
+ * limit is at least 2048, else to the upper half of what it allows, close-on-exec. Returns
+ * the descriptor to use (fd itself when it cannot be moved; closed when it was). Its owner
+ * still checks it is its own before each use (fstat): a program may close any number. */
+int gp_outfile_move_high(int fd);
+
 #endif

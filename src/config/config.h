@@ -40,6 +40,9 @@ struct gp_config {
 	bool stats_page;               /* create /dev/shm/gpupool.<pid> */
 	char trace[GP_PATH_MAX];       /* record the request stream here; "" = off */
 	bool check;                    /* run the pool's invariant checker after every call */
+	unsigned decay_ms;             /* a whole free segment unused this long goes back; 0 = never */
+	bool reclaim;                  /* ask and answer other processes for idle memory (sharing) */
+	unsigned reclaim_wait_ms;      /* the longest an allocation waits for them */
 };
 
 typedef const char *(*gp_getenv_fn)(const char *name);

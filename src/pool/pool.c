@@ -127,6 +127,7 @@ static int take_block(gp_pool *p, struct gp_block *b, size_t rounded, size_t req
 	b->state = B_LIVE;
 	b->requested = req;
 	b->list = NULL;
+	b->seg->used = true; /* for the decay (segment.c) */
 	gp_addrmap_add(&p->map, b);
 	GP_GAUGE_SUB(p->st, free_blocks, 1);
 	GP_GAUGE_ADD(p->st, live_blocks, 1);
@@ -606,6 +607,22 @@ size_t gp_pool_release(gp_pool *p, size_t keep)
 	if (!entry_open(p, ENTRY_CHANGE))
 		return entry_broken(p, 0); /* its segments are no longer trusted to be free */
 	size_t r = gp_segment_release_locked(p, keep);
+	entry_close(p, ENTRY_CHANGE);
+	return r;
+}
+
+size_t gp_pool_segment_for(const gp_pool *p, size_t size)
+{
+	return gp_segment_size_for(&p->prm, gp_round_up(size, p->prm.round));
+}
+
+size_t gp_pool_decay(gp_pool *p, uint64_t now, uint64_t after_ns, size_t budget, size_t *releasable)
+{
+	if (releasable)
+		*releasable = 0;
+	if (!entry_open(p, ENTRY_CHANGE))
+		return entry_broken(p, 0); /* its segments are no longer trusted to be free */
+	size_t r = gp_segment_decay_locked(p, now, after_ns, budget, releasable);
 	entry_close(p, ENTRY_CHANGE);
 	return r;
 }

@@ -129,6 +129,19 @@ bool gp_pool_has_pending(gp_pool *p);
  * the bytes released. */
 size_t gp_pool_release(gp_pool *p, size_t keep);
 
+/* The bytes of the segment a request of `size` bytes would make the pool take (its size
+ * class). No lock: the parameters never change. */
+size_t gp_pool_segment_for(const gp_pool *p, size_t size);
+
+/* The decay of idle cache (jemalloc's dirty_decay_ms is the model), one pass at clock time
+ * `now` (ns, any monotonic clock; passes a second or so apart): a whole free segment from
+ * which no block was taken since the previous pass has been idle since the pass that first
+ * found it so; one idle for after_ns or more is handed back to the backend (after_ns 0:
+ * none), at most `budget` bytes per pass. Pending blocks keep their segment. Sets the
+ * releasable_bytes gauge and *releasable (unless NULL) to the whole free segments kept.
+ * Returns the bytes handed back. */
+size_t gp_pool_decay(gp_pool *p, uint64_t now, uint64_t after_ns, size_t budget, size_t *releasable);
+
 /* Restarts the peak of every gauge from its current value (reserved_bytes_peak becomes
  * reserved_bytes, and so on), as torch.cuda.reset_peak_memory_stats does; counters are left
  * alone. The allocation policy keeps the highest reserved figure of the whole run

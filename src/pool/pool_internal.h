@@ -37,6 +37,8 @@ struct gp_segment {
 	uintptr_t addr;
 	size_t size;               /* bytes */
 	int small;                 /* made for a request of at most small_max bytes */
+	bool used;                 /* a block was handed out since the last decay pass */
+	uint64_t idle_since;       /* the decay pass that first found it whole and unused; 0: not */
 	struct gp_segment *prev, *next;
 	struct gp_block *first;    /* the block at addr; the others follow by gp_block.next */
 };

@@ -83,6 +83,8 @@ struct gp_block *gp_segment_grow(gp_pool *p, size_t rounded)
 	s->addr = addr;
 	s->size = ss;
 	s->small = rounded <= p->prm.small_max;
+	s->used = true;
+	s->idle_since = 0;
 	s->prev = NULL;
 	s->next = p->segs;
 	if (p->segs)
@@ -139,6 +141,8 @@ static int segment_release(gp_pool *p, struct gp_segment *s)
 	GP_COUNT(p->st, released_bytes, s->size);
 	GP_GAUGE_SUB(p->st, segments, 1);
 	GP_GAUGE_SUB(p->st, reserved_bytes, s->size);
+	/* whole free segments: the decay's count, less this one (it may predate the count) */
+	GP_GAUGE_SET(p->st, releasable_bytes, p->st->releasable_bytes > s->size ? p->st->releasable_bytes - s->size : 0);
 	gp_pool_update_cached(p);
 	free(s);
 	return 0;
@@ -165,6 +169,42 @@ size_t gp_segment_release_locked(gp_pool *p, size_t keep)
 		GP_COUNT(p->st, releases, 1);
 		gp_freelist_largest_recount(p);
 	}
+	return released;
+}
+
+size_t gp_segment_decay_locked(gp_pool *p, uint64_t now, uint64_t after_ns, size_t budget, size_t *kept)
+{
+	size_t released = 0, releasable = 0;
+	for (struct gp_segment *s = p->segs, *nx; s; s = nx) {
+		nx = s->next;
+		bool whole = segment_is_free(s);
+		if (!whole || s->used) {
+			/* in use at some point since the last pass: its idle time starts now */
+			s->used = false;
+			s->idle_since = whole ? now : 0;
+		} else if (!s->idle_since) {
+			s->idle_since = now;
+		}
+		if (!whole)
+			continue;
+		if (after_ns && now - s->idle_since >= after_ns && released < budget) {
+			size_t sz = s->size;
+			if (segment_release(p, s) == 0) {
+				released += sz;
+				GP_COUNT(p->st, decay_releases, 1);
+				GP_COUNT(p->st, decayed_bytes, sz);
+				continue;
+			}
+		}
+		releasable += s->size;
+	}
+	if (released) {
+		GP_COUNT(p->st, releases, 1);
+		gp_freelist_largest_recount(p);
+	}
+	GP_GAUGE_SET(p->st, releasable_bytes, releasable);
+	if (kept)
+		*kept = releasable;
 	return released;
 }
 

@@ -20,6 +20,13 @@ struct gp_block *gp_segment_grow(gp_pool *p, size_t rounded);
  * bytes released. */
 size_t gp_segment_release_locked(gp_pool *p, size_t keep);
 
+/* One pass of the decay, on clock time `now` (ns): a whole free segment no block was taken
+ * from since the last pass starts its idle time; one idle for after_ns or more is given
+ * back (0: none is), at most `budget` bytes of them this pass (so that a large cache goes
+ * back gradually, not in one stall). Sets releasable_bytes (and *kept, unless NULL) to the
+ * bytes of the whole free segments kept. Returns the bytes given back. */
+size_t gp_segment_decay_locked(gp_pool *p, uint64_t now, uint64_t after_ns, size_t budget, size_t *kept);
+
 /* The segment holding addr, or NULL. A linear walk: error paths only. */
 struct gp_segment *gp_segment_of(gp_pool *p, uintptr_t addr);
 

@@ -59,13 +59,22 @@ static int cu_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
 
 static int cu_segment_free(void *ctx, int device, uintptr_t addr, size_t size)
 {
-	(void)device, (void)size;
+	(void)size;
 	const struct gp_runtime *rt = ctx;
 	/* cudaFree synchronizes the device: not while a stream captures, and no capture may
 	 * begin meanwhile (the gate, as for fences) */
 	if (!gp_capture_gate_enter())
 		return -EBUSY;
+	/* in the segment's device: a thread of gpupool's own (the release thread) has no
+	 * device set, and cudaFree would otherwise make device 0's context current */
+	int cur = -1;
+	if (rt->GetDevice(&cur) != cudaSuccess)
+		cur = -1;
+	if (cur != device)
+		(void)rt->SetDevice(device);
 	cudaError_t e = rt->Free((void *)addr);
+	if (cur >= 0 && cur != device)
+		(void)rt->SetDevice(cur);
 	gp_capture_gate_leave();
 	return e == cudaSuccess ? 0 : -EIO;
 }
@@ -136,10 +145,18 @@ fail:
 
 static int cu_mem_info(void *ctx, int device, size_t *free_bytes, size_t *total_bytes)
 {
-	(void)device;
 	const struct gp_runtime *rt = ctx;
 	cudaError_t before = rt->PeekAtLastError();
-	if (rt->MemGetInfo(free_bytes, total_bytes) == cudaSuccess)
+	/* the device asked about, from any thread (the release thread has none of its own) */
+	int cur = -1;
+	if (rt->GetDevice(&cur) != cudaSuccess)
+		cur = -1;
+	if (cur != device)
+		(void)rt->SetDevice(device);
+	cudaError_t e = rt->MemGetInfo(free_bytes, total_bytes);
+	if (cur >= 0 && cur != device)
+		(void)rt->SetDevice(cur);
+	if (e == cudaSuccess)
 		return 0;
 	gp_last_error_restore(rt, before); /* gpupool's own question: the program's error as it was */
 	return -EIO;

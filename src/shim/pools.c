@@ -21,6 +21,8 @@
 #include "statpage.h"
 #include "stats.h"
 #include "rank.h"
+#include "reclaim.h"
+#include "release_thread.h"
 #include "trace.h"
 
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER; /* creating and removing pools */
@@ -42,6 +44,7 @@ static bool geometry_told[GPUPOOL_MAX_DEVICES]; /* gp_config_fit_device's line w
 static void at_exit(void)
 {
 	atomic_store(&R->exiting, true);
+	gp_release_thread_stop();
 	gp_exit_report(&R->cfg, page, page_shared, R->tracing);
 }
 
@@ -99,6 +102,7 @@ gp_pool *gp_registry_pool_create(int dev)
 	atomic_store(&R->pools[dev], p);
 	if (R->cfg.fence == GP_FENCE_THREAD)
 		gp_fence_thread_start(R->pools, R->ndev + 1, R->cfg.fence_interval_us); /* and the sentinel */
+	gp_release_thread_start();
 out:
 	gp_mutex_unlock(&pools_lock, GP_RANK_POOLS);
 	return p;
@@ -130,6 +134,16 @@ static __attribute__((noinline)) void release_on_request(uint64_t seen)
 	long long n = gp_registry_release(-1);
 	gp_log(GP_LOG_INFO, "released %lld bytes of cached memory on request", n);
 	gp_statpage_release_ack(page, req);
+}
+
+void gp_registry_release_requests(void)
+{
+	GP_REGISTRY_READER;
+	if (!page_shared)
+		return;
+	uint64_t seen = atomic_load_explicit(&release_seen, memory_order_relaxed);
+	if (__atomic_load_n(&page->release_request, __ATOMIC_RELAXED) != seen)
+		release_on_request(seen);
 }
 
 /* A release request from gpupool-stat: two loads per call (three with the shared-page
@@ -219,6 +233,16 @@ void gp_registry_oom_message(char *buf, size_t cap, int dev, size_t size)
 			 limit ? gp_format_bytes(b[3], sizeof b[3], st.limit_bytes) : "");
 }
 
+/* The pool could not serve an allocation: when the GPU itself is short, other processes on
+ * it are asked for their idle memory (reclaim.h), and the allocation tried once more. */
+static __attribute__((noinline, cold)) int alloc_reclaim(gp_pool *p, int dev, size_t size, gp_stream key,
+							 uintptr_t *a)
+{
+	if (!gp_reclaim_before_oom(dev, size))
+		return -ENOMEM;
+	return gp_pool_alloc(p, size, key, a);
+}
+
 /* gp_registry_alloc_once while tracing: the call timed from before the release check. Out
  * of line, so that the untraced path keeps no frame of its own. */
 static __attribute__((noinline)) int alloc_traced(gp_pool *p, int dev, size_t size, gp_stream key, int op,
@@ -227,6 +251,8 @@ static __attribute__((noinline)) int alloc_traced(gp_pool *p, int dev, size_t si
 	uint64_t t0 = gp_trace_now_ns();
 	check_release_request();
 	int rc = gp_pool_alloc(p, size, key, a);
+	if (__builtin_expect(rc == -ENOMEM, 0))
+		rc = alloc_reclaim(p, dev, size, key, a);
 	gp_registry_trace(op, dev, s, size, rc == 0 ? (void *)*a : NULL, t0,
 			  rc == 0 ? cudaSuccess : cudaErrorMemoryAllocation);
 	return rc;
@@ -237,7 +263,10 @@ int gp_registry_alloc_once(gp_pool *p, int dev, size_t size, gp_stream key, int 
 	if (__builtin_expect(tracing, 0))
 		return alloc_traced(p, dev, size, key, op, s, a);
 	check_release_request();
-	return gp_pool_alloc(p, size, key, a);
+	int rc = gp_pool_alloc(p, size, key, a);
+	if (__builtin_expect(rc == -ENOMEM, 0))
+		rc = alloc_reclaim(p, dev, size, key, a);
+	return rc;
 }
 
 void gp_registry_lock(void) { gp_mutex_lock(&pools_lock, GP_RANK_POOLS); }

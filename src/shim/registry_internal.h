@@ -31,6 +31,10 @@ void gp_registry_pool_backend_free(const struct gp_backend *be);
  * registry lock, before a new pool of `dev` is made: it writes to the same slot. */
 void gp_registry_retire_killed(int dev);
 
+/* pools.c: answers a release request of the page now, if one is pending (the release
+ * thread; the allocating threads check on every call). */
+void gp_registry_release_requests(void);
+
 /* Registers the one fork handler (fork.c), once: called by the initialisation. */
 void gp_fork_arm(void);
 

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -374,27 +373,6 @@ void gp_trace_record_at(int op, int dev, uintptr_t stream, size_t size, uintptr_
 	gp_mutex_unlock(&b->mu, GP_RANK_TRACE_BUFFER);
 }
 
-/* The trace's descriptor, moved out of the low numbers a program closes and reuses (daemons
- * close 3-1023 and open their own files, which get the lowest free number): to 1024 or above
- * when the descriptor limit is at least 2048, else to the upper half of what it allows. A
- * program that closes it anyway is caught by fd_ours_locked. Returns the descriptor to use
- * (fd itself when it cannot be moved; closed when it was). */
-static int move_high(int fd)
-{
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-		return fd;
-	rlim_t cur = rl.rlim_cur;
-	int lo = cur >= 2048 ? 1024 : (int)(cur / 2);
-	if (fd >= lo)
-		return fd;
-	int hi = fcntl(fd, F_DUPFD_CLOEXEC, lo);
-	if (hi < 0)
-		return fd;
-	close(fd);
-	return hi;
-}
-
 int gp_trace_open(const char *path)
 {
 	if (!path || !*path)
@@ -411,7 +389,7 @@ int gp_trace_open(const char *path)
 	int fd = gp_outfile_open(path, 0600);
 	if (fd < 0)
 		return fd;
-	fd = move_high(fd);
+	fd = gp_outfile_move_high(fd); /* a program that closes it anyway: fd_ours_locked */
 	struct stat st;
 	if (fstat(fd, &st) != 0) {
 		int e = -errno;

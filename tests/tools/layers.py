@@ -24,13 +24,14 @@ LAYERS = {
     "base": [],
     "capture": ["port"],
     "stats": ["base"],
+    "share": ["stats", "base"],
     "trace": ["port", "base"],
     "pool": ["port", "base", "stats"],
     "config": ["pool", "base"],
     "replay": ["config", "pool", "trace", "base"],
     "runtime": ["pool", "capture", "port", "base"],
     "driver": ["pool", "capture", "port", "base"],
-    "shim": ["runtime", "driver", "config", "stats", "trace", "pool", "capture", "port", "base"],
+    "shim": ["runtime", "driver", "config", "share", "stats", "trace", "pool", "capture", "port", "base"],
     "hooks": ["shim", "driver", "port", "base"],
 }
 

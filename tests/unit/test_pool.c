@@ -422,6 +422,57 @@ static void test_release(void **state)
 	fx_free(f);
 }
 
+/* The decay: a whole free segment goes back once no block was taken from it for after_ns,
+ * timed from the pass that first found it idle; a block taken restarts its idle time;
+ * pending and live segments stay; the budget spreads a large cache over passes. */
+static void test_decay(void **state)
+{
+	(void)state;
+	const uint64_t s = 1000000000ull;
+	struct fx *f = fx_new(NULL);
+	uintptr_t a = A(f, 100 * MiB, S1), b = A(f, 50 * MiB, S1), c = A(f, 4096, S1);
+	uintptr_t d = A(f, 30 * MiB, GP_NO_STREAM);
+	size_t kept = 1;
+	/* nothing is idle yet: every segment was just used */
+	assert_int_equal(gp_pool_decay(f->p, 1 * s, 10 * s, SIZE_MAX, &kept), 0);
+	assert_int_equal(kept, 0);
+	F(f, a, S1);
+	F(f, b, S1);
+	F(f, d, GP_NO_STREAM); /* pending: its segment is not whole and free */
+	assert_int_equal(gp_pool_decay(f->p, 2 * s, 10 * s, SIZE_MAX, &kept), 0);
+	assert_int_equal(kept, 150 * MiB); /* a's and b's segments, idle from now */
+	assert_int_equal(f->st.releasable_bytes, 150 * MiB);
+	/* b's segment used again at 5 s: its idle time restarts at the next pass */
+	uintptr_t b2 = A(f, 50 * MiB, S1);
+	assert_int_equal(b2, b);
+	F(f, b2, S1);
+	assert_int_equal(gp_pool_decay(f->p, 6 * s, 10 * s, SIZE_MAX, &kept), 0);
+	assert_int_equal(kept, 150 * MiB);
+	/* 12 s: a's segment (idle since 2 s) goes, b's (since 6 s) stays */
+	assert_int_equal(gp_pool_decay(f->p, 12 * s, 10 * s, SIZE_MAX, &kept), 100 * MiB);
+	assert_int_equal(kept, 50 * MiB);
+	assert_int_equal(f->st.decay_releases, 1);
+	assert_int_equal(f->st.decayed_bytes, 100 * MiB);
+	assert_int_equal(f->st.released_bytes, 100 * MiB);
+	/* the fence makes d's segment whole and free: idle from the next pass */
+	assert_int_equal(gp_pool_fence(f->p), 0);
+	assert_int_equal(gp_pool_decay(f->p, 13 * s, 10 * s, SIZE_MAX, &kept), 0);
+	assert_int_equal(kept, 80 * MiB);
+	/* after_ns 0: nothing goes, whatever its age */
+	assert_int_equal(gp_pool_decay(f->p, 100 * s, 0, SIZE_MAX, &kept), 0);
+	assert_int_equal(kept, 80 * MiB);
+	/* a budget of 1 byte: one segment per pass (the first found), then the next */
+	assert_int_equal(gp_pool_decay(f->p, 100 * s, 10 * s, 1, &kept), 30 * MiB);
+	assert_int_equal(kept, 50 * MiB);
+	assert_int_equal(gp_pool_decay(f->p, 101 * s, 10 * s, 1, &kept), 50 * MiB);
+	assert_int_equal(kept, 0);
+	/* c's small segment is live: never given back */
+	assert_int_equal(f->st.reserved_bytes, 2 * MiB);
+	assert_int_equal(gp_pool_check(f->p), 0);
+	F(f, c, S1);
+	fx_free(f);
+}
+
 static void thresh_8m(struct gp_pool_params *p) { p->release_threshold = 8 * MiB; }
 
 static void test_release_threshold(void **state)
@@ -709,6 +760,7 @@ int main(void)
 		cmocka_unit_test(test_fence_generation),
 		cmocka_unit_test(test_fence_refused_during_capture),
 		cmocka_unit_test(test_release),
+		cmocka_unit_test(test_decay),
 		cmocka_unit_test(test_release_threshold),
 		cmocka_unit_test(test_limit_and_inline_fence),
 		cmocka_unit_test(test_oom_release_and_retry),

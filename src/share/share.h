@@ -1,0 +1,90 @@
+/* The channel between the processes that share a GPU (docs/sharing.md): each process with a
+ * pool listens on an abstract Unix datagram socket, "\0gpupool.<pid>", in its network
+ * namespace. Datagrams of one fixed size, whose sender the kernel names (SCM_CREDENTIALS:
+ * pid and uid no sender can forge), so nothing crosses users through a file in /dev/shm:
+ * no file to plant, truncate or lock, and a process that is gone refuses at once
+ * (ECONNREFUSED). The messages and their checks only: no pools, no CUDA, no policy (the
+ * shim's reclaim.c and release_thread.c). Depends on base (the clock) and stats (the list of
+ * pages, which names the processes to ask). */
+#ifndef GP_SHARE_H
+#define GP_SHARE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "gpupool/stats.h"
+
+#define GP_SHARE_MAGIC 0x48535047u /* "GPSH" little-endian */
+#define GP_SHARE_VERSION 1u
+
+enum gp_share_kind {
+	GP_SHARE_WAKE = 1,  /* look at the page now: a release request was made (gpupool-stat) */
+	GP_SHARE_QUERY = 2, /* what could you give on GPU uuid? (bytes: what the asker needs) */
+	GP_SHARE_OFFER = 3, /* the answer: bytes releasable now, held = reserved + unpooled, flags */
+	GP_SHARE_ASK = 4,   /* give idle memory on GPU uuid: the asker needs `bytes` free */
+	GP_SHARE_GAVE = 5,  /* the answer: bytes given back to the driver, held = ns it took */
+};
+
+/* OFFER: a framework's cache above gpupool (PyTorch, CuPy) may hold more than `bytes`. */
+#define GP_SHARE_FRAMEWORK 1u
+
+struct gp_share_msg {
+	uint32_t magic;   /* GP_SHARE_MAGIC */
+	uint16_t version; /* GP_SHARE_VERSION */
+	uint16_t kind;    /* enum gp_share_kind */
+	uint64_t id;      /* the asker's number for the request, echoed in the answer */
+	unsigned char uuid[GPUPOOL_UUID_LEN];
+	uint64_t bytes;
+	uint64_t held;
+	uint32_t flags;
+	uint32_t pad_;
+};
+
+/* Who sent a datagram, as the kernel says, and where an answer goes. */
+struct gp_share_peer {
+	pid_t pid;
+	uid_t uid;
+	unsigned addrlen;
+	char addr[110]; /* sockaddr_un.sun_path: abstract (starts with NUL) */
+};
+
+/* The listening socket of process `pid` (non-blocking, close-on-exec, credentials passed).
+ * Returns the descriptor, or -EADDRINUSE (another socket has the name: a process of
+ * another library, or one that squats it), or another -errno. */
+int gp_share_listen(int pid);
+
+/* An asker's socket: an address of its own the kernel picks (autobind), credentials passed.
+ * The descriptor or -errno. */
+int gp_share_asker(void);
+
+/* One datagram from fd, without waiting: 0 with *m and *from, -EAGAIN when none is queued,
+ * -EBADMSG for one that is not a message of this version (wrong size, magic, version or
+ * kind, no credentials): it is consumed, and the caller ignores it. */
+int gp_share_recv(int fd, struct gp_share_msg *m, struct gp_share_peer *from);
+
+/* Waits for one datagram until deadline_ns (CLOCK_MONOTONIC): gp_share_recv's answers, or
+ * -ETIMEDOUT. */
+int gp_share_wait(int fd, struct gp_share_msg *m, struct gp_share_peer *from, uint64_t deadline_ns);
+
+/* Sends m to the process `pid`'s socket, never waiting: 0, -ECONNREFUSED or -ENOENT (no one
+ * listens: gone, or not a process of this library), -EAGAIN (its queue is full), -errno. */
+int gp_share_send(int fd, int pid, const struct gp_share_msg *m);
+
+/* Answers the sender of a datagram (its address from gp_share_recv). */
+int gp_share_reply(int fd, const struct gp_share_peer *to, const struct gp_share_msg *m);
+
+/* A message of `kind` with id and uuid (NULL: zero) and nothing else. */
+struct gp_share_msg gp_share_msg_make(enum gp_share_kind kind, uint64_t id, const unsigned char *uuid);
+
+/* Asks process `pid` to look at its page now (after a release request). 0 or -errno;
+ * a process of a library without the channel answers at its next allocation instead. */
+int gp_share_wake(int pid);
+
+/* The processes that may hold a pool: the pids of the live pages in the page directory
+ * (names are listed whoever owns them; nothing is opened), but `self`. Returns the count with
+ * *pids malloc'd (the caller frees), at most `max`; or -errno. */
+int gp_share_peers(int self, int max, int **pids);
+
+#endif

@@ -1,0 +1,197 @@
+/* The release thread (release_thread.h): a poll on the process's socket with a timeout,
+ * the page's release requests, the reclaim exchange (reclaim.c), and each second the decay
+ * pass and the device's figures. Every action inside a registry read section, so that a
+ * pool a device reset kills is never freed under it; nothing after exit began. Depends on
+ * the registry, the pool, share.h and reclaim.h. */
+#include "release_thread.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "outfile.h"
+#include "proc.h"
+#include "reclaim.h"
+#include "registry.h"
+#include "registry_internal.h"
+#include "share.h"
+
+#define R (gp_registry_self())
+
+/* The page's release requests are also looked at this often, for a gpupool-stat that does
+ * not wake the thread (an older one): a quarter of a second. */
+#define POLL_MS 250
+#define PASS_NS (1000 * 1000 * 1000ull)
+/* While segments over their idle time remain past a pass's budget, the next pass comes
+ * sooner: 2 GiB per tenth of a second, each pass a short hold of the pool lock. */
+#define DECAY_BUDGET ((size_t)2 << 30)
+#define BUSY_PASS_NS (100 * 1000 * 1000ull)
+/* Datagrams handled per wake, at most: a flood waits in the kernel's bounded queue. */
+#define BATCH 64
+
+static atomic_bool started, stopping;
+static atomic_int acting; /* inside a pass or an answer (CUDA calls) */
+static int sock = -1;
+static dev_t sock_dev; /* the socket's identity: a program may close its number and reuse it */
+static ino_t sock_ino;
+
+/* The descriptor is still the socket this thread made: a program that closed every
+ * descriptor (a daemon) may have its own file under the number now. */
+static bool sock_ours(void)
+{
+	struct stat st;
+	return sock >= 0 && fstat(sock, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == sock_dev &&
+	       st.st_ino == sock_ino;
+}
+
+/* The socket was taken from us: the number is the program's now, never closed or read
+ * again; other processes' requests go unanswered (logged once). */
+static void sock_lost(void)
+{
+	gp_log(GP_LOG_INFO, "share: the program closed the socket of gpupool's release thread; this process "
+			    "answers release requests within %d ms and gives nothing to reclaims",
+	       POLL_MS);
+	sock = -1;
+}
+
+static uint64_t now_ns(void) { return gp_clock_ns(CLOCK_MONOTONIC); }
+
+/* The decay pass and the device's figures, for every pool. True when some pool still has
+ * segments over their idle time (the budget ran out). */
+static bool pass(void)
+{
+	GP_REGISTRY_READER;
+	bool more = false;
+	uint64_t decay_ns = (uint64_t)R->cfg.decay_ms * 1000000u, now = now_ns();
+	for (int d = 0; d < R->ndev && d < GPUPOOL_MAX_DEVICES; d++) {
+		gp_pool *p = atomic_load(&R->pools[d]);
+		struct gpupool_device_stats *st = R->slots[d];
+		if (!p || !st || atomic_load(&stopping))
+			continue;
+		size_t given = gp_pool_decay(p, now, decay_ns, DECAY_BUDGET, NULL);
+		if (given >= DECAY_BUDGET)
+			more = true;
+		const struct gp_backend *be = gp_pool_backend(p);
+		size_t free_b = 0, total = 0;
+		if (be->mem_info(be->ctx, d, &free_b, &total) == 0) {
+			/* independent words outside the slot's seq bracket (the pool's lock
+			 * holder owns it): a reader may pair one look's total with another's free */
+			__atomic_store_n(&st->device_total_bytes, total, __ATOMIC_RELAXED);
+			__atomic_store_n(&st->device_free_bytes, free_b, __ATOMIC_RELAXED);
+			__atomic_store_n(&st->device_seen_ns, gp_clock_ns(CLOCK_REALTIME), __ATOMIC_RELAXED);
+		}
+	}
+	return more;
+}
+
+static void drain(void)
+{
+	for (int i = 0; i < BATCH && !atomic_load(&stopping); i++) {
+		struct gp_share_msg m;
+		struct gp_share_peer from;
+		int rc = gp_share_recv(sock, &m, &from);
+		if (rc == -EAGAIN)
+			return;
+		if (rc != 0) {
+			if (rc != -EBADMSG) {
+				if (!sock_ours())
+					sock_lost();
+				return;
+			}
+			gp_log(GP_LOG_DEBUG, "share: a datagram that is not a request, ignored");
+			continue;
+		}
+		/* a wake only makes this round look at the page, below */
+		if (m.kind == GP_SHARE_QUERY || m.kind == GP_SHARE_ASK)
+			gp_reclaim_answer(sock, &m, &from);
+	}
+}
+
+static void *release_main(void *arg)
+{
+	(void)arg;
+	uint64_t next_pass = now_ns() + PASS_NS;
+	while (!atomic_load(&stopping)) {
+		uint64_t now = now_ns();
+		int ms = POLL_MS;
+		if (next_pass > now && (next_pass - now) / 1000000u < (uint64_t)ms)
+			ms = (int)((next_pass - now) / 1000000u);
+		if (next_pass <= now)
+			ms = 0;
+		struct pollfd pf = {.fd = sock, .events = POLLIN};
+		int n = poll(&pf, sock >= 0 ? 1 : 0, ms);
+		if (n < 0 && errno != EINTR)
+			usleep(POLL_MS * 1000);
+		if (n > 0 && (pf.revents & POLLNVAL))
+			sock_lost(); /* closed by the program, its number free */
+		atomic_store(&acting, 1);
+		if (!atomic_load(&stopping) && !atomic_load(&R->exiting)) {
+			if (sock >= 0)
+				drain();
+			gp_registry_release_requests();
+			if (now_ns() >= next_pass)
+				next_pass = now_ns() + (pass() ? BUSY_PASS_NS : PASS_NS);
+		}
+		atomic_store(&acting, 0);
+	}
+	return NULL;
+}
+
+void gp_release_thread_start(void)
+{
+	if (atomic_exchange(&started, true))
+		return;
+	sock = gp_share_listen(getpid());
+	if (sock >= 0) {
+		sock = gp_outfile_move_high(sock);
+		struct stat st;
+		if (fstat(sock, &st) == 0) {
+			sock_dev = st.st_dev;
+			sock_ino = st.st_ino;
+		}
+	}
+	if (sock < 0)
+		gp_log(sock == -EADDRINUSE ? GP_LOG_WARN : GP_LOG_INFO,
+		       "share: cannot listen for other processes' requests (%s)%s; this process answers "
+		       "release requests within %d ms and gives nothing to reclaims",
+		       sock == -EADDRINUSE ? "another socket holds the name gpupool.<pid>" : "socket",
+		       sock == -EADDRINUSE ? "" : "", POLL_MS);
+	pthread_attr_t a;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&a, 256 * 1024); /* the runtime, the driver and Python run on it */
+	pthread_t t;
+	if (pthread_create(&t, &a, release_main, NULL) != 0) {
+		gp_log(GP_LOG_WARN, "cannot start the release thread: an idle process answers no release request");
+		if (sock >= 0)
+			close(sock);
+		sock = -1;
+	}
+	pthread_attr_destroy(&a);
+}
+
+void gp_release_thread_stop(void)
+{
+	atomic_store(&stopping, true);
+	/* the runtime tears itself down after the exit handler: let an action in flight end */
+	for (int i = 0; i < 2000 && atomic_load(&acting); i++)
+		usleep(1000);
+}
+
+void gp_release_thread_after_fork(void)
+{
+	/* the parent's socket: never read here, and it would keep the parent's name alive;
+	 * closed only if the number is still that socket (not a file of the program's) */
+	if (sock_ours())
+		close(sock);
+	sock = -1;
+	atomic_store(&acting, 0);
+	atomic_store(&stopping, false);
+	atomic_store(&started, false);
+}

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# Idle memory goes where it is needed (docs/sharing.md), between processes on the fake
+# runtime's machine-wide device: one capacity of 1 GiB that every process draws from
+# (FAKECUDA_MACHINE). Each scenario: a holder A takes memory and frees it (or keeps it in a
+# framework's cache), an asker B then needs more than the device has left.
+#   reclaim      A's idle segments go to B; the counters on both sides
+#   off          reclaim:0 in B: out of memory, A gives nothing
+#   decay        decay_ms:300: A's idle memory goes back by itself; B needs no reclaim
+#   stopped      A stopped (SIGSTOP): B's wait is bounded; A killed with -9: its memory returns
+#   busy         A allocating all the while still gives its idle segments
+#   user         B another user (as root only): A answers it
+#   junk         datagrams of every wrong shape on A's socket: A stays, and answers B
+#   framework    A's memory in a framework's cache (a stand-in for PyTorch) goes to B
+#   raises       the framework's empty_cache raises: caught, named, A lives on, B fails cleanly
+# Arguments: the preloaded library, e2e_reclaim, the page directory, python3.
+. "$(dirname "$0")/e2e_lib.sh"
+py=$4
+here=$(cd "$(dirname "$0")" && pwd)
+chmod 1777 "$dir" # a page directory like /dev/shm: another user's process makes its page too
+export FAKECUDA_MACHINE=$dir/machine FAKECUDA_CAPACITY=1G FAKECUDA_DEVICES=1
+apid=
+a_out=$(mktemp) a_err=$(mktemp)
+TMPS="$TMPS $a_out $a_err"
+
+# start_a ENV... -- CMD...: A in the background, with the library, until it prints "ready"
+start_a() {
+	local envs=()
+	while [ "$1" != -- ]; do envs+=("$1"); shift; done
+	shift
+	env LD_PRELOAD="$preload" GPUPOOL_SHM_DIR="$dir" GPUPOOL_LOG=info "${envs[@]}" "$@" >"$a_out" 2>"$a_err" &
+	apid=$!
+	for _ in $(seq 200); do
+		grep -q '^ready' "$a_out" && return 0
+		kill -0 $apid 2>/dev/null || break
+		sleep 0.05
+	done
+	bad "holder did not start"
+	return 1
+}
+# stop_a: SIGINT, A's exit report written; its exit status in $arc
+stop_a() {
+	kill -INT $apid 2>/dev/null
+	wait $apid
+	arc=$?
+}
+# json FILE EXPR: a figure of device 0 from an exit report (python expression over d)
+json() { "$py" -c "import json,sys; d=json.load(open(sys.argv[1]))['processes'][0]['devices'][0]; print($2)" "$1"; }
+# ask MIB ENV...: B, with the library, its report in $dir/b.json; status in $brc
+ask() {
+	local mib=$1
+	shift
+	rm -f "$dir/b.json"
+	env LD_PRELOAD="$preload" GPUPOOL_SHM_DIR="$dir" GPUPOOL_LOG=info GPUPOOL_REPORT="$dir/b.json" "$@" \
+		"$prog" ask "$mib" >"$out" 2>"$err"
+	brc=$?
+}
+
+# reclaim: 768 MiB idle in A; B needs 512 MiB, of which the device has 256
+start_a GPUPOOL_REPORT="$dir/a.json" -- "$prog" hold 768 && {
+	ask 512
+	[ $brc = 0 ] || bad "reclaim: B failed ($brc)"
+	grep -q "reclaim: device 0 needed 512.0 MiB.*pid $apid gave" "$err" || bad "reclaim: B's info line"
+	[ "$(json "$dir/b.json" "d['reclaim_asks'] >= 1 and d['reclaim_answers'] == 1 and d['reclaim_received_bytes'] >= 256 << 20 and d['reclaim_wait_ns'] > 0")" = True ] ||
+		bad "reclaim: B's counters"
+	stop_a
+	[ $arc = 0 ] || bad "reclaim: A's exit status $arc"
+	grep -q "reclaim: gave .* on device 0 to pid" "$a_err" || bad "reclaim: A's info line"
+	[ "$(json "$dir/a.json" "d['reclaims_served'] == 1 and d['reclaim_given_bytes'] >= 256 << 20 and d['reclaim_given_bytes'] < 768 << 20")" = True ] ||
+		bad "reclaim: A's counters (it gives what B lacks, not all it has)"
+}
+
+# off: the same, B with reclaim:0
+start_a GPUPOOL_REPORT="$dir/a.json" -- "$prog" hold 768 && {
+	ask 512 GPUPOOL_CONF=reclaim:0
+	[ $brc = 3 ] || bad "off: B should fail with out of memory ($brc)"
+	stop_a
+	[ "$(json "$dir/a.json" "d['reclaims_served']")" = 0 ] || bad "off: A gave"
+}
+
+# decay: A's idle segments go back by themselves within decay_ms and a pass
+start_a GPUPOOL_REPORT="$dir/a.json" GPUPOOL_CONF=decay_ms:300 -- "$prog" hold 768 && {
+	sleep 2.5
+	ask 512 GPUPOOL_CONF=reclaim:0
+	[ $brc = 0 ] || bad "decay: B failed ($brc)"
+	stop_a
+	[ "$(json "$dir/a.json" "d['decayed_bytes'] == 768 << 20 and d['decay_releases'] == 12 and d['reserved_bytes'] == 0")" = True ] ||
+		bad "decay: A's counters"
+}
+
+# stopped: A cannot answer; B waits a bounded time (reclaim_wait_ms 1000), then fails
+start_a -- "$prog" hold 768 && {
+	kill -STOP $apid
+	t0=$(date +%s%N)
+	ask 512 GPUPOOL_CONF=reclaim_wait_ms:1000
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	[ $brc = 3 ] || bad "stopped: B should fail ($brc)"
+	[ $ms -lt 3000 ] || bad "stopped: B took $ms ms"
+	# killed with -9 while stopped: its memory is the machine's again, and B needs no one
+	kill -9 $apid
+	wait $apid 2>/dev/null
+	ask 512
+	[ $brc = 0 ] || bad "killed: B failed after the holder was killed ($brc)"
+}
+
+# busy: A allocating all the while
+start_a GPUPOOL_REPORT="$dir/a.json" -- "$prog" busy 768 && {
+	ask 512
+	[ $brc = 0 ] || bad "busy: B failed ($brc)"
+	stop_a
+	[ $arc = 0 ] || bad "busy: A's exit status $arc"
+	grep -q "busy rounds=" "$a_out" || bad "busy: A did not allocate"
+	[ "$(json "$dir/a.json" "d['reclaims_served']")" = 1 ] || bad "busy: A did not give"
+}
+
+# user: B is another user (root only: setpriv drops to nobody)
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+	start_a GPUPOOL_REPORT="$dir/a.json" -- "$prog" hold 768 && {
+		chmod 666 "$FAKECUDA_MACHINE"
+		setpriv --reuid=65534 --regid=65534 --clear-groups env LD_PRELOAD="$preload" GPUPOOL_SHM_DIR="$dir" \
+			GPUPOOL_LOG=info GPUPOOL_REPORT=none "$prog" ask 512 >"$out" 2>"$err"
+		brc=$?
+		if [ $brc = 126 ] || [ $brc = 127 ]; then
+			echo "SKIP user: nobody cannot run the test program here ($brc)"
+		else
+			[ $brc = 0 ] || bad "user: B (uid 65534) failed ($brc)"
+			grep -q "to pid [0-9]* (uid 65534)" "$a_err" || bad "user: A's line names the other user"
+		fi
+		stop_a
+	}
+else
+	echo "SKIP user: not root"
+fi
+
+# junk: every wrong shape on A's socket, then a real request
+start_a GPUPOOL_REPORT="$dir/a.json" -- "$prog" hold 768 && {
+	"$py" - "$apid" <<'EOF' || bad "junk: the sender failed"
+import socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+name = b"\0gpupool.%d" % int(sys.argv[1])
+good = struct.pack("=IHHQ16sQQII", 0x48535047, 1, 4, 1, b"\0" * 16, 1 << 40, 0, 0, 0)
+for junk in (b"", b"x", good[:-1], good + b"y", b"\xff" * len(good),
+             struct.pack("=IHHQ16sQQII", 0x48535047, 2, 4, 1, b"\0" * 16, 1, 0, 0, 0),
+             struct.pack("=IHHQ16sQQII", 0x48535047, 1, 9, 1, b"\0" * 16, 1, 0, 0, 0)):
+    for _ in range(30):
+        s.sendto(junk, name)
+s.sendto(good, name)  # an ask for a GPU A does not have: refused politely
+EOF
+	sleep 0.3
+	kill -0 $apid || bad "junk: A died"
+	ask 512
+	[ $brc = 0 ] || bad "junk: B failed after the junk ($brc)"
+	stop_a
+	[ $arc = 0 ] || bad "junk: A's exit status $arc"
+}
+
+# framework: A's memory in a framework's cache above gpupool
+start_a GPUPOOL_REPORT="$dir/a.json" PYTHONPATH="$here/reclaim_framework" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" -- \
+	"$py" "$here/reclaim_framework/hold.py" 768 && {
+	ask 512
+	[ $brc = 0 ] || bad "framework: B failed ($brc)"
+	stop_a
+	grep -q "emptied=1 cached=0" "$a_out" || bad "framework: the cache was not emptied"
+	grep -q "framework caches emptied" "$a_err" || bad "framework: A's info line"
+	[ "$(json "$dir/a.json" "d['framework_empties'] == 1 and d['reclaim_given_bytes'] >= 256 << 20")" = True ] ||
+		bad "framework: A's counters"
+}
+
+# raises: empty_cache raises; named in A's line, never printed as a traceback; B fails
+start_a GPUPOOL_REPORT="$dir/a.json" RECLAIM_TORCH_RAISE=1 PYTHONPATH="$here/reclaim_framework" \
+	LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" -- "$py" "$here/reclaim_framework/hold.py" 768 && {
+	ask 512
+	[ $brc = 3 ] || bad "raises: B should fail with out of memory ($brc)"
+	kill -0 $apid || bad "raises: A died"
+	stop_a
+	[ $arc = 0 ] || bad "raises: A's exit status $arc"
+	grep -q "torch: RuntimeError: empty_cache failed on purpose" "$a_err" || bad "raises: A's line names the error"
+	! grep -q Traceback "$a_err" || bad "raises: a traceback was printed"
+	grep -q "emptied=0 cached=12" "$a_out" || bad "raises: the cache changed"
+}
+
+[ $fail = 0 ] && echo "reclaim: all scenarios pass"
+exit $fail

@@ -1,0 +1,36 @@
+"""A framework's cache above gpupool, for e2e_reclaim.sh: the shape of what gpupool calls in
+PyTorch when another process needs the GPU's memory (torch.cuda.is_initialized(),
+torch.cuda.empty_cache()). Device memory is real: taken with cudaMalloc through the process's
+global namespace (the preloaded libgpupool.so first), over the fake runtime. With
+RECLAIM_TORCH_RAISE set, empty_cache raises, as a framework's callback may."""
+import ctypes
+import os
+
+ctypes.CDLL("libcudart.so.13", mode=os.RTLD_GLOBAL)
+_rt = ctypes.CDLL(None)  # cudaMalloc as the program sees it: gpupool's
+
+
+class cuda:  # noqa: N801 (torch.cuda's name)
+    cached = []   # device pointers the "framework" keeps for reuse
+    emptied = 0
+
+    @staticmethod
+    def is_initialized():
+        return True
+
+    @staticmethod
+    def hold(mib, piece=64):
+        for _ in range(mib // piece):
+            p = ctypes.c_void_p()
+            if _rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(piece << 20)) != 0:
+                raise MemoryError("cudaMalloc failed")
+            cuda.cached.append(p)
+
+    @staticmethod
+    def empty_cache():
+        if os.environ.get("RECLAIM_TORCH_RAISE"):
+            raise RuntimeError("empty_cache failed on purpose")
+        for p in cuda.cached:
+            _rt.cudaFree(p)
+        cuda.cached.clear()
+        cuda.emptied += 1
