@@ -25,7 +25,7 @@ enum gp_rank {
 	GP_RANK_TRACE_BUFFER,   /* trace/trace.c: one thread's trace buffer, flushed into the file */
 	GP_RANK_TRACE_FILE,     /* trace/trace.c: the trace file */
 	GP_RANK_UNPOOLED,       /* shim/unpooled.c: the records of memory held outside the pools; a
-				 * leaf, taken with any lock held (nothing is taken under it) */
+				 * leaf: nothing is taken under it */
 	GP_RANK_COUNT
 };
 

@@ -39,9 +39,12 @@ void gp_budget_charge(int device, size_t bytes, enum gp_budget_kind kind);
 /* What `kind` holds on `device` now (bytes); GP_BUDGET_KINDS: every kind together. */
 uint64_t gp_budget_held(int device, enum gp_budget_kind kind);
 
-/* The device's limit as the budget applies it (bytes; 0: none): the device's pool's
- * (struct gp_pool_params.limit, the slot's limit_bytes). */
+/* The device's limit as the budget applies it (bytes; 0: none), and setting it. The library
+ * sets it from the device's pool (struct gp_pool_params.limit, the slot's limit_bytes) before
+ * each take: gp_budget_limit_refresh (budget_backend.c). */
 uint64_t gp_budget_limit(int device);
+void gp_budget_set_limit(int device, uint64_t bytes);
+void gp_budget_limit_refresh(int device);
 
 /* Gives back more than was held, counted since the process started (each one logged once). */
 uint64_t gp_budget_inconsistencies(void);
@@ -50,10 +53,20 @@ uint64_t gp_budget_inconsistencies(void);
  * GP_BUDGET_POOL figure goes to zero. Called inside the reset gate, where no segment grows. */
 void gp_budget_pool_gone(int device);
 
-/* `in` with its segment calls going through the budget (GP_BUDGET_POOL): a segment the
+/* (budget_backend.c) `in` with its segment calls going through the budget (GP_BUDGET_POOL): a segment the
  * budget refuses fails with -ENOMEM before the device is asked. `in` must outlive the
  * answer; the same `in` gets the same answer. */
 const struct gp_backend *gp_budget_backend(const struct gp_backend *in);
+
+/* A group budget behind this one (group_budget.c): asked after the device's own limit, told
+ * of every give and charge, and of a fork. None until set (and in tests of the budget alone). */
+struct gp_budget_group {
+	int (*take)(int device, size_t bytes);    /* 0, or -ENOMEM: the group is full */
+	void (*give)(int device, size_t bytes);
+	void (*charge)(int device, size_t bytes);
+	void (*after_fork)(void);
+};
+void gp_budget_set_group(const struct gp_budget_group *group);
 
 /* In a forked child: every figure is zero (the parent's memory is not the child's). */
 void gp_budget_after_fork(void);

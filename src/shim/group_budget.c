@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
 #include "format.h"
 #include "group.h"
 #include "libcuda.h"
@@ -188,6 +189,18 @@ void gp_group_budget_give(int device, size_t bytes)
 		while (e && !atomic_compare_exchange_weak(&early[device], &e, e > bytes ? e - bytes : 0))
 			;
 	}
+}
+
+void gp_group_budget_install(const struct gp_config *cfg)
+{
+	static const struct gp_budget_group calls = {
+		.take = gp_group_budget_take,
+		.give = gp_group_budget_give,
+		.charge = gp_group_budget_charge,
+		.after_fork = gp_group_budget_after_fork,
+	};
+	if (cfg->group[0])
+		gp_budget_set_group(&calls);
 }
 
 void gp_group_budget_after_fork(void)

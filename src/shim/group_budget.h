@@ -1,11 +1,14 @@
 /* The group behind the per-device budget (budget.h): this process's membership of the group
  * file that the knob `group` names (group.h), joined at the first take, and each device's
- * slot in it, found by the device's UUID. The budget calls these after its own limit check;
- * with no group they cost one relaxed load. Must not depend on the hook bodies. */
+ * slot in it, found by the device's UUID. The budget calls these (through the table
+ * gp_group_budget_install gives it) after its own limit check; with no group, nothing is
+ * installed. Must not depend on the hook bodies. */
 #ifndef GP_GROUP_BUDGET_H
 #define GP_GROUP_BUDGET_H
 
 #include <stddef.h>
+
+#include "config.h"
 
 /* Takes `bytes` of device `device`'s group budget: 0 (also with no group, or a device the
  * group cannot hold), or -ENOMEM when the group would pass its budget. Any thread, any lock
@@ -20,5 +23,9 @@ void gp_group_budget_give(int device, size_t bytes);
 
 /* In a forked child: the parent's membership is not the child's (it joins anew). */
 void gp_group_budget_after_fork(void);
+
+/* Puts the group behind the per-device budget (gp_budget_set_group) when the knob `group`
+ * names a file; the registry's initialisation calls it once. */
+void gp_group_budget_install(const struct gp_config *cfg);
 
 #endif

@@ -12,6 +12,7 @@
 #include "backend_driver.h"
 #include "backend_guard.h"
 #include "capture.h"
+#include "group_budget.h"
 #include "libcuda.h"
 #include "log.h"
 #include "rank.h"
@@ -39,6 +40,7 @@ static void init_once(void)
 	gp_log_kind_set(kind);
 	gp_log_set_level(R.cfg.log_level);
 	gp_config_log_notes(&R.cfg); /* what was taken from a scheduler's variables, at info level */
+	gp_group_budget_install(&R.cfg);
 	R.refuse = rc != 0;
 	R.captures = gp_capture_counter();
 	atomic_init(&R.sync_key, R.cfg.legacy_stream ? (gp_stream)0 : GP_NO_STREAM);

@@ -217,11 +217,6 @@ static int rt_pool_reserved(const void *api, uintptr_t pool, uint64_t *bytes)
 	return rt_pool_attr(api, pool, cudaMemPoolAttrReservedMemCurrent, bytes);
 }
 
-static int rt_pool_used(const void *api, uintptr_t pool, uint64_t *bytes)
-{
-	return rt_pool_attr(api, pool, cudaMemPoolAttrUsedMemCurrent, bytes);
-}
-
 static int rt_pool_trim(const void *api, uintptr_t pool, size_t keep)
 {
 	const struct gp_runtime *rt = api;
@@ -230,7 +225,7 @@ static int rt_pool_trim(const void *api, uintptr_t pool, size_t keep)
 
 static inline struct gp_mempool_ops rt_pool_ops(const struct gp_runtime *rt)
 {
-	return (struct gp_mempool_ops){rt, rt_pool_reserved, rt_pool_used, rt_pool_trim};
+	return (struct gp_mempool_ops){rt, rt_pool_reserved, rt_pool_trim};
 }
 
 /* An allocation from a pool the program made (`pool`, cudaMallocFromPoolAsync), or from the
@@ -246,9 +241,12 @@ static cudaError_t mempool_alloc(const struct gp_registry *r, void **ptr, size_t
 			       size);
 	cudaError_t e;
 	gp_backend_guard_enter();
+	/* the device's current pool named (cudaMallocAsync would take it from the stream's
+	 * device): the pool counted is the pool allocated from */
+	cudaError_t (*from)(void **, size_t, cudaMemPool_t, cudaStream_t) = variant(r->rt, call)->MallocFromPoolAsync;
 	for (int tries = 0;; tries++) {
-		if (from_pool)
-			e = variant(r->rt, call)->MallocFromPoolAsync(ptr, size, (cudaMemPool_t)pool, s);
+		if (from)
+			e = from(ptr, size, (cudaMemPool_t)pool, s);
 		else
 			e = real_malloc(r, ptr, size, s, call);
 		if (e != cudaErrorMemoryAllocation || tries || !gp_reclaim_before_oom(dev, size))
@@ -476,7 +474,8 @@ cudaError_t gp_shim_device_set_mem_pool(int dev, cudaMemPool_t pool)
 static cudaError_t unpooled_free(const struct gp_registry *r, void *ptr, cudaStream_t s, enum gp_call call)
 {
 	struct gp_unpooled_rec rec;
-	if (!gp_unpooled_ptr_remove((uintptr_t)ptr, &rec))
+	/* from exit on, nothing more is counted, nor asked of the program's pools */
+	if (exiting(r) || !gp_unpooled_ptr_remove((uintptr_t)ptr, &rec))
 		return real_free(r, ptr, s, call);
 	gp_backend_guard_enter();
 	cudaError_t e = real_free(r, ptr, s, call);
@@ -779,6 +778,8 @@ cudaError_t gp_shim_device_reset(void)
 		gp_cuda_device_reset_done(dev);
 	}
 	gp_registry_reset_end(dev, e == cudaSuccess);
+	if (e == cudaSuccess)
+		gp_unpooled_refresh(dev); /* what survives a reset, in the slot the retirement zeroed */
 	return e;
 }
 

@@ -184,17 +184,6 @@ static int drv_pool_reserved(const void *api, uintptr_t pool, uint64_t *bytes)
 	return (int)e;
 }
 
-static int drv_pool_used(const void *api, uintptr_t pool, uint64_t *bytes)
-{
-	const struct gp_driver *D = api;
-	cuuint64_t v = 0;
-	CUresult e = D->cuMemPoolGetAttribute ? D->cuMemPoolGetAttribute((CUmemoryPool)pool,
-									CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v)
-					      : CUDA_ERROR_NOT_SUPPORTED;
-	*bytes = v;
-	return (int)e;
-}
-
 static int drv_pool_trim(const void *api, uintptr_t pool, size_t keep)
 {
 	const struct gp_driver *D = api;
@@ -203,7 +192,7 @@ static int drv_pool_trim(const void *api, uintptr_t pool, size_t keep)
 
 static inline struct gp_mempool_ops drv_pool_ops(const struct gp_driver *D)
 {
-	return (struct gp_mempool_ops){D, drv_pool_reserved, drv_pool_used, drv_pool_trim};
+	return (struct gp_mempool_ops){D, drv_pool_reserved, drv_pool_trim};
 }
 
 /* An allocation from a pool the program made (or its device's current pool, set by the
@@ -216,10 +205,14 @@ static CUresult mempool_alloc(const struct gp_driver *D, CUdeviceptr *dptr, size
 	if (gp_unpooled_mempool_begin(dev, pool, size, &ops, &taken) != 0)
 		return refused(from_pool ? "cuMemAllocFromPoolAsync" : "cuMemAllocAsync (the program's pool)", dev, size);
 	CUresult e;
+	/* the device's current pool named (cuMemAllocAsync would take it from the stream's
+	 * device): the pool counted is the pool allocated from */
+	__typeof__(D->cuMemAllocFromPoolAsync) from =
+		call == GP_DRV_ASYNC_PTSZ && D->cuMemAllocFromPoolAsync_ptsz ? D->cuMemAllocFromPoolAsync_ptsz
+									      : D->cuMemAllocFromPoolAsync;
 	for (int tries = 0;; tries++) {
-		if (from_pool)
-			e = call == GP_DRV_ASYNC_PTSZ ? D->cuMemAllocFromPoolAsync_ptsz(dptr, size, (CUmemoryPool)pool, s)
-						      : D->cuMemAllocFromPoolAsync(dptr, size, (CUmemoryPool)pool, s);
+		if (from)
+			e = from(dptr, size, (CUmemoryPool)pool, s);
 		else
 			e = real_alloc(D, dptr, size, s, call);
 		if (e != CUDA_ERROR_OUT_OF_MEMORY || tries || !gp_reclaim_before_oom(dev, size))
@@ -231,10 +224,12 @@ static CUresult mempool_alloc(const struct gp_driver *D, CUdeviceptr *dptr, size
 
 /* A free of memory the pools do not hold: its record (managed, pitched, a program pool's)
  * counted back once the driver freed it. */
-static CUresult unpooled_free(const struct gp_driver *D, CUdeviceptr ptr, CUstream s, enum gp_drv_call call)
+static CUresult unpooled_free(const struct gp_driver *D, const struct gp_registry *r, CUdeviceptr ptr, CUstream s,
+			      enum gp_drv_call call)
 {
 	struct gp_unpooled_rec rec;
-	if (!gp_unpooled_ptr_remove((uintptr_t)ptr, &rec))
+	/* from exit on, nothing more is counted, nor asked of the program's pools */
+	if (exiting(r) || !gp_unpooled_ptr_remove((uintptr_t)ptr, &rec))
 		return real_free(D, ptr, s, call);
 	CUresult e = real_free(D, ptr, s, call);
 	if (e == CUDA_SUCCESS) {
@@ -535,7 +530,7 @@ CUresult gp_shim_driver_mem_free(CUdeviceptr ptr, CUstream s, enum gp_drv_call c
 	}
 	CUresult e = CUDA_SUCCESS;
 	if (rc == -ENOENT) {
-		return unpooled_free(D, ptr, s, call);
+		return unpooled_free(D, r, ptr, s, call);
 	} else if (rc == -EALREADY) {
 		gp_log(GP_LOG_WARN, "%s(0x%llx): not a live allocation (double free, or a pointer inside a block); "
 				    "ignored, returning CUDA_ERROR_INVALID_VALUE",
@@ -782,6 +777,8 @@ static void reset_end(const struct gp_registry *r, int dev, bool done)
 		atomic_store(&primary_seen[dev], NULL);
 	}
 	gp_registry_reset_end(dev, done);
+	if (done)
+		gp_unpooled_refresh(dev); /* what survives a reset, in the slot the retirement zeroed */
 }
 
 CUresult gp_shim_driver_primary_ctx_reset(CUdevice dev, bool v2)

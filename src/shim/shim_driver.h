@@ -39,7 +39,6 @@ CUresult gp_shim_driver_ctx_destroy(CUcontext ctx, bool v2);
 CUresult gp_shim_driver_get_proc_address(const char *symbol, void **pfn, int version, cuuint64_t flags,
 					 CUdriverProcAddressQueryResult *status, bool v2, const struct gp_entries *t);
 
-/* In a forked child: the cached primary contexts are the parent's. */
 /* Memory the pools do not hold, counted against the limit (unpooled.h): the driver's
  * virtual memory API (cuMemCreate/cuMemRelease; mapping and address calls are not
  * interposed), managed and pitched allocations, and pools the program made. */

@@ -47,14 +47,22 @@ static void table_unlock(void) { gp_mutex_unlock(&lock, GP_RANK_UNPOOLED); }
 
 /* ---- the page ---------------------------------------------------------------------------- */
 
+/* One change of the figures. A give is made inside the slot's writer (under the pool lock):
+ * the pool cannot grow into the room it leaves before the page shows it gone, so the page's
+ * reserved_bytes + unpooled_bytes never passes the limit. Takes are made before the real
+ * call, outside: the page shows them a moment late, never early. */
 struct note {
 	int dev;
 	unsigned allocs, frees, refusals;
+	enum gp_budget_kind kind;
+	size_t give; /* bytes of `kind` to give back */
 };
 
 static void write_slot(struct gpupool_device_stats *st, void *arg)
 {
 	const struct note *n = arg;
+	if (n->give)
+		gp_budget_give(n->dev, n->give, n->kind);
 	/* the budget's figures as they are now, under the slot's one writer: the last writer
 	 * writes the newest */
 	uint64_t vmm = gp_budget_held(n->dev, GP_BUDGET_VMM), mp = gp_budget_held(n->dev, GP_BUDGET_MEMPOOL),
@@ -75,27 +83,53 @@ static gp_pool *pool_of(int dev)
 	const struct gp_registry *r = gp_registry_get_driver();
 	if (dev < 0 || dev >= r->ndev || (r->off && r->drv_off))
 		return NULL;
-	return gp_registry_pool(r, dev);
+	gp_pool *p = gp_registry_pool(r, dev);
+	gp_budget_limit_refresh(dev);
+	return p;
+}
+
+static void note_give(int dev, unsigned allocs, unsigned frees, enum gp_budget_kind kind, size_t give)
+{
+	GP_REGISTRY_READER;
+	gp_pool *p = pool_of(dev);
+	struct note n = {dev, allocs, frees, 0, kind, give};
+	if (p)
+		gp_pool_slot_write(p, write_slot, &n);
+	else if (give)
+		gp_budget_give(dev, give, kind);
 }
 
 static void note(int dev, unsigned allocs, unsigned frees, unsigned refusals)
 {
 	GP_REGISTRY_READER;
 	gp_pool *p = pool_of(dev);
-	struct note n = {dev, allocs, frees, refusals};
+	struct note n = {dev, allocs, frees, refusals, GP_BUDGET_POOL, 0};
 	if (p)
 		gp_pool_slot_write(p, write_slot, &n);
 }
 
 /* ---- around one allocation ---------------------------------------------------------------- */
 
+/* The take, and past the limit the device's pool's cached segments given back first (as a
+ * pooled allocation's ladder does before it fails), then the take once more. */
+static int take_or_release(int dev, size_t bytes, enum gp_budget_kind kind)
+{
+	GP_REGISTRY_READER;
+	(void)pool_of(dev); /* the slot, and with it the limit, before the first take */
+	if (gp_budget_take(dev, bytes, kind) == 0)
+		return 0;
+	/* a fence and a release only where the pool caches anything (free or pending blocks) */
+	const struct gp_registry *r = gp_registry_get_driver();
+	const struct gpupool_device_stats *st = dev >= 0 && dev < r->ndev ? r->slots[dev] : NULL;
+	if (st && __atomic_load_n(&st->cached_bytes, __ATOMIC_RELAXED) && gp_registry_release(dev) > 0 &&
+	    gp_budget_take(dev, bytes, kind) == 0)
+		return 0;
+	return -ENOMEM;
+}
+
 int gp_unpooled_take(int dev, size_t bytes, enum gp_budget_kind kind)
 {
-	{
-		GP_REGISTRY_READER;
-		(void)pool_of(dev); /* the slot, and with it the limit, before the first take */
-	}
-	if (gp_budget_take(dev, bytes, kind) == 0)
+	if (take_or_release(dev, bytes, kind) == 0)
 		return 0;
 	note(dev, 0, 0, 1);
 	return -ENOMEM;
@@ -103,11 +137,7 @@ int gp_unpooled_take(int dev, size_t bytes, enum gp_budget_kind kind)
 
 void gp_unpooled_taken(int dev, size_t bytes, enum gp_budget_kind kind, bool ok)
 {
-	if (!ok) {
-		gp_budget_give(dev, bytes, kind);
-		return;
-	}
-	note(dev, 1, 0, 0);
+	note_give(dev, ok, 0, kind, ok ? 0 : bytes);
 }
 
 /* ---- records ------------------------------------------------------------------------------ */
@@ -257,8 +287,7 @@ void gp_unpooled_pool_destroyed(uintptr_t pool)
 		uintptr_t want = pool;
 		atomic_compare_exchange_strong(&dev_pool[d], &want, 0);
 	}
-	gp_budget_give(m->dev, m->counted, GP_BUDGET_MEMPOOL);
-	note(m->dev, 0, 0, 0);
+	note_give(m->dev, 0, 0, GP_BUDGET_MEMPOOL, m->counted);
 	free(m);
 }
 
@@ -297,26 +326,21 @@ static void mempool_sync(uintptr_t pool, const struct gp_mempool_ops *ops)
 	if (now > was)
 		gp_budget_charge(dev, now - was, GP_BUDGET_MEMPOOL);
 	else if (now < was)
-		gp_budget_give(dev, was - now, GP_BUDGET_MEMPOOL);
+		note_give(dev, 0, 0, GP_BUDGET_MEMPOOL, was - now);
 }
 
 int gp_unpooled_mempool_begin(int dev, uintptr_t pool, size_t size, const struct gp_mempool_ops *ops, size_t *taken)
 {
 	*taken = 0;
-	uint64_t res = 0, used = 0;
+	/* Whether the pool grows is the driver's choice: unused reserved memory as large as the
+	 * request may still be the wrong shape (chunks of other sizes), so a share is always
+	 * taken, and given back once the pool's growth is read. */
 	mempool_sync(pool, ops);
-	if (ops->reserved(ops->api, pool, &res) == 0 && ops->used(ops->api, pool, &used) == 0 && res >= used &&
-	    res - used >= size)
-		return 0; /* its unused memory may serve it without growing (counted after) */
 	size_t want = size > SIZE_MAX - GP_MEMPOOL_GRANULE ? size
 							   : (size + GP_MEMPOOL_GRANULE - 1) / GP_MEMPOOL_GRANULE *
 								     GP_MEMPOOL_GRANULE;
-	{
-		GP_REGISTRY_READER;
-		(void)pool_of(dev);
-	}
-	if (gp_budget_take(dev, want, GP_BUDGET_MEMPOOL) != 0) {
-		/* the pool's own unused memory first: trimmed, then counted again */
+	if (take_or_release(dev, want, GP_BUDGET_MEMPOOL) != 0) {
+		/* the program's pool's own unused memory next: trimmed, then counted again */
 		if (ops->trim(ops->api, pool, 0) == 0)
 			mempool_sync(pool, ops);
 		if (gp_budget_take(dev, want, GP_BUDGET_MEMPOOL) != 0) {
@@ -331,23 +355,23 @@ int gp_unpooled_mempool_begin(int dev, uintptr_t pool, size_t size, const struct
 void gp_unpooled_mempool_end(int dev, uintptr_t pool, size_t size, size_t taken, uintptr_t ptr,
 			     const struct gp_mempool_ops *ops)
 {
-	if (taken)
-		gp_budget_give(dev, taken, GP_BUDGET_MEMPOOL);
+	/* the growth counted before the share goes: for a moment both are, never neither */
 	mempool_sync(pool, ops);
 	if (ptr) {
 		struct gp_unpooled_rec rec = {ptr, dev, GP_BUDGET_MEMPOOL, size, pool};
 		(void)gp_unpooled_ptr_add(&rec);
 	}
-	note(dev, ptr != 0, 0, 0);
+	note_give(dev, ptr != 0, 0, GP_BUDGET_MEMPOOL, taken);
 }
 
 void gp_unpooled_freed(const struct gp_unpooled_rec *rec, const struct gp_mempool_ops *ops)
 {
-	if (rec->kind == GP_BUDGET_MEMPOOL)
+	if (rec->kind == GP_BUDGET_MEMPOOL) {
 		mempool_sync(rec->pool, ops);
-	else
-		gp_budget_give(rec->dev, rec->bytes, rec->kind);
-	note(rec->dev, 0, 1, 0);
+		note(rec->dev, 0, 1, 0);
+	} else {
+		note_give(rec->dev, 0, 1, rec->kind, rec->bytes);
+	}
 }
 
 void gp_unpooled_device_reset(int dev)
@@ -363,15 +387,24 @@ void gp_unpooled_device_reset(int dev)
 		gone = e;
 	}
 	table_unlock();
-	bool any = gone != NULL;
+	/* no page write here: the caller holds the device's reset gate, and the pool lock ranks
+	 * before it; gp_unpooled_refresh writes the figures once the reset is over */
 	while (gone) {
 		e = gone;
 		gone = e->hh.next;
 		gp_budget_give(e->rec.dev, e->rec.bytes, e->rec.kind);
 		free(e);
 	}
-	if (any)
-		note(dev, 0, 0, 0);
+}
+
+void gp_unpooled_refresh(int dev)
+{
+	/* any figure may have changed (zeroed by the retirement, given back by the reset) */
+	GP_REGISTRY_READER;
+	const struct gp_registry *r = gp_registry_get_driver();
+	if (dev >= 0 && dev < r->ndev &&
+	    (atomic_load(&r->pools[dev]) || gp_budget_held(dev, GP_BUDGET_KINDS) > gp_budget_held(dev, GP_BUDGET_POOL)))
+		note(dev, 0, 0, 0); /* a new pool where memory survived: its slot shows it again */
 }
 
 void gp_unpooled_after_fork(void)

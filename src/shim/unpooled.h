@@ -54,9 +54,8 @@ void gp_unpooled_freed(const struct gp_unpooled_rec *rec, const struct gp_mempoo
  * allocation and free from them. The API's calls, for either API: */
 struct gp_mempool_ops {
 	const void *api;
-	/* the pool's reserved and used bytes: 0, or nonzero (the API's error) */
+	/* the pool's reserved bytes: 0, or nonzero (the API's error) */
 	int (*reserved)(const void *api, uintptr_t pool, uint64_t *bytes);
-	int (*used)(const void *api, uintptr_t pool, uint64_t *bytes);
 	/* releases unused reserved memory down to `keep` bytes (cuMemPoolTrimTo) */
 	int (*trim)(const void *api, uintptr_t pool, size_t keep);
 };
@@ -73,10 +72,10 @@ void gp_unpooled_device_pool_set(int dev, uintptr_t pool);
 /* The program's pool current on `dev`, or 0: stream-ordered allocations go to it. */
 uintptr_t gp_unpooled_device_pool(int dev);
 
-/* Before an allocation of `size` bytes from `pool` (on `dev`): when it may grow the pool (less
- * unused reserved memory than `size`), a granule-rounded share is taken from the budget; past
- * the limit the pool is trimmed (its unused memory goes back to the device) and the take tried
- * again. 0 and *taken (give it to gp_unpooled_mempool_end), or -ENOMEM (the refusal counted). */
+/* Before an allocation of `size` bytes from `pool` (on `dev`): the most it may grow the pool
+ * (`size` rounded up to the 2 MiB granule) is taken from the budget; past the limit the
+ * device's cached segments go back, then the program's pool is trimmed (its unused memory
+ * goes back to the device), and the take is tried again. 0 and *taken (give it to gp_unpooled_mempool_end), or -ENOMEM (the refusal counted). */
 int gp_unpooled_mempool_begin(int dev, uintptr_t pool, size_t size, const struct gp_mempool_ops *ops, size_t *taken);
 /* After it: `taken` goes back, the pool's reserved bytes are read again and counted, and a
  * successful allocation (ptr != 0) is recorded for its free. */
@@ -84,8 +83,14 @@ void gp_unpooled_mempool_end(int dev, uintptr_t pool, size_t size, size_t taken,
 			     const struct gp_mempool_ops *ops);
 
 /* A device reset destroyed the device's managed and pitched allocations: their records go
- * and their bytes back. */
+ * and their bytes back (inside the reset gate: the page is written by gp_unpooled_refresh,
+ * after it). */
 void gp_unpooled_device_reset(int dev);
+
+/* The page's unpooled figures of `dev` written again from the budget: after a device reset
+ * (its retirement of the killed pool zeroes the slot's gauges). Makes the device's pool anew
+ * only where unpooled memory survived the reset. Call with no lock held. */
+void gp_unpooled_refresh(int dev);
 
 /* In a forked child: no records (the parent's memory is not the child's), the lock free. */
 void gp_unpooled_after_fork(void);

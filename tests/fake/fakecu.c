@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #pragma GCC visibility push(default)
@@ -24,6 +25,8 @@
 #define FC_CTX_MAGIC 0x43545821u
 #define FC_STREAM_MAGIC 0x5354524du
 #define FC_EVENT_MAGIC 0x45564e54u
+#define FC_POOL_MAGIC 0x504f4f4cu
+#define FC_GRAN ((size_t)2 << 20) /* virtual memory granularity and pool chunk: 2 MiB */
 
 /* ---- entry point names: counters, fault rules and cuGetProcAddress ---- */
 #define FC_FUNCS(X) \
@@ -41,7 +44,13 @@
 	X(cuEventQuery) X(cuEventSynchronize) X(cuEventDestroy_v2) X(cuStreamBeginCapture_v2) \
 	X(cuStreamBeginCapture_v2_ptsz) X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz) \
 	X(cuStreamIsCapturing) X(cuStreamIsCapturing_ptsz) X(cuThreadExchangeStreamCaptureMode) \
-	X(cuGetProcAddress) X(cuGetProcAddress_v2) X(cuGetErrorName) X(gpfakecu_launch_fill)
+	X(cuGetProcAddress) X(cuGetProcAddress_v2) X(cuGetErrorName) X(gpfakecu_launch_fill) \
+	X(cuMemAllocManaged) X(cuMemAllocPitch_v2) X(cuMemCreate) X(cuMemRelease) \
+	X(cuMemGetAllocationGranularity) X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) \
+	X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationPropertiesFromHandle) \
+	X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuDeviceGetDefaultMemPool) X(cuDeviceGetMemPool) \
+	X(cuDeviceSetMemPool) X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz) \
+	X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute) X(cuMemPoolTrimTo)
 
 #define FC_ENUM(n) FN_##n,
 enum { FC_FUNCS(FC_ENUM) FN_COUNT };
@@ -95,6 +104,53 @@ struct alloc {
 	size_t size;               /* as asked: the range the driver reports (cuMemGetAddressRange) */
 	struct CUctx_st *ctx;
 	bool free_pending;
+	struct CUmemPoolHandle_st *pool; /* cuMemAllocFromPoolAsync: base is a chunk of it */
+	size_t chunk;              /* pool allocations: bytes of that chunk */
+};
+
+/* A chunk of device memory a pool holds reserved (counted against the capacity). */
+struct fc_chunk {
+	struct fc_chunk *next;
+	char *mem;
+	size_t bytes;
+};
+
+/* A memory pool, modelled on the driver's: it reserves device memory in chunks (one per
+ * allocation, FC_GRAN granularity), keeps freed chunks for reuse, gives back what exceeds
+ * the release threshold at the next synchronize of its device, and all of it on
+ * cuMemPoolTrimTo(0). reserved counts against the device's capacity, used is what
+ * live allocations hold. */
+struct CUmemPoolHandle_st {
+	unsigned magic;
+	int device;
+	bool dflt, dead;           /* dead: destroyed, freed once its last allocation is */
+	cuuint64_t threshold;
+	size_t reserved, reserved_high, used, used_high;
+	int reuse[3];              /* CU_MEMPOOL_ATTR_REUSE_*: kept, not acted on */
+	struct fc_chunk *free;     /* reserved chunks no allocation holds */
+	struct CUmemPoolHandle_st *next;
+};
+
+/* Virtual memory: physical allocations (cuMemCreate), address reservations and mappings. */
+struct fc_handle {
+	struct fc_handle *next;
+	size_t size;
+	int device;
+	int maps;                  /* mappings of it: a released handle lives until the last goes */
+	bool released;
+};
+
+struct fc_resv {
+	struct fc_resv *next;
+	uintptr_t base;
+	size_t size;
+};
+
+struct fc_map {
+	struct fc_map *next;
+	uintptr_t va;
+	size_t size;
+	struct fc_handle *h;
 };
 
 struct rule {
@@ -120,6 +176,12 @@ static unsigned long g_calls[FN_COUNT];
 static struct rule g_rules[FC_MAXRULES];
 static int g_nrules;
 static bool g_init;
+static struct CUmemPoolHandle_st g_dpool[FC_MAXDEV];   /* default pools */
+static struct CUmemPoolHandle_st *g_cur_pool[FC_MAXDEV]; /* cuDeviceSetMemPool's; NULL: default */
+static struct CUmemPoolHandle_st *g_pools;             /* pools the program made (dead ones too) */
+static struct fc_handle *g_handles;
+static struct fc_resv *g_resvs;
+static struct fc_map *g_maps;
 
 static _Thread_local struct CUctx_st *t_stack[16];
 static _Thread_local int t_depth; /* t_stack[t_depth - 1] is current */
@@ -149,9 +211,14 @@ static int fc_fn(const char *name)
 
 static CUresult fc_default_err(int fn)
 {
-	return fn == FN_cuMemAlloc_v2 || fn == FN_cuMemAllocAsync || fn == FN_cuMemAllocAsync_ptsz
-		       ? CUDA_ERROR_OUT_OF_MEMORY
-		       : CUDA_ERROR_UNKNOWN;
+	switch (fn) {
+	case FN_cuMemAlloc_v2: case FN_cuMemAllocAsync: case FN_cuMemAllocAsync_ptsz:
+	case FN_cuMemAllocManaged: case FN_cuMemAllocPitch_v2: case FN_cuMemCreate:
+	case FN_cuMemAllocFromPoolAsync: case FN_cuMemAllocFromPoolAsync_ptsz:
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	default:
+		return CUDA_ERROR_UNKNOWN;
+	}
 }
 
 static int fc_add_rule(int fn, unsigned long n, CUresult err)
@@ -181,8 +248,10 @@ static void fc_init(void)
 	e = getenv("FAKECUDA_CAPACITY");
 	if (e && *e)
 		g_capacity = fc_parse_size(e);
-	for (int d = 0; d < FC_MAXDEV; d++)
+	for (int d = 0; d < FC_MAXDEV; d++) {
 		g_primary[d] = (struct CUctx_st){FC_CTX_MAGIC, d, true, false, 0};
+		g_dpool[d] = (struct CUmemPoolHandle_st){.magic = FC_POOL_MAGIC, .device = d, .dflt = true};
+	}
 	e = getenv("FAKECU_FAIL");
 	if (e && *e) {
 		char buf[512];
@@ -253,20 +322,41 @@ static struct alloc *fc_find(uintptr_t p, bool exact)
 	return NULL;
 }
 
-static CUresult fc_alloc(struct CUctx_st *c, size_t size, CUdeviceptr *out)
+/* Device memory of `device` taken and given back: every path (cuMemAlloc, managed, pitched,
+ * cuMemCreate, pool chunks) draws from the one capacity. g_lock held. */
+static bool fc_charge(int device, size_t bytes)
 {
-	size_t bytes = (size + FC_ALIGN - 1) & ~(size_t)(FC_ALIGN - 1);
-	if (size > SIZE_MAX - FC_ALIGN || g_used[c->device] + bytes > g_capacity)
-		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (bytes > g_capacity || g_used[device] > g_capacity - bytes)
+		return false;
+	g_used[device] += bytes;
+	return true;
+}
+
+static void fc_uncharge(int device, size_t bytes) { g_used[device] -= bytes; }
+
+/* Appends an allocation record (g_lock held). */
+static bool fc_track(struct alloc a)
+{
 	if (g_nallocs == g_cap_allocs) {
 		size_t nc = g_cap_allocs ? 2 * g_cap_allocs : 64;
 		struct alloc *na = realloc(g_allocs, nc * sizeof *na);
 		if (!na)
-			return CUDA_ERROR_OUT_OF_MEMORY;
+			return false;
 		g_allocs = na;
 		g_cap_allocs = nc;
 	}
-	if (g_nsizes == g_cap_sizes) {
+	g_allocs[g_nallocs++] = a;
+	return true;
+}
+
+/* A plain allocation (cuMemAlloc, cuMemAllocAsync, managed, pitched) of `size` bytes in
+ * context c; `record`: its size joins gpfakecu_alloc_sizes. g_lock held. */
+static CUresult fc_alloc(struct CUctx_st *c, size_t size, CUdeviceptr *out, bool record)
+{
+	if (size > SIZE_MAX - FC_ALIGN)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	size_t bytes = (size + FC_ALIGN - 1) & ~(size_t)(FC_ALIGN - 1);
+	if (record && g_nsizes == g_cap_sizes) {
 		size_t nc = g_cap_sizes ? 2 * g_cap_sizes : 64;
 		size_t *ns = realloc(g_sizes, nc * sizeof *ns);
 		if (!ns)
@@ -274,21 +364,137 @@ static CUresult fc_alloc(struct CUctx_st *c, size_t size, CUdeviceptr *out)
 		g_sizes = ns;
 		g_cap_sizes = nc;
 	}
-	char *m = aligned_alloc(FC_ALIGN, bytes);
-	if (!m)
+	if (!fc_charge(c->device, bytes))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	g_allocs[g_nallocs++] = (struct alloc){m, bytes, size, c, false};
-	g_sizes[g_nsizes++] = size;
-	g_used[c->device] += bytes;
+	char *m = aligned_alloc(FC_ALIGN, bytes);
+	if (!m || !fc_track((struct alloc){m, bytes, size, c, false, NULL, 0})) {
+		free(m);
+		fc_uncharge(c->device, bytes);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if (record)
+		g_sizes[g_nsizes++] = size;
 	*out = (CUdeviceptr)(uintptr_t)m;
+	return CUDA_SUCCESS;
+}
+
+/* ---- pools (g_lock held) ---- */
+static bool fc_pool_ok(const struct CUmemPoolHandle_st *p)
+{
+	for (int d = 0; d < g_ndev; d++)
+		if (p == &g_dpool[d])
+			return true;
+	for (const struct CUmemPoolHandle_st *q = g_pools; q; q = q->next)
+		if (q == p && !q->dead)
+			return true;
+	return false;
+}
+
+/* Gives reserved chunks nobody holds back to the device until at most `keep` bytes stay. */
+static void fc_pool_trim(struct CUmemPoolHandle_st *p, size_t keep)
+{
+	while (p->free && p->reserved > keep) {
+		struct fc_chunk *c = p->free;
+		p->free = c->next;
+		p->reserved -= c->bytes;
+		fc_uncharge(p->device, c->bytes);
+		free(c->mem);
+		free(c);
+	}
+}
+
+/* A destroyed pool goes once its last allocation is freed. */
+static void fc_pool_reap(struct CUmemPoolHandle_st *p)
+{
+	if (!p->dead || p->used)
+		return;
+	fc_pool_trim(p, 0);
+	for (struct CUmemPoolHandle_st **pp = &g_pools; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			p->magic = 0;
+			free(p);
+			return;
+		}
+}
+
+/* The release threshold applied when the device synchronizes. */
+static void fc_pools_settle(int device)
+{
+	if (g_dpool[device].threshold < g_dpool[device].reserved)
+		fc_pool_trim(&g_dpool[device], (size_t)g_dpool[device].threshold);
+	for (struct CUmemPoolHandle_st *p = g_pools; p; p = p->next)
+		if (p->device == device && p->threshold < p->reserved)
+			fc_pool_trim(p, (size_t)p->threshold);
+}
+
+/* A freed chunk of the pool that fits (the smallest), or a new one; when the device is full,
+ * the pool first gives back what it keeps unused, as the driver does before failing. */
+static CUresult fc_pool_alloc(struct CUmemPoolHandle_st *p, size_t size, CUdeviceptr *out)
+{
+	if (size > SIZE_MAX - FC_GRAN)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	size_t bytes = (size + FC_ALIGN - 1) & ~(size_t)(FC_ALIGN - 1);
+	size_t want = (size + FC_GRAN - 1) & ~(FC_GRAN - 1);
+	struct fc_chunk **best = NULL;
+	for (struct fc_chunk **cc = &p->free; *cc; cc = &(*cc)->next)
+		if ((*cc)->bytes >= want && (!best || (*cc)->bytes < (*best)->bytes))
+			best = cc;
+	struct fc_chunk *c;
+	if (best) {
+		c = *best;
+		*best = c->next;
+	} else {
+		if (!fc_charge(p->device, want)) {
+			fc_pool_trim(p, 0);
+			if (!fc_charge(p->device, want))
+				return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		c = malloc(sizeof *c);
+		char *m = c ? aligned_alloc(FC_ALIGN, want) : NULL;
+		if (!m) {
+			free(c);
+			fc_uncharge(p->device, want);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		*c = (struct fc_chunk){NULL, m, want};
+		p->reserved += want;
+		if (p->reserved > p->reserved_high)
+			p->reserved_high = p->reserved;
+	}
+	if (!fc_track((struct alloc){c->mem, bytes, size, &g_primary[p->device], false, p, c->bytes})) {
+		c->next = p->free;
+		p->free = c;
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	free(c); /* the allocation record now stands for the chunk */
+	p->used += bytes;
+	if (p->used > p->used_high)
+		p->used_high = p->used;
+	*out = (CUdeviceptr)(uintptr_t)g_allocs[g_nallocs - 1].base;
 	return CUDA_SUCCESS;
 }
 
 static void fc_release(struct alloc *a)
 {
-	g_used[a->ctx->device] -= a->bytes;
-	free(a->base);
+	struct CUmemPoolHandle_st *p = a->pool;
+	struct fc_chunk *c = p ? malloc(sizeof *c) : NULL;
+	if (p && c) { /* back to its pool, still reserved */
+		*c = (struct fc_chunk){p->free, a->base, a->chunk};
+		p->free = c;
+		p->used -= a->bytes;
+	} else if (p) { /* no memory for the record: the chunk goes back to the device */
+		p->used -= a->bytes;
+		p->reserved -= a->chunk;
+		fc_uncharge(p->device, a->chunk);
+		free(a->base);
+	} else {
+		fc_uncharge(a->ctx->device, a->bytes);
+		free(a->base);
+	}
 	*a = g_allocs[--g_nallocs];
+	if (p)
+		fc_pool_reap(p);
 }
 
 static void fc_release_ctx(struct CUctx_st *c)
@@ -596,8 +802,10 @@ FC_API CUresult cuCtxSynchronize(void)
 	CUresult e = CUDA_SUCCESS;
 	if (fc_capture_prohibits())
 		e = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	else
+	else {
 		fc_wait_device(c->device);
+		fc_pools_settle(c->device);
+	}
 	pthread_mutex_unlock(&g_lock);
 	return e;
 }
@@ -668,7 +876,7 @@ FC_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
 	if (!dptr || size == 0)
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&g_lock);
-	CUresult e = fc_capture_prohibits() ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : fc_alloc(c, size, dptr);
+	CUresult e = fc_capture_prohibits() ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : fc_alloc(c, size, dptr, true);
 	pthread_mutex_unlock(&g_lock);
 	return e;
 }
@@ -702,7 +910,7 @@ static CUresult fc_alloc_async(CUdeviceptr *dptr, size_t size, CUstream h, bool 
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&g_lock);
 	struct CUstream_st *s = fc_stream(h, ptsz);
-	CUresult e = s ? fc_alloc(&g_primary[s->device], size, dptr) : fc_ctx() ? CUDA_ERROR_INVALID_HANDLE
+	CUresult e = s ? fc_alloc(&g_primary[s->device], size, dptr, true) : fc_ctx() ? CUDA_ERROR_INVALID_HANDLE
 											: CUDA_ERROR_INVALID_CONTEXT;
 	pthread_mutex_unlock(&g_lock);
 	return e;
@@ -944,8 +1152,10 @@ static CUresult fc_stream_sync(CUstream h, bool ptsz)
 {
 	pthread_mutex_lock(&g_lock);
 	struct CUstream_st *s = fc_stream(h, ptsz);
-	if (s)
+	if (s) {
 		fc_wait_stream(s);
+		fc_pools_settle(s->device);
+	}
 	pthread_mutex_unlock(&g_lock);
 	return s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
@@ -1177,6 +1387,449 @@ FC_API CUresult cuGetErrorName(CUresult e, const char **s)
 	if (s)
 		*s = buf;
 	return CUDA_SUCCESS;
+}
+
+/* ---- managed and pitched memory: plain allocations of their own sizes ---- */
+FC_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned int flags)
+{
+	ENTER(cuMemAllocManaged);
+	struct CUctx_st *c = fc_ctx();
+	if (!c)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!dptr || size == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_lock);
+	CUresult e = fc_alloc(c, size, dptr, false);
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+/* Rows of WidthInBytes rounded up to FC_ALIGN (the pitch); freed with cuMemFree. */
+FC_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+				   unsigned int elem)
+{
+	ENTER(cuMemAllocPitch_v2);
+	struct CUctx_st *c = fc_ctx();
+	if (!c)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!dptr || !pitch || width == 0 || height == 0 || (elem != 4 && elem != 8 && elem != 16) ||
+	    width > SIZE_MAX - FC_ALIGN)
+		return CUDA_ERROR_INVALID_VALUE;
+	size_t pt = (width + FC_ALIGN - 1) & ~(size_t)(FC_ALIGN - 1);
+	if (height > SIZE_MAX / pt)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_mutex_lock(&g_lock);
+	CUresult e = fc_alloc(c, pt * height, dptr, false);
+	pthread_mutex_unlock(&g_lock);
+	if (e == CUDA_SUCCESS)
+		*pitch = pt;
+	return e;
+}
+
+/* ---- virtual memory management ---- */
+/* prop names pinned memory on a device of this driver. */
+static CUresult fc_prop_check(const CUmemAllocationProp *prop)
+{
+	if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+		return CUDA_ERROR_INVALID_VALUE;
+	return prop->location.id < 0 || prop->location.id >= g_ndev ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+}
+
+FC_API CUresult cuMemGetAllocationGranularity(size_t *gran, const CUmemAllocationProp *prop,
+					      CUmemAllocationGranularity_flags option)
+{
+	ENTER(cuMemGetAllocationGranularity);
+	if (!gran || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+		return CUDA_ERROR_INVALID_VALUE;
+	CUresult e = fc_prop_check(prop);
+	if (e == CUDA_SUCCESS)
+		*gran = FC_GRAN;
+	return e;
+}
+
+/* The handle of a physical allocation, or NULL (g_lock held): handles are compared, never
+ * dereferenced, before they are found. */
+static struct fc_handle *fc_handle_find(CUmemGenericAllocationHandle handle)
+{
+	for (struct fc_handle *h = g_handles; h; h = h->next)
+		if ((uintptr_t)h == handle)
+			return h;
+	return NULL;
+}
+
+/* The physical memory goes back to the device when it is both released and unmapped. */
+static void fc_handle_drop(struct fc_handle *h)
+{
+	if (!h->released || h->maps)
+		return;
+	for (struct fc_handle **pp = &g_handles; *pp; pp = &(*pp)->next)
+		if (*pp == h) {
+			*pp = h->next;
+			break;
+		}
+	fc_uncharge(h->device, h->size);
+	free(h);
+}
+
+FC_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+			    unsigned long long flags)
+{
+	ENTER(cuMemCreate);
+	if (!handle || size == 0 || size % FC_GRAN || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	CUresult e = fc_prop_check(prop);
+	if (e != CUDA_SUCCESS)
+		return e;
+	struct fc_handle *h = calloc(1, sizeof *h);
+	if (!h)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_mutex_lock(&g_lock);
+	if (fc_charge(prop->location.id, size)) {
+		*h = (struct fc_handle){g_handles, size, prop->location.id, 0, false};
+		g_handles = h;
+		*handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
+	} else {
+		free(h);
+		e = CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+FC_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+	ENTER(cuMemRelease);
+	pthread_mutex_lock(&g_lock);
+	struct fc_handle *h = fc_handle_find(handle);
+	CUresult e = h && !h->released ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	if (e == CUDA_SUCCESS) {
+		h->released = true;
+		fc_handle_drop(h);
+	}
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+FC_API CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
+{
+	ENTER(cuMemGetAllocationPropertiesFromHandle);
+	if (!prop)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_lock);
+	struct fc_handle *h = fc_handle_find(handle);
+	if (h && !h->released) {
+		memset(prop, 0, sizeof *prop);
+		prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+		prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		prop->location.id = h->device;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return h && !h->released ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* An address range of the process's own, inaccessible (PROT_NONE, no memory behind it), so
+ * that reserved addresses never meet a host or fake allocation. Not counted as memory. */
+FC_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+				    unsigned long long flags)
+{
+	ENTER(cuMemAddressReserve);
+	(void)addr; /* a hint, which the driver may ignore */
+	if (!ptr || size == 0 || size % FC_GRAN || flags || (alignment & (alignment - 1)))
+		return CUDA_ERROR_INVALID_VALUE;
+	size_t al = alignment > FC_GRAN ? alignment : FC_GRAN;
+	if (size > SIZE_MAX - al)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	struct fc_resv *r = malloc(sizeof *r);
+	void *m = r ? mmap(NULL, size + al, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) : MAP_FAILED;
+	if (m == MAP_FAILED) {
+		free(r);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	uintptr_t b = ((uintptr_t)m + al - 1) & ~(uintptr_t)(al - 1);
+	if (b > (uintptr_t)m)
+		munmap(m, b - (uintptr_t)m);
+	if ((uintptr_t)m + size + al > b + size)
+		munmap((void *)(b + size), (uintptr_t)m + size + al - (b + size));
+	pthread_mutex_lock(&g_lock);
+	*r = (struct fc_resv){g_resvs, b, size};
+	g_resvs = r;
+	pthread_mutex_unlock(&g_lock);
+	*ptr = (CUdeviceptr)b;
+	return CUDA_SUCCESS;
+}
+
+/* A whole reservation, with nothing mapped in it (the fake refuses to free mapped ranges). */
+FC_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+	ENTER(cuMemAddressFree);
+	pthread_mutex_lock(&g_lock);
+	struct fc_resv **rp = &g_resvs;
+	while (*rp && ((*rp)->base != ptr || (*rp)->size != size))
+		rp = &(*rp)->next;
+	struct fc_resv *r = *rp;
+	for (struct fc_map *m = g_maps; r && m; m = m->next)
+		if (m->va >= r->base && m->va < r->base + r->size)
+			r = NULL;
+	if (r) {
+		*rp = r->next;
+		munmap((void *)r->base, r->size);
+		free(r);
+	}
+	pthread_mutex_unlock(&g_lock);
+	return r ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+FC_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+			 unsigned long long flags)
+{
+	ENTER(cuMemMap);
+	if (flags || offset || size == 0 || size % FC_GRAN || ptr % FC_GRAN || ptr > UINTPTR_MAX - size)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_lock);
+	struct fc_handle *h = fc_handle_find(handle);
+	const struct fc_resv *r = g_resvs;
+	while (r && !(ptr >= r->base && ptr - r->base <= r->size && size <= r->base + r->size - ptr))
+		r = r->next;
+	bool ok = h && !h->released && size <= h->size && r;
+	for (const struct fc_map *m = g_maps; ok && m; m = m->next)
+		ok = m->va >= ptr + size || ptr >= m->va + m->size;
+	struct fc_map *m = ok ? malloc(sizeof *m) : NULL;
+	CUresult e = !ok ? CUDA_ERROR_INVALID_VALUE : !m ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+	if (m) {
+		*m = (struct fc_map){g_maps, ptr, size, h};
+		g_maps = m;
+		h->maps++;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+/* Unmaps every mapping in [ptr, ptr + size), which must hold whole mappings only. */
+FC_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+	ENTER(cuMemUnmap);
+	if (size == 0 || ptr > UINTPTR_MAX - size)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_lock);
+	bool ok = false;
+	for (const struct fc_map *m = g_maps; m; m = m->next) {
+		bool in = m->va >= ptr && m->va + m->size <= ptr + size;
+		bool overlaps = m->va < ptr + size && ptr < m->va + m->size;
+		if (overlaps && !in) {
+			ok = false;
+			break;
+		}
+		ok |= in;
+	}
+	for (struct fc_map **mp = &g_maps; ok && *mp;) {
+		struct fc_map *m = *mp;
+		if (m->va >= ptr && m->va + m->size <= ptr + size) {
+			*mp = m->next;
+			m->h->maps--;
+			fc_handle_drop(m->h);
+			free(m);
+		} else {
+			mp = &m->next;
+		}
+	}
+	pthread_mutex_unlock(&g_lock);
+	return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* The range must be covered by mappings end to end; the fake grants nothing more than it
+ * checks (mapped memory is not host-accessible here). */
+FC_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+	ENTER(cuMemSetAccess);
+	if (!desc || count == 0 || size == 0 || ptr > UINTPTR_MAX - size)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = 0; i < count; i++) {
+		if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || (unsigned)desc[i].flags > CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+			return CUDA_ERROR_INVALID_VALUE;
+		if (desc[i].location.id < 0 || desc[i].location.id >= g_ndev)
+			return CUDA_ERROR_INVALID_DEVICE;
+	}
+	pthread_mutex_lock(&g_lock);
+	uintptr_t at = ptr;
+	for (bool found = true; at < ptr + size && found;) {
+		found = false;
+		for (const struct fc_map *m = g_maps; m && !found; m = m->next)
+			if (m->va == at) {
+				at += m->size;
+				found = true;
+			}
+	}
+	pthread_mutex_unlock(&g_lock);
+	return at == ptr + size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- memory pools ---- */
+FC_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
+{
+	ENTER(cuMemPoolCreate);
+	if (!pool || !props || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+	    props->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (props->location.id < 0 || props->location.id >= g_ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	struct CUmemPoolHandle_st *p = calloc(1, sizeof *p);
+	if (!p)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	p->magic = FC_POOL_MAGIC;
+	p->device = props->location.id;
+	pthread_mutex_lock(&g_lock);
+	p->next = g_pools;
+	g_pools = p;
+	pthread_mutex_unlock(&g_lock);
+	*pool = p;
+	return CUDA_SUCCESS;
+}
+
+/* As the driver: returns at once; what live allocations hold goes when they are freed. A
+ * device whose current pool this was goes back to its default pool. */
+FC_API CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+	ENTER(cuMemPoolDestroy);
+	pthread_mutex_lock(&g_lock);
+	CUresult e = fc_pool_ok(pool) && !pool->dflt ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	if (e == CUDA_SUCCESS) {
+		if (g_cur_pool[pool->device] == pool)
+			g_cur_pool[pool->device] = NULL;
+		pool->dead = true;
+		fc_pool_trim(pool, 0);
+		fc_pool_reap(pool);
+	}
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+FC_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+	ENTER(cuDeviceGetDefaultMemPool);
+	if (!pool)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dev < 0 || dev >= g_ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*pool = &g_dpool[dev];
+	return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+	ENTER(cuDeviceGetMemPool);
+	if (!pool)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dev < 0 || dev >= g_ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&g_lock);
+	*pool = g_cur_pool[dev] ? g_cur_pool[dev] : &g_dpool[dev];
+	pthread_mutex_unlock(&g_lock);
+	return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+	ENTER(cuDeviceSetMemPool);
+	if (dev < 0 || dev >= g_ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&g_lock);
+	CUresult e = !fc_pool_ok(pool) ? CUDA_ERROR_INVALID_VALUE
+		     : pool->device != dev ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+	if (e == CUDA_SUCCESS)
+		g_cur_pool[dev] = pool->dflt ? NULL : pool;
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+static CUresult fc_alloc_from_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream h, bool ptsz)
+{
+	if (!dptr || size == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_lock);
+	struct CUstream_st *s = fc_stream(h, ptsz);
+	CUresult e = !s ? (fc_ctx() ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT)
+		     : !fc_pool_ok(pool) ? CUDA_ERROR_INVALID_VALUE : fc_pool_alloc(pool, size, dptr);
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+FC_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream h)
+{
+	ENTER(cuMemAllocFromPoolAsync);
+	return fc_alloc_from_pool(dptr, size, pool, h, false);
+}
+
+FC_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream h)
+{
+	ENTER(cuMemAllocFromPoolAsync_ptsz);
+	return fc_alloc_from_pool(dptr, size, pool, h, true);
+}
+
+FC_API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+	ENTER(cuMemPoolGetAttribute);
+	if (!value)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_lock);
+	CUresult e = fc_pool_ok(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	cuuint64_t *v = value;
+	if (e != CUDA_SUCCESS) {
+		/* an unknown pool */
+	} else if (attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES && attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
+		*(int *)value = pool->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
+	else if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+		*v = pool->threshold;
+	else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)
+		*v = pool->reserved;
+	else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)
+		*v = pool->reserved_high;
+	else if (attr == CU_MEMPOOL_ATTR_USED_MEM_CURRENT)
+		*v = pool->used;
+	else if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
+		*v = pool->used_high;
+	else
+		e = CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+/* The high-water marks may only be set to 0, which resets them to the current value. */
+FC_API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+	ENTER(cuMemPoolSetAttribute);
+	if (!value)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_lock);
+	CUresult e = fc_pool_ok(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	cuuint64_t v = 0;
+	if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD || attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH ||
+	    attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
+		memcpy(&v, value, sizeof v); /* these three are cuuint64_t */
+	if (e != CUDA_SUCCESS) {
+		/* an unknown pool */
+	} else if (attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES && attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
+		pool->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES] = *(int *)value != 0;
+	else if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+		pool->threshold = v;
+	else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH && v == 0)
+		pool->reserved_high = pool->reserved;
+	else if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH && v == 0)
+		pool->used_high = pool->used;
+	else
+		e = CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+FC_API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
+{
+	ENTER(cuMemPoolTrimTo);
+	pthread_mutex_lock(&g_lock);
+	bool ok = fc_pool_ok(pool);
+	if (ok)
+		fc_pool_trim(pool, keep);
+	pthread_mutex_unlock(&g_lock);
+	return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* ---- cuGetProcAddress: the fake's own entry points, from a table, never dlsym ---- */

@@ -31,6 +31,8 @@
 #define FK_GRAPH_MAGIC 0x47525048u
 #define FK_EXEC_MAGIC 0x45584543u
 #define FK_IPC_MAGIC 0x46414b49u
+#define FK_POOL_MAGIC 0x504f4f4cu
+#define FK_CHUNK ((size_t)2 << 20) /* a memory pool reserves device memory in these */
 
 /* ---- entry point names, for counters and fault rules ---- */
 #define FK_FUNCS(X) \
@@ -53,7 +55,12 @@
 	X(cudaGraphExecDestroy) X(cudaIpcGetMemHandle) X(cudaIpcOpenMemHandle) \
 	X(cudaIpcCloseMemHandle) X(cudaPointerGetAttributes) X(cudaGetErrorString) \
 	X(cudaGetErrorName) X(cudaGetLastError) X(cudaPeekAtLastError) X(cudaRuntimeGetVersion) \
-	X(cudaDriverGetVersion) X(gpfake_launch_fill)
+	X(cudaDriverGetVersion) X(gpfake_launch_fill) \
+	X(cudaMallocManaged) X(cudaMallocPitch) X(cudaMalloc3D) X(cudaMemPoolCreate) \
+	X(cudaMemPoolDestroy) X(cudaDeviceGetDefaultMemPool) X(cudaDeviceGetMemPool) \
+	X(cudaDeviceSetMemPool) X(cudaMallocFromPoolAsync) X(cudaMallocFromPoolAsync_ptsz) \
+	X(cudaMemPoolGetAttribute) X(cudaMemPoolSetAttribute) X(cudaMemPoolTrimTo) \
+	X(cudaGetDeviceProperties) X(cudaGetDeviceProperties_v2) X(cudaDeviceGetAttribute)
 
 #define FK_ENUM(n) FN_##n,
 enum { FK_FUNCS(FK_ENUM) FN_COUNT };
@@ -127,6 +134,31 @@ struct alloc {
 	int busy;                         /* stream work touching it right now */
 	int ipc_open;
 	unsigned long long id;
+	struct CUmemPoolHandle_st *pool;  /* cudaMallocFromPoolAsync: base is a chunk of it */
+	size_t chunk;                     /* pool allocations: bytes of that chunk */
+};
+
+/* A chunk of device memory a pool holds reserved (counted against the capacity). */
+struct fk_chunk {
+	struct fk_chunk *next;
+	char *mem;
+	size_t bytes;
+};
+
+/* A memory pool, modelled on CUDA's: it reserves device memory in chunks (one per
+ * allocation, FK_CHUNK granularity), keeps freed chunks for reuse, gives back what exceeds
+ * the release threshold at the next synchronize of its device, and down to the size asked
+ * on cudaMemPoolTrimTo. reserved counts against the device's capacity; used is what live
+ * allocations hold. */
+struct CUmemPoolHandle_st {
+	unsigned magic;
+	int device;
+	bool dflt, dead;                  /* dead: destroyed, freed once its last allocation is */
+	unsigned long long threshold;
+	size_t reserved, reserved_high, used, used_high;
+	int reuse[3];                     /* cudaMemPoolReuse*: kept, not acted on */
+	struct fk_chunk *free;            /* reserved chunks no allocation holds */
+	struct CUmemPoolHandle_st *next;
 };
 
 struct fk_rule {
@@ -161,6 +193,9 @@ static unsigned g_reset_delay_us;         /* FAKECUDA_RESET_DELAY_US */
 static unsigned long long g_seq;
 static unsigned long long g_next_id = 1;
 static struct alloc **g_allocs;           /* sorted by base */
+static struct CUmemPoolHandle_st g_dpool[FK_MAXDEV];    /* default pools */
+static struct CUmemPoolHandle_st *g_cur_pool[FK_MAXDEV]; /* cudaDeviceSetMemPool's; NULL: default */
+static struct CUmemPoolHandle_st *g_pools;              /* pools the program made (dead ones too) */
 static size_t g_nallocs, g_allocs_cap;
 static unsigned long g_faults;
 static pthread_t g_workers[FK_NWORKERS];
@@ -283,6 +318,8 @@ static cudaError_t fk_default_fail(int fn)
 {
 	switch (fn) {
 	case FN_cudaMalloc: case FN_cudaMallocAsync: case FN_cudaMallocAsync_ptsz:
+	case FN_cudaMallocManaged: case FN_cudaMallocPitch: case FN_cudaMalloc3D:
+	case FN_cudaMallocFromPoolAsync: case FN_cudaMallocFromPoolAsync_ptsz:
 		return cudaErrorMemoryAllocation;
 	default:
 		return cudaErrorUnknown;
@@ -378,8 +415,10 @@ static void fk_init(void)
 			fprintf(stderr, "fakecuda: FAKECUDA_CAPACITY='%s' is not a size, using 1G\n", e);
 	}
 	pthread_mutex_lock(&g_lock);
-	for (int d = 0; d < FK_MAXDEV; d++)
+	for (int d = 0; d < FK_MAXDEV; d++) {
 		g_capacity[d] = cap;
+		g_dpool[d] = (struct CUmemPoolHandle_st){ .magic = FK_POOL_MAGIC, .device = d, .dflt = true };
+	}
 	for (int d = 0; d < g_ndev; d++)
 		g_legacy[d] = fk_stream_new(d, 0, true);
 	pthread_mutex_unlock(&g_lock);
@@ -534,39 +573,164 @@ static size_t fk_free_bytes(int device)
 	return g_used[device] < g_capacity[device] ? g_capacity[device] - g_used[device] : 0;
 }
 
+/* Device memory of `device` taken and given back: every path (cudaMalloc, managed, pitched,
+ * pool chunks) draws from the one capacity. g_lock held. */
+static bool fk_charge(int device, size_t bytes)
+{
+	if (bytes > fk_free_bytes(device))
+		return false;
+	g_used[device] += bytes;
+	return true;
+}
+
+static void fk_uncharge(int device, size_t bytes)
+{
+	g_used[device] -= bytes;
+}
+
+/* Records a new allocation of `bytes` at mem (g_lock held); false when out of host memory. */
+static bool fk_alloc_insert(int device, char *mem, size_t bytes, struct CUmemPoolHandle_st *pool,
+                            size_t chunk)
+{
+	if (g_nallocs == g_allocs_cap) {
+		size_t nc = g_allocs_cap ? g_allocs_cap * 2 : 64;
+		struct alloc **na = realloc(g_allocs, nc * sizeof *na);
+		if (!na)
+			return false;
+		g_allocs = na;
+		g_allocs_cap = nc;
+	}
+	struct alloc *a = calloc(1, sizeof *a);
+	if (!a)
+		return false;
+	a->base = mem;
+	a->bytes = bytes;
+	a->device = device;
+	a->id = g_next_id++;
+	a->pool = pool;
+	a->chunk = chunk;
+	size_t i = fk_alloc_slot(mem);
+	memmove(&g_allocs[i + 1], &g_allocs[i], (g_nallocs - i) * sizeof *g_allocs);
+	g_allocs[i] = a;
+	g_nallocs++;
+	return true;
+}
+
 static cudaError_t fk_alloc_new(int device, size_t size, void **out)
 {
 	if (size > SIZE_MAX - FK_ALIGN)
 		return cudaErrorMemoryAllocation;
 	size_t bytes = (size + FK_ALIGN - 1) & ~(size_t)(FK_ALIGN - 1);
-	if (bytes > fk_free_bytes(device))
+	if (!fk_charge(device, bytes))
 		return cudaErrorMemoryAllocation;
-	if (g_nallocs == g_allocs_cap) {
-		size_t nc = g_allocs_cap ? g_allocs_cap * 2 : 64;
-		struct alloc **na = realloc(g_allocs, nc * sizeof *na);
-		if (!na)
-			return cudaErrorMemoryAllocation;
-		g_allocs = na;
-		g_allocs_cap = nc;
-	}
-	struct alloc *a = calloc(1, sizeof *a);
-	char *mem = a ? fk_mem_get(device, bytes) : NULL;
-	if (!mem) {
-		free(a);
-		return cudaErrorMemoryAllocation;
-	}
 	/* like cudaMalloc, the contents are unspecified: not touching them keeps large
 	 * allocations (fresh mmap'd pages) free of page faults until used */
-	a->base = mem;
-	a->bytes = bytes;
-	a->device = device;
-	a->id = g_next_id++;
-	size_t i = fk_alloc_slot(mem);
-	memmove(&g_allocs[i + 1], &g_allocs[i], (g_nallocs - i) * sizeof *g_allocs);
-	g_allocs[i] = a;
-	g_nallocs++;
-	g_used[device] += bytes;
+	char *mem = fk_mem_get(device, bytes);
+	if (!mem || !fk_alloc_insert(device, mem, bytes, NULL, 0)) {
+		if (mem)
+			fk_mem_put(device, mem);
+		fk_uncharge(device, bytes);
+		return cudaErrorMemoryAllocation;
+	}
 	*out = mem;
+	return cudaSuccess;
+}
+
+/* ---- memory pools (g_lock held) ---- */
+static bool fk_pool_ok(const struct CUmemPoolHandle_st *p)
+{
+	for (int d = 0; d < g_ndev; d++)
+		if (p == &g_dpool[d])
+			return true;
+	for (const struct CUmemPoolHandle_st *q = g_pools; q; q = q->next)
+		if (q == p && !q->dead)
+			return true;
+	return false;
+}
+
+/* Gives reserved chunks nobody holds back to the device until at most `keep` bytes stay. */
+static void fk_pool_trim(struct CUmemPoolHandle_st *p, size_t keep)
+{
+	while (p->free && p->reserved > keep) {
+		struct fk_chunk *c = p->free;
+		p->free = c->next;
+		p->reserved -= c->bytes;
+		fk_uncharge(p->device, c->bytes);
+		fk_mem_put(p->device, c->mem);
+		free(c);
+	}
+}
+
+/* A destroyed pool goes once its last allocation is freed. */
+static void fk_pool_reap(struct CUmemPoolHandle_st *p)
+{
+	if (!p->dead || p->used)
+		return;
+	fk_pool_trim(p, 0);
+	for (struct CUmemPoolHandle_st **pp = &g_pools; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			p->magic = 0;
+			free(p);
+			return;
+		}
+}
+
+/* The release threshold, applied when the device synchronizes. */
+static void fk_pools_settle(int device)
+{
+	struct CUmemPoolHandle_st *p = &g_dpool[device];
+	if (p->threshold < p->reserved)
+		fk_pool_trim(p, (size_t)p->threshold);
+	for (p = g_pools; p; p = p->next)
+		if (p->device == device && p->threshold < p->reserved)
+			fk_pool_trim(p, (size_t)p->threshold);
+}
+
+/* A freed chunk of the pool that fits (the smallest), or a new one; when the device is full,
+ * the pool first gives back what it keeps unused, as CUDA does before failing. */
+static cudaError_t fk_pool_alloc(struct CUmemPoolHandle_st *p, size_t size, void **out)
+{
+	if (size > SIZE_MAX - FK_CHUNK)
+		return cudaErrorMemoryAllocation;
+	size_t bytes = (size + FK_ALIGN - 1) & ~(size_t)(FK_ALIGN - 1);
+	size_t want = (size + FK_CHUNK - 1) & ~(FK_CHUNK - 1);
+	struct fk_chunk **best = NULL;
+	for (struct fk_chunk **cc = &p->free; *cc; cc = &(*cc)->next)
+		if ((*cc)->bytes >= want && (!best || (*cc)->bytes < (*best)->bytes))
+			best = cc;
+	struct fk_chunk *c;
+	if (best) {
+		c = *best;
+		*best = c->next;
+	} else {
+		if (!fk_charge(p->device, want)) {
+			fk_pool_trim(p, 0);
+			if (!fk_charge(p->device, want))
+				return cudaErrorMemoryAllocation;
+		}
+		c = malloc(sizeof *c);
+		char *m = c ? fk_mem_get(p->device, want) : NULL;
+		if (!m) {
+			free(c);
+			fk_uncharge(p->device, want);
+			return cudaErrorMemoryAllocation;
+		}
+		*c = (struct fk_chunk){ NULL, m, want };
+		p->reserved += want;
+		if (p->reserved > p->reserved_high)
+			p->reserved_high = p->reserved;
+	}
+	if (!fk_alloc_insert(p->device, c->mem, bytes, p, c->bytes)) {
+		c->next = p->free;
+		p->free = c;
+		return cudaErrorMemoryAllocation;
+	}
+	*out = c->mem;
+	free(c); /* the allocation record now stands for the chunk */
+	p->used += bytes;
+	if (p->used > p->used_high)
+		p->used_high = p->used;
 	return cudaSuccess;
 }
 
@@ -575,9 +739,24 @@ static void fk_alloc_release(struct alloc *a)
 	size_t i = fk_alloc_slot(a->base) - 1;
 	memmove(&g_allocs[i], &g_allocs[i + 1], (g_nallocs - i - 1) * sizeof *g_allocs);
 	g_nallocs--;
-	g_used[a->device] -= a->bytes;
-	fk_mem_put(a->device, a->base);
+	struct CUmemPoolHandle_st *p = a->pool;
+	struct fk_chunk *c = p ? malloc(sizeof *c) : NULL;
+	if (p && c) { /* back to its pool, still reserved */
+		*c = (struct fk_chunk){ p->free, a->base, a->chunk };
+		p->free = c;
+		p->used -= a->bytes;
+	} else if (p) { /* no memory for the record: the chunk goes back to the device */
+		p->used -= a->bytes;
+		p->reserved -= a->chunk;
+		fk_uncharge(p->device, a->chunk);
+		fk_mem_put(p->device, a->base);
+	} else {
+		fk_uncharge(a->device, a->bytes);
+		fk_mem_put(a->device, a->base);
+	}
 	free(a);
+	if (p)
+		fk_pool_reap(p);
 }
 
 /* ---- streams, events, ops (g_lock held) ---- */
@@ -1013,6 +1192,14 @@ __attribute__((destructor)) static void fk_fini(void)
 		g_legacy[d] = NULL;
 	while (g_nallocs)
 		fk_alloc_release(g_allocs[g_nallocs - 1]);
+	for (int d = 0; d < FK_MAXDEV; d++)
+		fk_pool_trim(&g_dpool[d], 0);
+	while (g_pools) {
+		struct CUmemPoolHandle_st *p = g_pools;
+		g_pools = p->next;
+		fk_pool_trim(p, 0);
+		free(p);
+	}
 	free(g_allocs);
 	g_allocs = NULL;
 	g_allocs_cap = 0;
@@ -1128,6 +1315,242 @@ FK_API cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
 {
 	ENTER(cudaFreeAsync_ptsz);
 	return fk_free_async(devPtr, hStream, true);
+}
+
+/* ---- managed, pitched and 3D memory: plain allocations of their own sizes ---- */
+FK_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+{
+	ENTER(cudaMallocManaged);
+	if (!devPtr || size == 0 || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost))
+		return fk_ret(cudaErrorInvalidValue);
+	if (t_device >= g_ndev)
+		return fk_ret(cudaErrorNoDevice);
+	pthread_mutex_lock(&g_lock);
+	cudaError_t e = fk_alloc_new(t_device, size, devPtr);
+	pthread_mutex_unlock(&g_lock);
+	return fk_ret(e);
+}
+
+/* Rows of `width` bytes rounded up to FK_ALIGN (the pitch), `height` of them; an empty
+ * extent gives NULL, as cudaMalloc(0) does. */
+static cudaError_t fk_malloc_pitched(void **devPtr, size_t *pitch, size_t width, size_t rows)
+{
+	if (!devPtr || !pitch || width > SIZE_MAX - FK_ALIGN)
+		return cudaErrorInvalidValue;
+	if (t_device >= g_ndev)
+		return cudaErrorNoDevice;
+	size_t pt = (width + FK_ALIGN - 1) & ~(size_t)(FK_ALIGN - 1);
+	*pitch = pt;
+	if (pt == 0 || rows == 0) {
+		*devPtr = NULL;
+		return cudaSuccess;
+	}
+	if (rows > SIZE_MAX / pt)
+		return cudaErrorMemoryAllocation;
+	pthread_mutex_lock(&g_lock);
+	cudaError_t e = fk_alloc_new(t_device, pt * rows, devPtr);
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+FK_API cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
+{
+	ENTER(cudaMallocPitch);
+	return fk_ret(fk_malloc_pitched(devPtr, pitch, width, height));
+}
+
+FK_API cudaError_t cudaMalloc3D(struct cudaPitchedPtr *p, struct cudaExtent extent)
+{
+	ENTER(cudaMalloc3D);
+	if (!p)
+		return fk_ret(cudaErrorInvalidValue);
+	if (extent.depth && extent.height > SIZE_MAX / extent.depth)
+		return fk_ret(cudaErrorMemoryAllocation);
+	void *ptr = NULL;
+	size_t pitch = 0;
+	cudaError_t e = fk_malloc_pitched(&ptr, &pitch, extent.width, extent.height * extent.depth);
+	if (e == cudaSuccess)
+		*p = (struct cudaPitchedPtr){ .ptr = ptr, .pitch = pitch, .xsize = extent.width, .ysize = extent.height };
+	return fk_ret(e);
+}
+
+/* ---- memory pools ---- */
+FK_API cudaError_t cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMemPoolProps *props)
+{
+	ENTER(cudaMemPoolCreate);
+	if (!memPool || !props || props->allocType != cudaMemAllocationTypePinned ||
+	    props->location.type != cudaMemLocationTypeDevice)
+		return fk_ret(cudaErrorInvalidValue);
+	if (props->location.id < 0 || props->location.id >= g_ndev)
+		return fk_ret(cudaErrorInvalidDevice);
+	struct CUmemPoolHandle_st *p = calloc(1, sizeof *p);
+	if (!p)
+		return fk_ret(cudaErrorMemoryAllocation);
+	p->magic = FK_POOL_MAGIC;
+	p->device = props->location.id;
+	pthread_mutex_lock(&g_lock);
+	p->next = g_pools;
+	g_pools = p;
+	pthread_mutex_unlock(&g_lock);
+	*memPool = p;
+	return cudaSuccess;
+}
+
+/* Returns at once; what live allocations hold goes when they are freed. A device whose
+ * current pool this was goes back to its default pool. */
+FK_API cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool)
+{
+	ENTER(cudaMemPoolDestroy);
+	pthread_mutex_lock(&g_lock);
+	cudaError_t e = fk_pool_ok(memPool) && !memPool->dflt ? cudaSuccess : cudaErrorInvalidValue;
+	if (e == cudaSuccess) {
+		if (g_cur_pool[memPool->device] == memPool)
+			g_cur_pool[memPool->device] = NULL;
+		memPool->dead = true;
+		fk_pool_trim(memPool, 0);
+		fk_pool_reap(memPool);
+	}
+	pthread_mutex_unlock(&g_lock);
+	return fk_ret(e);
+}
+
+FK_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
+{
+	ENTER(cudaDeviceGetDefaultMemPool);
+	if (!memPool)
+		return fk_ret(cudaErrorInvalidValue);
+	if (device < 0 || device >= g_ndev)
+		return fk_ret(cudaErrorInvalidDevice);
+	*memPool = &g_dpool[device];
+	return cudaSuccess;
+}
+
+FK_API cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
+{
+	ENTER(cudaDeviceGetMemPool);
+	if (!memPool)
+		return fk_ret(cudaErrorInvalidValue);
+	if (device < 0 || device >= g_ndev)
+		return fk_ret(cudaErrorInvalidDevice);
+	pthread_mutex_lock(&g_lock);
+	*memPool = g_cur_pool[device] ? g_cur_pool[device] : &g_dpool[device];
+	pthread_mutex_unlock(&g_lock);
+	return cudaSuccess;
+}
+
+FK_API cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
+{
+	ENTER(cudaDeviceSetMemPool);
+	if (device < 0 || device >= g_ndev)
+		return fk_ret(cudaErrorInvalidDevice);
+	pthread_mutex_lock(&g_lock);
+	cudaError_t e = !fk_pool_ok(memPool)          ? cudaErrorInvalidValue
+	                : memPool->device != device ? cudaErrorInvalidDevice
+	                                            : cudaSuccess;
+	if (e == cudaSuccess)
+		g_cur_pool[device] = memPool->dflt ? NULL : memPool;
+	pthread_mutex_unlock(&g_lock);
+	return fk_ret(e);
+}
+
+static cudaError_t fk_malloc_from_pool(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t h,
+                                       bool ptsz)
+{
+	if (!ptr || size == 0)
+		return fk_ret(cudaErrorInvalidValue);
+	pthread_mutex_lock(&g_lock);
+	cudaError_t e = !fk_stream(h, ptsz) ? cudaErrorInvalidResourceHandle
+	                : !fk_pool_ok(pool) ? cudaErrorInvalidValue
+	                                    : fk_pool_alloc(pool, size, ptr);
+	pthread_mutex_unlock(&g_lock);
+	return fk_ret(e);
+}
+
+FK_API cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool,
+                                           cudaStream_t stream)
+{
+	ENTER(cudaMallocFromPoolAsync);
+	return fk_malloc_from_pool(ptr, size, memPool, stream, false);
+}
+
+FK_API cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
+                                                cudaStream_t stream)
+{
+	ENTER(cudaMallocFromPoolAsync_ptsz);
+	return fk_malloc_from_pool(ptr, size, memPool, stream, true);
+}
+
+FK_API cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,
+                                           void *value)
+{
+	ENTER(cudaMemPoolGetAttribute);
+	if (!value)
+		return fk_ret(cudaErrorInvalidValue);
+	pthread_mutex_lock(&g_lock);
+	cudaError_t e = fk_pool_ok(memPool) ? cudaSuccess : cudaErrorInvalidValue;
+	unsigned long long *v = value;
+	if (e != cudaSuccess) {
+		/* an unknown pool */
+	} else if (attr >= cudaMemPoolReuseFollowEventDependencies &&
+	           attr <= cudaMemPoolReuseAllowInternalDependencies) {
+		*(int *)value = memPool->reuse[attr - cudaMemPoolReuseFollowEventDependencies];
+	} else if (attr == cudaMemPoolAttrReleaseThreshold) {
+		*v = memPool->threshold;
+	} else if (attr == cudaMemPoolAttrReservedMemCurrent) {
+		*v = memPool->reserved;
+	} else if (attr == cudaMemPoolAttrReservedMemHigh) {
+		*v = memPool->reserved_high;
+	} else if (attr == cudaMemPoolAttrUsedMemCurrent) {
+		*v = memPool->used;
+	} else if (attr == cudaMemPoolAttrUsedMemHigh) {
+		*v = memPool->used_high;
+	} else {
+		e = cudaErrorInvalidValue;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return fk_ret(e);
+}
+
+/* The high-water marks may only be set to 0, which resets them to the current value. */
+FK_API cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,
+                                           void *value)
+{
+	ENTER(cudaMemPoolSetAttribute);
+	if (!value)
+		return fk_ret(cudaErrorInvalidValue);
+	unsigned long long v = 0;
+	if (attr == cudaMemPoolAttrReleaseThreshold || attr == cudaMemPoolAttrReservedMemHigh ||
+	    attr == cudaMemPoolAttrUsedMemHigh)
+		memcpy(&v, value, sizeof v); /* these three are cuuint64_t */
+	pthread_mutex_lock(&g_lock);
+	cudaError_t e = fk_pool_ok(memPool) ? cudaSuccess : cudaErrorInvalidValue;
+	if (e != cudaSuccess) {
+		/* an unknown pool */
+	} else if (attr >= cudaMemPoolReuseFollowEventDependencies &&
+	           attr <= cudaMemPoolReuseAllowInternalDependencies) {
+		memPool->reuse[attr - cudaMemPoolReuseFollowEventDependencies] = *(int *)value != 0;
+	} else if (attr == cudaMemPoolAttrReleaseThreshold) {
+		memPool->threshold = v;
+	} else if (attr == cudaMemPoolAttrReservedMemHigh && v == 0) {
+		memPool->reserved_high = memPool->reserved;
+	} else if (attr == cudaMemPoolAttrUsedMemHigh && v == 0) {
+		memPool->used_high = memPool->used;
+	} else {
+		e = cudaErrorInvalidValue;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return fk_ret(e);
+}
+
+FK_API cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
+{
+	ENTER(cudaMemPoolTrimTo);
+	pthread_mutex_lock(&g_lock);
+	bool ok = fk_pool_ok(memPool);
+	if (ok)
+		fk_pool_trim(memPool, minBytesToKeep);
+	pthread_mutex_unlock(&g_lock);
+	return ok ? cudaSuccess : fk_ret(cudaErrorInvalidValue);
 }
 
 /* Is `p` (n bytes) acceptable as the device side of a copy? Sets *dev when it is device memory. */
@@ -1306,6 +1729,55 @@ FK_API cudaError_t cudaGetDeviceCount(int *count)
 	return cudaSuccess;
 }
 
+/* The same UUID for a physical device in every process: "fakegpu" and the index + 1, as
+ * the fake driver's cuDeviceGetUuid. */
+static void fk_uuid(int device, char out[16])
+{
+	memset(out, 0, 16);
+	memcpy(out, "fakegpu", 7);
+	out[15] = (char)(device + 1);
+}
+
+/* Name, UUID and total memory; every other property is zero. */
+static cudaError_t fk_device_properties(struct cudaDeviceProp *prop, int device)
+{
+	if (!prop)
+		return fk_ret(cudaErrorInvalidValue);
+	if (device < 0 || device >= g_ndev)
+		return fk_ret(cudaErrorInvalidDevice);
+	memset(prop, 0, sizeof *prop);
+	snprintf(prop->name, sizeof prop->name, "fake GPU");
+	fk_uuid(device, prop->uuid.bytes);
+	pthread_mutex_lock(&g_lock);
+	prop->totalGlobalMem = g_capacity[device];
+	pthread_mutex_unlock(&g_lock);
+	return cudaSuccess;
+}
+
+FK_API cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
+{
+	ENTER(cudaGetDeviceProperties);
+	return fk_device_properties(prop, device);
+}
+
+FK_API cudaError_t cudaGetDeviceProperties_v2(struct cudaDeviceProp *prop, int device)
+{
+	ENTER(cudaGetDeviceProperties_v2);
+	return fk_device_properties(prop, device);
+}
+
+/* What the fake has (memory pools, managed memory) answers 1; every other attribute 0. */
+FK_API cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
+{
+	ENTER(cudaDeviceGetAttribute);
+	if (!value)
+		return fk_ret(cudaErrorInvalidValue);
+	if (device < 0 || device >= g_ndev)
+		return fk_ret(cudaErrorInvalidDevice);
+	*value = attr == cudaDevAttrMemoryPoolsSupported || attr == cudaDevAttrManagedMemory;
+	return cudaSuccess;
+}
+
 FK_API cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
 {
 	ENTER(cudaMemGetInfo);
@@ -1327,10 +1799,12 @@ FK_API cudaError_t cudaDeviceSynchronize(void)
 		return fk_ret(cudaErrorNoDevice);
 	pthread_mutex_lock(&g_lock);
 	cudaError_t e = cudaSuccess;
-	if (fk_capture_prohibits())
+	if (fk_capture_prohibits()) {
 		e = cudaErrorStreamCaptureUnsupported;
-	else
+	} else {
 		fk_wait_device(t_device);
+		fk_pools_settle(t_device);
+	}
 	pthread_mutex_unlock(&g_lock);
 	return fk_ret(e);
 }
@@ -1354,6 +1828,14 @@ FK_API cudaError_t cudaDeviceReset(void)
 	for (size_t i = g_nallocs; i-- > 0;)
 		if (g_allocs[i]->device == t_device && !g_allocs[i]->busy)
 			fk_alloc_release(g_allocs[i]);
+	fk_pool_trim(&g_dpool[t_device], 0);
+	for (struct CUmemPoolHandle_st *p = g_pools, *next; p; p = next) {
+		next = p->next; /* a dead pool may go here */
+		if (p->device == t_device) {
+			fk_pool_trim(p, 0);
+			fk_pool_reap(p);
+		}
+	}
 	for (struct CUevent_st *ev = g_events, *next; ev; ev = next) {
 		next = ev->lnext;
 		if (ev->device == t_device)
@@ -1439,6 +1921,8 @@ static cudaError_t fk_stream_sync(cudaStream_t h, bool ptsz)
 	} else {
 		fk_wait_stream(s, g_seq);
 	}
+	if (e == cudaSuccess)
+		fk_pools_settle(s->device);
 	pthread_mutex_unlock(&g_lock);
 	return fk_ret(e);
 }

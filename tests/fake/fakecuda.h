@@ -58,6 +58,10 @@ cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph);
 cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream,
                                        enum cudaStreamCaptureStatus *pCaptureStatus);
 cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream);
+cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
+                                         cudaStream_t stream);
+/* CUDA 12's name of cudaGetDeviceProperties, still exported for programs built against it. */
+cudaError_t cudaGetDeviceProperties_v2(struct cudaDeviceProp *prop, int device);
 
 #ifdef __cplusplus
 }

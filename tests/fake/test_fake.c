@@ -453,6 +453,211 @@ static void test_threads(void **state)
 	assert_int_equal(gpfake_used(0), 0);
 }
 
+/* Managed, pitched and 3D allocations draw from the device's capacity like cudaMalloc, are
+ * ordinary device memory to copies and are freed with cudaFree. */
+static void test_managed_pitched(void **state)
+{
+	(void)state;
+	void *m = NULL, *p = NULL, *big = NULL;
+	size_t pitch = 0, fr, tot;
+	struct cudaPitchedPtr pp, empty;
+	gpfake_reset_counters();
+	gpfake_set_capacity(0, (size_t)64 << 10);
+	assert_int_equal(cudaMallocManaged(&m, 1000, 4), cudaErrorInvalidValue);
+	assert_int_equal(cudaMallocManaged(&m, 0, cudaMemAttachGlobal), cudaErrorInvalidValue);
+	assert_int_equal(cudaMallocManaged(NULL, 10, cudaMemAttachGlobal), cudaErrorInvalidValue);
+	assert_int_equal(cudaGetLastError(), cudaErrorInvalidValue);
+	assert_int_equal(cudaMallocManaged(&m, 1000, cudaMemAttachHost), cudaSuccess);
+	assert_int_equal(gpfake_used(0), 1024);
+	assert_int_equal(cudaMallocPitch(&p, &pitch, 1000, 3), cudaSuccess);
+	assert_int_equal(pitch, 1024);
+	assert_int_equal(gpfake_used(0), 1024 + 3 * 1024);
+	assert_int_equal(cudaMalloc3D(&pp, (struct cudaExtent){ 100, 2, 3 }), cudaSuccess);
+	assert_non_null(pp.ptr);
+	assert_int_equal(pp.pitch, 512);
+	assert_int_equal(pp.xsize, 100);
+	assert_int_equal(pp.ysize, 2);
+	assert_int_equal(gpfake_used(0), 4 * 1024 + 6 * 512);
+	assert_int_equal(gpfake_allocations(0), 3);
+	assert_int_equal(cudaMemGetInfo(&fr, &tot), cudaSuccess);
+	assert_int_equal(fr, tot - gpfake_used(0));
+	/* ordinary device memory for copies: the whole pitched extent */
+	unsigned char host[3 * 1024];
+	assert_int_equal(cudaMemset(p, 0x5a, 3 * pitch), cudaSuccess);
+	assert_int_equal(cudaMemcpy(host, p, sizeof host, cudaMemcpyDeviceToHost), cudaSuccess);
+	assert_true(all_bytes(host, sizeof host, 0x5a));
+	assert_int_equal(cudaMemset(pp.ptr, 1, 6 * 512 + 1), cudaErrorInvalidValue);
+	/* out of memory, as cudaMalloc, and nothing taken */
+	assert_int_equal(cudaMallocManaged(&big, (size_t)64 << 10, cudaMemAttachGlobal), cudaErrorMemoryAllocation);
+	assert_int_equal(cudaMallocPitch(&big, &pitch, (size_t)32 << 10, 2), cudaErrorMemoryAllocation);
+	assert_int_equal(cudaGetLastError(), cudaErrorMemoryAllocation);
+	assert_int_equal(gpfake_used(0), 4 * 1024 + 6 * 512);
+	/* an empty extent allocates nothing */
+	assert_int_equal(cudaMalloc3D(&empty, (struct cudaExtent){ 0, 2, 3 }), cudaSuccess);
+	assert_null(empty.ptr);
+	assert_int_equal(cudaFree(m), cudaSuccess);
+	assert_int_equal(cudaFree(p), cudaSuccess);
+	assert_int_equal(cudaFree(pp.ptr), cudaSuccess);
+	assert_int_equal(gpfake_used(0), 0);
+	assert_int_equal(gpfake_calls("cudaMallocManaged"), 5);
+	assert_int_equal(gpfake_calls("cudaMallocPitch"), 2);
+	assert_int_equal(gpfake_calls("cudaMalloc3D"), 2);
+	assert_int_equal(gpfake_fail_nth("cudaMallocManaged", 1, cudaSuccess), 0);
+	assert_int_equal(cudaMallocManaged(&m, 10, cudaMemAttachGlobal), cudaErrorMemoryAllocation);
+	assert_int_equal(gpfake_used(0), 0);
+	(void)cudaGetLastError();
+}
+
+static unsigned long long pool_attr(cudaMemPool_t pool, enum cudaMemPoolAttr attr)
+{
+	unsigned long long v = ~0ull;
+	assert_int_equal(cudaMemPoolGetAttribute(pool, attr, &v), cudaSuccess);
+	return v;
+}
+
+/* Pools the program makes: chunks reserved from the device's capacity, kept after a free up
+ * to the release threshold at the next synchronize, trimmed on request. */
+static void test_pools(void **state)
+{
+	(void)state;
+	const size_t MiB = (size_t)1 << 20;
+	cudaMemPool_t def = NULL, cur = NULL, pool = NULL, other = NULL;
+	struct cudaMemPoolProps props;
+	cudaStream_t s;
+	void *p = NULL, *q = NULL;
+	gpfake_reset_counters();
+	gpfake_set_capacity(0, 8 * MiB);
+	assert_int_equal(cudaDeviceGetDefaultMemPool(&def, 0), cudaSuccess);
+	assert_int_equal(cudaDeviceGetMemPool(&cur, 0), cudaSuccess);
+	assert_ptr_equal(def, cur);
+	assert_int_equal(cudaDeviceGetDefaultMemPool(&def, 7), cudaErrorInvalidDevice);
+	assert_int_equal(cudaMemPoolDestroy(def), cudaErrorInvalidValue); /* the default pool stays */
+	memset(&props, 0, sizeof props);
+	props.allocType = cudaMemAllocationTypePinned;
+	props.location.type = cudaMemLocationTypeHost;
+	assert_int_equal(cudaMemPoolCreate(&pool, &props), cudaErrorInvalidValue);
+	props.location.type = cudaMemLocationTypeDevice;
+	props.location.id = 9;
+	assert_int_equal(cudaMemPoolCreate(&pool, &props), cudaErrorInvalidDevice);
+	props.location.id = 1;
+	assert_int_equal(cudaMemPoolCreate(&other, &props), cudaSuccess);
+	props.location.id = 0;
+	assert_int_equal(cudaMemPoolCreate(&pool, &props), cudaSuccess);
+	assert_int_equal(cudaDeviceSetMemPool(0, other), cudaErrorInvalidDevice);
+	assert_int_equal(cudaDeviceSetMemPool(0, pool), cudaSuccess);
+	assert_int_equal(cudaDeviceGetMemPool(&cur, 0), cudaSuccess);
+	assert_ptr_equal(cur, pool);
+	(void)cudaGetLastError();
+
+	/* one chunk per allocation; a free is stream-ordered, the release comes at a synchronize */
+	assert_int_equal(cudaStreamCreate(&s), cudaSuccess);
+	assert_int_equal(cudaMallocFromPoolAsync(&p, 1000, pool, s), cudaSuccess);
+	assert_int_equal(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 2 * MiB);
+	assert_int_equal(pool_attr(pool, cudaMemPoolAttrUsedMemCurrent), 1024);
+	assert_int_equal(gpfake_used(0), 2 * MiB);
+	assert_int_equal(cudaMemsetAsync(p, 7, 1000, s), cudaSuccess);
+	assert_int_equal(cudaFreeAsync(p, s), cudaSuccess);
+	assert_int_equal(cudaStreamSynchronize(s), cudaSuccess); /* threshold 0: all goes */
+	assert_int_equal(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 0);
+	assert_int_equal(pool_attr(pool, cudaMemPoolAttrUsedMemCurrent), 0);
+	assert_int_equal(gpfake_used(0), 0);
+
+	/* with a threshold, freed chunks stay reserved (and counted) for reuse */
+	unsigned long long th = 4 * MiB;
+	assert_int_equal(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &th), cudaSuccess);
+	assert_int_equal(pool_attr(pool, cudaMemPoolAttrReleaseThreshold), 4 * MiB);
+	assert_int_equal(cudaMallocFromPoolAsync(&p, 3 * MiB, pool, s), cudaSuccess);
+	assert_int_equal(cudaFreeAsync(p, s), cudaSuccess);
+	assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
+	assert_int_equal(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 4 * MiB);
+	assert_int_equal(pool_attr(pool, cudaMemPoolAttrUsedMemCurrent), 0);
+	assert_int_equal(gpfake_used(0), 4 * MiB);
+	assert_int_equal(cudaMalloc(&q, 5 * MiB), cudaErrorMemoryAllocation); /* the pool holds it */
+	assert_int_equal(cudaMallocFromPoolAsync(&p, MiB, pool, s), cudaSuccess); /* reused */
+	assert_int_equal(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 4 * MiB);
+	assert_int_equal(pool_attr(pool, cudaMemPoolAttrUsedMemHigh), 3 * MiB);
+	assert_int_equal(cudaFreeAsync(p, s), cudaSuccess);
+	assert_int_equal(cudaStreamSynchronize(s), cudaSuccess);
+	assert_int_equal(cudaMemPoolTrimTo(pool, 0), cudaSuccess);
+	assert_int_equal(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 0);
+	assert_int_equal(gpfake_used(0), 0);
+	assert_int_equal(cudaMalloc(&q, 5 * MiB), cudaSuccess);
+	assert_int_equal(pool_attr(pool, cudaMemPoolAttrReservedMemHigh), 4 * MiB);
+	unsigned long long zero = 0, one = 1;
+	assert_int_equal(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &one), cudaErrorInvalidValue);
+	assert_int_equal(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero), cudaSuccess);
+	assert_int_equal(pool_attr(pool, cudaMemPoolAttrReservedMemHigh), 0);
+	assert_int_equal(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &zero), cudaErrorInvalidValue);
+
+	/* out of memory: a chunk must fit what is left; a full pool gives back its unused chunks
+	 * before failing */
+	assert_int_equal(cudaMallocFromPoolAsync(&p, 2 * MiB + 1, pool, s), cudaErrorMemoryAllocation);
+	assert_int_equal(cudaGetLastError(), cudaErrorMemoryAllocation);
+	assert_int_equal(cudaMallocFromPoolAsync(&p, 2 * MiB, pool, s), cudaSuccess);
+	assert_int_equal(cudaFreeAsync(p, s), cudaSuccess);
+	assert_int_equal(cudaStreamSynchronize(s), cudaSuccess);
+	assert_int_equal(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 2 * MiB); /* kept */
+	assert_int_equal(cudaFree(q), cudaSuccess);
+	assert_int_equal(cudaMallocFromPoolAsync(&q, 7 * MiB, pool, s), cudaSuccess); /* 8 MiB chunk */
+	assert_int_equal(pool_attr(pool, cudaMemPoolAttrReservedMemCurrent), 8 * MiB);
+	assert_int_equal(gpfake_used(0), 8 * MiB);
+	(void)cudaGetLastError();
+
+	/* bad arguments */
+	assert_int_equal(cudaMallocFromPoolAsync(&p, 0, pool, s), cudaErrorInvalidValue);
+	assert_int_equal(cudaMallocFromPoolAsync(&p, 10, (cudaMemPool_t)&props, s), cudaErrorInvalidValue);
+	assert_int_equal(cudaMemPoolTrimTo((cudaMemPool_t)&props, 0), cudaErrorInvalidValue);
+	(void)cudaGetLastError();
+
+	/* a pool destroyed with a live allocation: gone for new work at once, its memory once
+	 * that allocation is freed; the device's current pool is the default one again */
+	assert_int_equal(cudaMemPoolDestroy(pool), cudaSuccess);
+	assert_int_equal(cudaDeviceGetMemPool(&cur, 0), cudaSuccess);
+	assert_ptr_equal(cur, def);
+	assert_int_equal(cudaMallocFromPoolAsync(&p, 10, pool, s), cudaErrorInvalidValue);
+	assert_int_equal(gpfake_used(0), 8 * MiB);
+	assert_int_equal(cudaFree(q), cudaSuccess);
+	assert_int_equal(gpfake_used(0), 0);
+
+	/* the default pool is a pool like the others */
+	assert_int_equal(cudaMallocFromPoolAsync_ptsz(&p, 10, def, NULL), cudaSuccess);
+	assert_int_equal(pool_attr(def, cudaMemPoolAttrReservedMemCurrent), 2 * MiB);
+	assert_int_equal(cudaFreeAsync_ptsz(p, NULL), cudaSuccess);
+	assert_int_equal(cudaStreamSynchronize_ptsz(NULL), cudaSuccess);
+	assert_int_equal(pool_attr(def, cudaMemPoolAttrReservedMemCurrent), 0);
+	assert_int_equal(gpfake_used(0), 0);
+
+	assert_int_equal(cudaMemPoolDestroy(other), cudaSuccess);
+	assert_int_equal(cudaStreamDestroy(s), cudaSuccess);
+	assert_int_equal(gpfake_calls("cudaMallocFromPoolAsync"), 9);
+	assert_int_equal(gpfake_calls("cudaMallocFromPoolAsync_ptsz"), 1);
+	(void)cudaGetLastError();
+}
+
+static void test_device_properties(void **state)
+{
+	(void)state;
+	struct cudaDeviceProp prop;
+	int v = -1;
+	gpfake_set_capacity(1, (size_t)3 << 30);
+	assert_int_equal(cudaGetDeviceProperties_v2(&prop, 1), cudaSuccess);
+	assert_string_equal(prop.name, "fake GPU");
+	assert_memory_equal(prop.uuid.bytes, "fakegpu", 7);
+	assert_int_equal(prop.uuid.bytes[15], 2);
+	assert_int_equal(prop.totalGlobalMem, (size_t)3 << 30);
+	assert_int_equal(prop.multiProcessorCount, 0);
+	assert_int_equal(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+	assert_int_equal(prop.uuid.bytes[15], 1);
+	assert_int_equal(cudaGetDeviceProperties(&prop, 2), cudaErrorInvalidDevice);
+	assert_int_equal(cudaGetDeviceProperties(NULL, 0), cudaErrorInvalidValue);
+	assert_int_equal(cudaDeviceGetAttribute(&v, cudaDevAttrMemoryPoolsSupported, 0), cudaSuccess);
+	assert_int_equal(v, 1);
+	assert_int_equal(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+	assert_int_equal(v, 0);
+	assert_int_equal(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, 5), cudaErrorInvalidDevice);
+	(void)cudaGetLastError();
+}
+
 /* Run this program again as a child with FAKECUDA_* set; it checks itself (child_main). */
 static void test_env_injection(void **state)
 {
@@ -509,6 +714,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_counters_and_injection, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_env_injection, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_managed_pitched, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pools, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_device_properties, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

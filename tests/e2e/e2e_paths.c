@@ -1,0 +1,186 @@
+/* Every allocation path of the runtime counts against the limit (limit:64M on a 256 MiB fake
+ * device): managed (cudaMallocManaged), pitched (cudaMallocPitch, cudaMalloc3D) and
+ * program-pool allocations (cudaMemPoolCreate + cudaMallocFromPoolAsync and its _ptsz twin,
+ * cudaDeviceSetMemPool + cudaMallocAsync) are passed to the runtime, shown in the page's
+ * unpooled_* figures while held, refused past the limit with cudaErrorMemoryAllocation (left
+ * as the last error, the runtime not called), and share the limit with the pool both ways;
+ * cudaMemGetInfo leaves them out of free. "name": the entry points as the program links them;
+ * "dlsym": looked up with dlsym(RTLD_DEFAULT), as a framework loading CUDA at run time does. */
+#include <cuda_runtime_api.h>
+
+#include "e2e_util.h"
+
+#define MB ((size_t)1 << 20)
+
+struct rt {
+	cudaError_t (*MallocManaged)(void **, size_t, unsigned);
+	cudaError_t (*MallocPitch)(void **, size_t *, size_t, size_t);
+	cudaError_t (*Malloc3D)(struct cudaPitchedPtr *, struct cudaExtent);
+	cudaError_t (*MemPoolCreate)(cudaMemPool_t *, const struct cudaMemPoolProps *);
+	cudaError_t (*MemPoolDestroy)(cudaMemPool_t);
+	cudaError_t (*DeviceSetMemPool)(int, cudaMemPool_t);
+	cudaError_t (*MallocFromPoolAsync)(void **, size_t, cudaMemPool_t, cudaStream_t);
+	cudaError_t (*MallocFromPoolAsync_ptsz)(void **, size_t, cudaMemPool_t, cudaStream_t);
+	cudaError_t (*MallocAsync)(void **, size_t, cudaStream_t);
+	cudaError_t (*Free)(void *);
+	cudaError_t (*FreeAsync)(void *, cudaStream_t);
+};
+
+static void load(struct rt *f, int by_dlsym)
+{
+	if (!by_dlsym) {
+		*f = (struct rt){cudaMallocManaged,   cudaMallocPitch,	      cudaMalloc3D,
+				 cudaMemPoolCreate,   cudaMemPoolDestroy,     cudaDeviceSetMemPool,
+				 cudaMallocFromPoolAsync, cudaMallocFromPoolAsync_ptsz, cudaMallocAsync,
+				 cudaFree,	      cudaFreeAsync};
+		return;
+	}
+#define L(field, name) E2E_FN(f->field, dlsym(RTLD_DEFAULT, name))
+	L(MallocManaged, "cudaMallocManaged");
+	L(MallocPitch, "cudaMallocPitch");
+	L(Malloc3D, "cudaMalloc3D");
+	L(MemPoolCreate, "cudaMemPoolCreate");
+	L(MemPoolDestroy, "cudaMemPoolDestroy");
+	L(DeviceSetMemPool, "cudaDeviceSetMemPool");
+	L(MallocFromPoolAsync, "cudaMallocFromPoolAsync");
+	L(MallocFromPoolAsync_ptsz, "cudaMallocFromPoolAsync_ptsz");
+	L(MallocAsync, "cudaMallocAsync");
+	L(Free, "cudaFree");
+	L(FreeAsync, "cudaFreeAsync");
+#undef L
+}
+
+/* A refusal at the limit: the runtime's out-of-memory code, left as the last error (and
+ * cleared by reading it), the runtime not called, the refusal counted. */
+#define REFUSED(call, fake_name)                                                            \
+	do {                                                                                \
+		unsigned long n_ = gpfake_calls(fake_name);                                 \
+		uint64_t r_ = e2e_stats(0).unpooled_refusals;                               \
+		CKE(call, cudaErrorMemoryAllocation);                                       \
+		CKE(cudaGetLastError(), cudaErrorMemoryAllocation);                         \
+		CKE(cudaGetLastError(), cudaSuccess);                                       \
+		CHECK(gpfake_calls(fake_name) == n_);                                       \
+		CHECK(e2e_stats(0).unpooled_refusals == r_ + 1);                            \
+	} while (0)
+
+static struct cudaExtent extent(size_t w, size_t h, size_t d)
+{
+	struct cudaExtent e = {w, h, d};
+	return e;
+}
+
+static uint64_t pool_reserved(cudaMemPool_t p)
+{
+	uint64_t v = 0;
+	CK(cudaMemPoolGetAttribute(p, cudaMemPoolAttrReservedMemCurrent, &v));
+	return v;
+}
+
+int main(int argc, char **argv)
+{
+	e2e_shm_dir();
+	CHECK(argc > 1);
+	struct rt f;
+	load(&f, !strcmp(argv[1], "dlsym"));
+	CK(cudaFree(0));
+	struct gpupool_device_stats st;
+
+	/* managed: counted by its size while held */
+	void *m = NULL, *x = NULL;
+	CK(f.MallocManaged(&m, 10 * MB, cudaMemAttachGlobal));
+	st = e2e_stats(0);
+	CHECK(st.unpooled_managed_bytes == 10 * MB && st.unpooled_bytes == 10 * MB);
+	CHECK(st.unpooled_allocs == 1 && st.limit_bytes == 64 * MB);
+	REFUSED(f.MallocManaged(&x, 60 * MB, cudaMemAttachGlobal), "cudaMallocManaged");
+
+	/* pitched: pitch x rows (the fake's pitch: the width rounded to 512 bytes) */
+	void *p2 = NULL;
+	size_t pitch = 0;
+	CK(f.MallocPitch(&p2, &pitch, 1000, 1000));
+	CHECK(pitch == 1024);
+	struct cudaPitchedPtr p3;
+	CK(f.Malloc3D(&p3, extent(1000, 100, 10)));
+	CHECK(p3.pitch == 1024);
+	st = e2e_stats(0);
+	CHECK(st.unpooled_pitched_bytes == 2 * 1024000);
+	CHECK(st.unpooled_bytes == 10 * MB + 2 * 1024000 && st.unpooled_allocs == 3);
+	REFUSED(f.MallocPitch(&x, &pitch, 60 * MB, 1), "cudaMallocPitch");
+	REFUSED(f.Malloc3D(&p3, extent(1 * MB, 60, 1)), "cudaMalloc3D");
+
+	/* the pool and the unpooled memory share the limit, both ways */
+	size_t held = 10 * MB + 2 * 1024000;
+	void *a = NULL, *b = NULL;
+	CK(cudaMalloc(&a, 30 * MB)); /* a segment of exactly 30 MiB */
+	REFUSED(f.MallocManaged(&x, 30 * MB, cudaMemAttachGlobal), "cudaMallocManaged");
+	size_t fr = 0, tot = 0;
+	CK(cudaMemGetInfo(&fr, &tot));
+	CHECK(tot == 64 * MB && fr == 64 * MB - 30 * MB - held);
+	unsigned long live = gpfake_allocations(0);
+	CKE(cudaMalloc(&b, 30 * MB), cudaErrorMemoryAllocation); /* 30 + 30 + held > 64 */
+	CKE(cudaGetLastError(), cudaErrorMemoryAllocation);
+	CHECK(gpfake_allocations(0) == live); /* no segment taken */
+	CHECK(e2e_stats(0).limit_refusals >= 1);
+	CK(cudaMalloc(&b, fr)); /* what cudaMemGetInfo said is free, exactly */
+	CK(cudaFree(b));
+
+	/* frees: exact, and the peaks stay */
+	CK(f.Free(m));
+	CK(f.Free(p2));
+	CK(f.Free(p3.ptr));
+	st = e2e_stats(0);
+	CHECK(st.unpooled_managed_bytes == 0 && st.unpooled_pitched_bytes == 0 && st.unpooled_bytes == 0);
+	CHECK(st.unpooled_managed_bytes_peak == 10 * MB && st.unpooled_pitched_bytes_peak == 2 * 1024000);
+	CHECK(st.unpooled_frees == 3);
+
+	/* a pool the program made: its reserved bytes count (the fake reserves 2 MiB chunks) */
+	cudaMemPool_t pool;
+	struct cudaMemPoolProps props;
+	memset(&props, 0, sizeof props);
+	props.allocType = cudaMemAllocationTypePinned;
+	props.location.type = cudaMemLocationTypeDevice;
+	props.location.id = 0;
+	CK(f.MemPoolCreate(&pool, &props));
+	/* it keeps freed chunks (no release threshold): only a trim gives them back */
+	uint64_t keep = UINT64_MAX;
+	CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+	void *q1 = NULL, *q2 = NULL, *q3 = NULL;
+	uint64_t pooled_allocs = e2e_stats(0).allocs;
+	CK(f.MallocFromPoolAsync(&q1, 5 * MB, pool, 0));
+	CK(f.MallocFromPoolAsync_ptsz(&q2, 4 * MB, pool, 0));
+	st = e2e_stats(0);
+	CHECK(pool_reserved(pool) == 10 * MB && st.unpooled_mempool_bytes == 10 * MB);
+	CHECK(st.unpooled_bytes == 10 * MB && st.allocs == pooled_allocs);
+	/* past the limit: gpupool's cached segment (b's) goes back first, and it is not enough */
+	CHECK(e2e_stats(0).reserved_bytes == 30 * MB + fr);
+	REFUSED(f.MallocFromPoolAsync(&x, 30 * MB, pool, 0), "cudaMallocFromPoolAsync"); /* 30 + 10 + 30 */
+	CHECK(e2e_stats(0).reserved_bytes == 30 * MB);
+	/* freed chunks stay reserved (and counted) until the pool gives them back */
+	CK(f.FreeAsync(q1, 0));
+	CK(cudaStreamSynchronize(0));
+	CHECK(pool_reserved(pool) == 10 * MB && e2e_stats(0).unpooled_mempool_bytes == 10 * MB);
+	/* past the limit with unused chunks: the pool is trimmed, then the allocation fits */
+	unsigned long trims = gpfake_calls("cudaMemPoolTrimTo");
+	CK(f.MallocFromPoolAsync(&q1, 26 * MB, pool, 0)); /* 30 + 10 + 26 > 64, 30 + 4 + 26 is not */
+	CHECK(gpfake_calls("cudaMemPoolTrimTo") == trims + 1);
+	CHECK(pool_reserved(pool) == 30 * MB && e2e_stats(0).unpooled_mempool_bytes == 30 * MB);
+	/* the program's pool set as the device's: cudaMallocAsync goes to it, not to gpupool */
+	CK(f.DeviceSetMemPool(0, pool));
+	CK(f.MallocAsync(&q3, 1 * MB, 0));
+	st = e2e_stats(0);
+	CHECK(st.allocs == pooled_allocs && st.unpooled_mempool_bytes == 32 * MB);
+	REFUSED(f.MallocAsync(&x, 8 * MB, 0), "cudaMallocAsync"); /* 30 + 32 + 8, nothing to trim */
+	CK(f.FreeAsync(q1, 0));
+	CK(f.FreeAsync(q2, 0));
+	CK(f.Free(q3));
+	CK(f.MemPoolDestroy(pool)); /* what it counted goes back with it */
+	st = e2e_stats(0);
+	CHECK(st.unpooled_mempool_bytes == 0 && st.unpooled_bytes == 0);
+	CHECK(st.unpooled_mempool_bytes_peak == 32 * MB);
+	CHECK(st.unpooled_allocs == 3 + 4 && st.unpooled_frees == 3 + 4);
+	/* the default pool is back: cudaMallocAsync is pooled again */
+	CK(f.MallocAsync(&q3, 1 * MB, 0));
+	CHECK(e2e_stats(0).allocs == pooled_allocs + 1);
+	CK(f.FreeAsync(q3, 0));
+	CK(cudaFree(a));
+	return 0;
+}
