@@ -651,8 +651,8 @@ unsigned gp_format_gpu_lines(struct gp_format_out *o, const struct gp_format_pro
 		lines++;
 	}
 	if (left) {
-		snprintf(line, sizeof line, "%zu more GPU%s not shown (at most %d)", left, left == 1 ? "" : "s",
-			 GP_FORMAT_MAX_GPUS);
+		snprintf(line, sizeof line, "more GPUs than %d: %zu slot%s of the others not shown", GP_FORMAT_MAX_GPUS,
+			 left, left == 1 ? "" : "s");
 		box_cut(o, line, c);
 		lines++;
 	}

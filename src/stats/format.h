@@ -95,12 +95,12 @@ struct gp_format_gpu {
 	unsigned processes;
 	int32_t last_pid; /* the last process counted (a process counts once per GPU) */
 };
-/* At most this many GPUs in one listing (distinct UUIDs); more are counted, not shown. */
+/* At most this many GPUs in one listing (distinct UUIDs); the slots of more are counted. */
 #define GP_FORMAT_MAX_GPUS 64
 /* The text view notes the age of the driver's figures from this age on. */
 #define GP_FORMAT_GPU_STALE_NS (5 * 1000000000ull)
-/* The GPUs of procs into gpus[cap], sorted by UUID; *left_out (when not NULL) the UUIDs
- * beyond cap. Returns the count. No allocation. */
+/* The GPUs of procs into gpus[cap], sorted by UUID; *left_out (when not NULL) the slots of
+ * GPUs beyond cap. Returns the count. No allocation. */
 size_t gp_format_gpus(const struct gp_format_proc *procs, size_t n, struct gp_format_gpu *gpus, size_t cap,
 		      size_t *left_out);
 /* gp_format_uuid of a gp_format_gpu. */
