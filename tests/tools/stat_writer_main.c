@@ -3,7 +3,8 @@
  * requests (one step every 2 ms; "idle" as argv[2]: no steps, so requests time out) until
  * SIGTERM, when it prints the exit report to stderr and unlinks its page. As the library's
  * release thread does, it writes each device's total and free memory about once a second
- * (80 GiB, free what its segments leave), the bytes it could release, and memory held
+ * (80 GiB, free what its segments leave), the bytes it could release (the pool's decay pass,
+ * handing nothing back), and memory held
  * outside its pools on device 1 (256 MiB of cuMemCreate memory); on SIGUSR1, one reclaim:
  * device 0 gives 2 GiB to another process and gives 1 GiB back idle (3 segments), device 1
  * receives 2 GiB after waiting 0.41 s. The pool does not make these figures: the test sets
@@ -34,18 +35,17 @@ static void on_usr1(int sig)
 }
 
 /* What the library's release thread and the reclaims would write (see the top). */
-static void sharing_figures(struct gpupool_page *pg, bool reclaimed)
+static void sharing_figures(struct gp_test_writer *w, struct gpupool_page *pg, bool reclaimed)
 {
 	for (uint32_t d = 0; d < 2 && d < pg->ndevices; d++) {
 		struct gpupool_device_stats *s = &pg->dev[d];
+		/* the pool's own pass (handing nothing back) sets releasable_bytes */
+		gp_pool_decay(w->pools[d], gp_clock_ns(CLOCK_MONOTONIC), 0, 0, NULL);
 		uint64_t total = 80ull << 30, used = s->reserved_bytes + s->unpooled_bytes + (1ull << 30);
 		gp_stats_begin(s);
 		s->device_total_bytes = total;
 		s->device_free_bytes = used < total ? total - used : 0;
 		s->device_seen_ns = gp_clock_ns(CLOCK_REALTIME);
-		s->releasable_bytes = s->cached_bytes / 2;
-		if (s->releasable_bytes > s->releasable_bytes_peak)
-			s->releasable_bytes_peak = s->releasable_bytes;
 		if (d == 1) {
 			s->unpooled_bytes = s->unpooled_vmm_bytes = 256ull << 20;
 			s->unpooled_bytes_peak = s->unpooled_vmm_bytes_peak = 512ull << 20;
@@ -117,14 +117,14 @@ int main(int argc, char **argv)
 	}
 	for (long i = 0; i < steps; i++)
 		gp_test_writer_step(&w, pg);
-	sharing_figures(pg, false);
+	sharing_figures(&w, pg, false);
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
 	for (unsigned tick = 1; !stop; tick++) {
 		if (!idle)
 			gp_test_writer_step(&w, pg);
 		if (reclaim || tick % 500 == 0) { /* about once a second, as the library */
-			sharing_figures(pg, reclaim);
+			sharing_figures(&w, pg, reclaim);
 			reclaim = 0;
 		}
 		struct timespec nap = {0, 2000000};
