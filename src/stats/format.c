@@ -779,6 +779,16 @@ static void detail_lines(struct box *b, const struct gp_format_proc *p)
 		gp_format_uuid(uuid, s);
 		box_line(b, P_REST, "%s", "");
 		box_line(b, P_TOP, "device %d  limit %s%s%s", (int)s->device, lim, uuid[0] ? "  " : "", uuid);
+		if (s->device_total_bytes) { /* the driver's figures at the library's last look */
+			char t[16], f[16];
+			box_line(b, P_REST, "  GPU memory %s, free %s (the driver's, at %llu.%03llu unix time)",
+				 gp_format_bytes(t, sizeof t, s->device_total_bytes),
+				 gp_format_bytes(f, sizeof f,
+						 s->device_free_bytes < s->device_total_bytes ? s->device_free_bytes
+											       : s->device_total_bytes),
+				 (unsigned long long)(s->device_seen_ns / 1000000000ull),
+				 (unsigned long long)(s->device_seen_ns / 1000000ull % 1000ull));
+		}
 		if (p->rates) {
 			const struct gp_format_rate *r = &p->rates[d];
 			char a[24], by[24];

@@ -256,6 +256,8 @@ static void test_detail_and_report(void **state)
 		assert_non_null(strstr(out, fields[i].name));
 	assert_non_null(strstr(out, "\ndevice 0  limit 42949672960 (40.0 GiB)  " UUID0_TEXT "\n"));
 	assert_non_null(strstr(out, "\ndevice 3  limit none\n"));
+	assert_non_null(strstr(out, "\n  GPU memory 80.0 GiB, free 10.0 GiB (the driver's, at 1000.000 unix time)\n"));
+	assert_non_null(strstr(out, "\n  GPU memory 80.0 GiB, free 11.0 GiB (the driver's, at 1000.000 unix time)\n"));
 
 	const struct gpupool_device_stats *s = &pages[0].dev[0];
 	char want[128];
