@@ -672,6 +672,8 @@ struct target {
 	uint64_t asked_ns;                      /* CLOCK_MONOTONIC when the request was made */
 	uint64_t done_ns;                       /* CLOCK_MONOTONIC when seen done; 0 while not */
 	bool broken;                            /* its file changed size while mapped */
+	bool counted;                           /* bytes is known */
+	uint64_t bytes;                         /* what the answer handed back */
 };
 
 static volatile int bus_target = -1; /* the target being read when SIGBUS came */
@@ -815,7 +817,21 @@ static int release(int pid, double timeout)
 		struct timespec nap = {0, 1000000};
 		nanosleep(&nap, NULL);
 	}
+	/* what each answer handed back, read while SIGBUS is still caught: a page that changes
+	 * size now is marked broken and the reads start again, each page read once */
 	static struct gpupool_page after;
+	for (int i = 0; i < nt; i++) {
+		if (t[i].broken || !t[i].done_ns || t[i].counted)
+			continue;
+		bus_target = i;
+		gp_statpage_copy_image(t[i].map, t[i].len, &after, gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS);
+		bus_target = -1;
+		t[i].bytes = released_since(&t[i], &after);
+		t[i].counted = true;
+	}
+	in_read = 0;
+	for (int i = 0; i < nt; i++)
+		gp_statpage_unmap(t[i].map, t[i].len);
 	uint64_t total = 0;
 	int answered = 0;
 	for (int i = 0; i < nt; i++) {
@@ -823,28 +839,19 @@ static int release(int pid, double timeout)
 		if (t[i].broken) {
 			printf("pid %d (%s): its page changed size while being read\n", t[i].pid, t[i].comm);
 			status = 1;
-			continue;
-		}
-		if (!t[i].done_ns) {
+		} else if (!t[i].done_ns) {
 			printf("pid %d (%s) did not answer release request %llu within %.1f s (a process answers from "
 			       "gpupool's own thread; older versions only on their next allocation call)\n",
 			       t[i].pid, t[i].comm, (unsigned long long)t[i].req, timeout);
 			status = 1;
-			continue;
+		} else {
+			total = total > UINT64_MAX - t[i].bytes ? UINT64_MAX : total + t[i].bytes;
+			answered++;
+			printf("pid %d (%s) released its cache: request %llu done after %.1f ms, %s handed back\n",
+			       t[i].pid, t[i].comm, (unsigned long long)t[i].req,
+			       (double)(t[i].done_ns - t[i].asked_ns) / 1e6, gp_format_bytes(h, sizeof h, t[i].bytes));
 		}
-		bus_target = i;
-		gp_statpage_copy_image(t[i].map, t[i].len, &after, gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS);
-		bus_target = -1;
-		uint64_t bytes = released_since(&t[i], &after);
-		total = total > UINT64_MAX - bytes ? UINT64_MAX : total + bytes;
-		answered++;
-		printf("pid %d (%s) released its cache: request %llu done after %.1f ms, %s handed back\n", t[i].pid,
-		       t[i].comm, (unsigned long long)t[i].req, (double)(t[i].done_ns - t[i].asked_ns) / 1e6,
-		       gp_format_bytes(h, sizeof h, bytes));
 	}
-	in_read = 0;
-	for (int i = 0; i < nt; i++)
-		gp_statpage_unmap(t[i].map, t[i].len);
 	if (pid <= 0) {
 		char h[16];
 		printf("asked %d process%s: %d answered, %s handed back in all\n", nt, nt == 1 ? "" : "es", answered,
