@@ -632,11 +632,11 @@ unsigned gp_format_gpu_lines(struct gp_format_out *o, const struct gp_format_pro
 		const struct gp_format_gpu *g = &gpus[i];
 		char total[16], fr[16], held[16], rec[16], note[48] = "", age[16];
 		gpu_name(a, g, form);
-		if (g->seen_ns) {
+		if (g->total_bytes) {
 			gp_format_bytes(total, sizeof total, g->total_bytes);
 			gp_format_bytes(fr, sizeof fr, g->free_bytes);
 			/* the library looks about once a second: say so when the figure is older */
-			if (now_ns > g->seen_ns && now_ns - g->seen_ns >= GP_FORMAT_GPU_STALE_NS) {
+			if (g->seen_ns && now_ns > g->seen_ns && now_ns - g->seen_ns >= GP_FORMAT_GPU_STALE_NS) {
 				age_text(age, sizeof age, now_ns - g->seen_ns);
 				snprintf(note, sizeof note, "  seen %s ago", age);
 			}
@@ -1092,7 +1092,7 @@ static void prom_gpus(struct gp_format_out *o, bool om, const struct gp_format_p
 		prom_meta(o, om, fams[f].family, "gauge", fams[f].unit, "", fams[f].help);
 		for (size_t g = 0; g < k; g++) {
 			const struct gp_format_gpu *u = &gpus[g];
-			if (fams[f].driver && !u->seen_ns)
+			if (fams[f].driver && !u->total_bytes)
 				continue;
 			char uuid[GP_FORMAT_UUID_LEN];
 			gp_format_printf(o, "%s{UUID=\"%s\"} ", fams[f].family, gp_format_gpu_uuid(uuid, u));

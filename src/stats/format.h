@@ -88,7 +88,7 @@ struct gp_format_gpu {
 	unsigned char uuid[GPUPOOL_UUID_LEN];
 	/* the driver's figures (device_total_bytes, device_free_bytes) from the page whose look
 	 * is the freshest, free never above total; seen_ns its device_seen_ns (CLOCK_REALTIME);
-	 * all three 0 while no page has one */
+	 * total 0 while no page has one */
 	uint64_t total_bytes, free_bytes, seen_ns;
 	uint64_t held_bytes;        /* reserved + unpooled bytes of those processes */
 	uint64_t reclaimable_bytes; /* their releasable_bytes */
