@@ -1,8 +1,9 @@
 /* gpupool-stat: the live reader of statistics pages ($GPUPOOL_SHM_DIR or /dev/shm).
  * Lists processes, shows one in full, prints JSON, Prometheus or OpenMetrics text, serves
  * /metrics over HTTP (stat_http.c), refreshes like top (escape codes, keys and a view that fits
- * the window on a terminal only; allocation rates between refreshes), asks a process to
- * release its cache, and removes pages of dead processes. Everything
+ * the window on a terminal only; allocation rates, reclaims and decay between refreshes),
+ * shows a line per GPU above the table, asks one process or every process to release its
+ * cache (waking each through share.h's channel), and removes pages of dead processes. Everything
  * found in the directory is untrusted: a page whose file is not its process's user's is
  * skipped and counted (docs/security.md); a malformed file is one line on stderr. */
 #include <errno.h>
@@ -23,6 +24,8 @@
 
 #include "format.h"
 #include "proc.h"
+#include "share.h"
+#include "stat_events.h"
 #include "stat_http.h"
 #include "statpage.h"
 
@@ -65,7 +68,7 @@ static void on_screen_signal(int sig)
 #define SHORT_USAGE                                                                               \
 	"usage: gpupool-stat [PID] [--wide] [--json | --prometheus | --openmetrics] [--watch SECONDS [--count N]]\n" \
 	"       gpupool-stat [PID] --listen [ADDR:]PORT\n"                                              \
-	"       gpupool-stat --release PID [--timeout SECONDS]\n"                                       \
+	"       gpupool-stat --release [PID] [--timeout SECONDS]\n"                                     \
 	"       gpupool-stat --clean\n"
 
 static void usage(FILE *f)
@@ -75,14 +78,22 @@ static void usage(FILE *f)
 	      "Reads the statistics pages of processes running with libgpupool.so\n"
 	      "($GPUPOOL_SHM_DIR, default /dev/shm, files gpupool.<pid>).\n"
 	      "\n"
-	      "  (no option)        one row per process and device, fitted to the terminal's width\n"
-	      "                     (COLUMNS when not a terminal, else 80); SEGS counts real\n"
-	      "                     cudaMalloc calls (segments), LIMIT and %LIM (reserved / limit)\n"
-	      "                     appear when a limit is set, STATE is gone for a process that\n"
+	      "  (no option)        a line per GPU, then one row per process and device, fitted to\n"
+	      "                     the terminal's width (COLUMNS when not a terminal, else 80).\n"
+	      "                     GPU lines: TOTAL and FREE as the driver reported them (with\n"
+	      "                     their age when older than 5 s), GPUPOOL the memory gpupool\n"
+	      "                     processes hold (reserved + unpooled), RECLAIMABLE what they can\n"
+	      "                     give back, PROCS how many use the GPU; a normal user's sums\n"
+	      "                     cover their own processes only (other users' pages are root's\n"
+	      "                     to read). Rows: UNPOOLED (memory held outside the pools, shown\n"
+	      "                     once some process has any); SEGS counts real cudaMalloc calls\n"
+	      "                     (segments); LIMIT and %LIM ((reserved + unpooled) / limit)\n"
+	      "                     appear when a limit is set; STATE is gone for a process that\n"
 	      "                     ended without removing its page\n"
 	      "  -w, --wide         every column of the table, whatever the width\n"
 	      "  PID                every gauge (current, peak) and counter of one process\n"
-	      "  --json             all fields as raw integers (with PID: that process only)\n"
+	      "  --json             all fields as raw integers, and the GPUs (with PID: that\n"
+	      "                     process only)\n"
 	      "  --prometheus       text exposition format, for node_exporter's textfile collector\n"
 	      "  --openmetrics      the same in OpenMetrics text (ends with # EOF)\n"
 	      "  --listen [ADDR:]PORT  serve /metrics over HTTP on ADDR (default 127.0.0.1) until\n"
@@ -92,11 +103,13 @@ static void usage(FILE *f)
 	      "                     window; otherwise each frame appended after a timestamp line\n"
 	      "                     (JSON and Prometheus: the documents one after the other). The\n"
 	      "                     table and PID views add allocations and bytes asked for per\n"
-	      "                     second since the last refresh\n"
+	      "                     second since the last refresh, and a line for each process\n"
+	      "                     that gave or received memory in a reclaim or gave idle memory\n"
+	      "                     back (decay), kept for 5 refreshes and at least 10 s\n"
 	      "  --count N          with --watch: stop after N refreshes (1-1000000000)\n"
-	      "  --release PID      ask PID to release its cached memory and wait for the answer;\n"
-	      "                     the process acts on its next allocation call, so an idle\n"
-	      "                     process does not answer and the request times out\n"
+	      "  --release [PID]    ask PID, or every process whose page you can read, to release\n"
+	      "                     its cached memory, and wait for the answers (all at once);\n"
+	      "                     prints what each process handed back\n"
 	      "  --timeout SECONDS  how long --release waits (0-3600, default 5)\n"
 	      "  --clean            remove pages of processes that are gone\n"
 	      "  -h, --help         this text\n"
@@ -107,7 +120,7 @@ static void usage(FILE *f)
 	      f);
 }
 
-/* Bad usage: one line naming what is wrong, the short usage, exit status 2. */
+/* Bad usage: one line naming what is wrong, one pointing at --help, exit status 2. */
 static int bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int bad_usage(const char *fmt, ...)
 {
@@ -117,7 +130,7 @@ static int bad_usage(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 	va_end(ap);
-	fputs(SHORT_USAGE "(gpupool-stat --help for more)\n", stderr);
+	fputs("Try 'gpupool-stat --help' for more information.\n", stderr);
 	return 2;
 }
 
@@ -275,10 +288,17 @@ static int load(const char *dir, int want_pid, struct listing *l)
 	return n;
 }
 
+/* At most this many event lines under a view (--watch). */
+#define MAX_EVENT_LINES 8
+
 /* width: the table's bound in characters (0: every column); rows: the table's or the PID
- * view's bound in lines (0: none); rates: the listing's, one row of slots per page, or NULL. */
+ * view's bound in lines (0: none); rates: the listing's, one row of slots per page, or NULL;
+ * ev: the events to show under the table or PID view (--watch), or NULL. The table has the
+ * GPU lines above it, and in a box they and the events take their lines from the table's,
+ * leaving it three at least (else they are left out). */
 static void render(struct gp_format_out *o, enum mode mode, int pid, unsigned width, unsigned rows,
-		   const struct listing *l, struct gp_format_rate (*rates)[GPUPOOL_MAX_DEVICES])
+		   const struct listing *l, struct gp_format_rate (*rates)[GPUPOOL_MAX_DEVICES],
+		   const struct gp_stat_events *ev)
 {
 	static struct gp_format_proc procs[MAX_PAGES];
 	struct gp_format_skip skips[GP_SKIP_COUNT];
@@ -289,14 +309,38 @@ static void render(struct gp_format_out *o, enum mode mode, int pid, unsigned wi
 						   rates ? rates[i] : NULL};
 	for (int r = 0; r < GP_SKIP_COUNT; r++)
 		skips[r] = (struct gp_format_skip){gp_statpage_skip_label((enum gp_statpage_skip)r), l->skipped[r]};
-	if (mode == MODE_JSON)
+	if (mode == MODE_JSON) {
 		gp_format_json_listing(o, procs, (size_t)n, skips, GP_SKIP_COUNT);
-	else if (mode == MODE_PROMETHEUS || mode == MODE_OPENMETRICS)
+		return;
+	}
+	if (mode == MODE_PROMETHEUS || mode == MODE_OPENMETRICS) {
 		gp_format_prometheus(o, procs, (size_t)n, skips, GP_SKIP_COUNT, GP_VERSION, mode == MODE_OPENMETRICS);
-	else if (pid > 0)
-		gp_format_detail_box(o, &procs[0], rows ? width : 0, rows);
+		return;
+	}
+	/* the lines around the view: GPUs above the table, events (and a blank line) below */
+	unsigned gpu_lines = 0, ev_lines = ev ? (ev->nev < MAX_EVENT_LINES ? ev->nev : MAX_EVENT_LINES) : 0;
+	if (pid <= 0) {
+		struct gp_format_gpu gpus[GP_FORMAT_MAX_GPUS];
+		size_t left = 0, k = gp_format_gpus(procs, (size_t)n, gpus, GP_FORMAT_MAX_GPUS, &left);
+		gpu_lines = k ? (unsigned)k + 2 + (left ? 1 : 0) : 0;
+	}
+	if (rows) {
+		if (gpu_lines + 3 > rows)
+			gpu_lines = 0;
+		unsigned room = rows - gpu_lines;
+		ev_lines = room > 4 ? (ev_lines < room - 4 ? ev_lines : room - 4) : 0;
+	}
+	unsigned view_rows = rows ? rows - gpu_lines - (ev_lines ? ev_lines + 1 : 0) : 0;
+	if (gpu_lines)
+		gp_format_gpu_lines(o, procs, (size_t)n, gp_clock_ns(CLOCK_REALTIME), width, rows != 0);
+	if (pid > 0)
+		gp_format_detail_box(o, &procs[0], rows ? width : 0, view_rows);
 	else
-		gp_format_table_box(o, procs, (size_t)n, width, rows);
+		gp_format_table_box(o, procs, (size_t)n, width, view_rows);
+	if (ev_lines) {
+		gp_format_printf(o, "\n");
+		gp_stat_events_print(ev, o, ev_lines, rows ? width : 0);
+	}
 }
 
 /* The terminal's lines (TIOCGWINSZ on stdout), 0 when not known. */
@@ -460,6 +504,16 @@ static bool watch_rates(const struct listing *l, struct gp_format_rate (*rates)[
 	return true;
 }
 
+/* The events of l since the last refresh (stat_events.h), into e. Out of memory: none this
+ * time, and the next refresh starts afresh. */
+static void watch_events(struct gp_stat_events *e, const struct listing *l)
+{
+	static struct gp_format_proc procs[MAX_PAGES];
+	for (int i = 0; i < l->n; i++)
+		procs[i] = (struct gp_format_proc){&l->infos[i].page, l->infos[i].stale, l->infos[i].inconsistent, NULL};
+	(void)gp_stat_events_update(e, procs, (size_t)l->n, time(NULL), gp_clock_ns(CLOCK_MONOTONIC));
+}
+
 /* Prints the listing (or one process) once, or every `watch` seconds `count` times (0: until
  * q, SIGINT or SIGTERM). Escape codes, keys and a view fitted to the window only for the
  * table and detail views on a terminal; the terminal is given back its screen and its
@@ -473,11 +527,13 @@ static int show(enum mode mode, int pid, double watch, long count, bool wide)
 	bool text = mode == MODE_TABLE;
 	struct gp_format_rate (*rates)[GPUPOOL_MAX_DEVICES] =
 		watch > 0 && text ? calloc(MAX_PAGES, sizeof *rates) : NULL;
-	if (!l.infos || !o || (watch > 0 && text && !rates)) {
+	struct gp_stat_events *events = watch > 0 && text ? calloc(1, sizeof *events) : NULL;
+	if (!l.infos || !o || (watch > 0 && text && (!rates || !events))) {
 		fprintf(stderr, "gpupool-stat: out of memory\n");
 		free(l.infos);
 		free(o);
 		free(rates);
+		free(events);
 		return 1;
 	}
 	bool screen = watch > 0 && text && isatty(STDOUT_FILENO);
@@ -536,8 +592,10 @@ static int show(enum mode mode, int pid, double watch, long count, bool wide)
 			status = 1;
 		}
 		bool have_rates = rates && n >= 0 && watch_rates(&l, rates);
+		if (events && n >= 0)
+			watch_events(events, &l);
 		if (n >= 0 && (n > 0 || pid <= 0 || !text))
-			render(o, mode, pid, width, rows, &l, have_rates ? rates : NULL);
+			render(o, mode, pid, width, rows, &l, have_rates ? rates : NULL, events);
 		errno = 0;
 		if (gp_format_flush(o) != 0) {
 			/* a reader that stopped reading (| head) is no error: stop quietly */
@@ -567,6 +625,9 @@ static int show(enum mode mode, int pid, double watch, long count, bool wide)
 			fprintf(stderr, "gpupool-stat: %s\n", last_err);
 	}
 	sigprocmask(SIG_SETMASK, &unblocked, NULL);
+	if (events)
+		gp_stat_events_reset(events);
+	free(events);
 	free(rates);
 	free(o);
 	free(l.infos);
@@ -583,7 +644,7 @@ static void scrape(struct gp_format_out *o, bool openmetrics, void *arg)
 {
 	struct scrape *s = arg;
 	load(gp_statpage_dir(), s->pid, &s->l);
-	render(o, openmetrics ? MODE_OPENMETRICS : MODE_PROMETHEUS, s->pid, 0, 0, &s->l, NULL);
+	render(o, openmetrics ? MODE_OPENMETRICS : MODE_PROMETHEUS, s->pid, 0, 0, &s->l, NULL, NULL);
 }
 
 static int listen_http(const char *spec, int pid)
@@ -600,64 +661,204 @@ static int listen_http(const char *spec, int pid)
 	return rc;
 }
 
+/* --release: one process asked. */
+struct target {
+	int pid;
+	char comm[GPUPOOL_COMM_LEN];
+	struct gpupool_page *map; /* NULL once unmapped */
+	size_t len;
+	uint64_t req;
+	uint64_t released[GPUPOOL_MAX_DEVICES]; /* each slot's released_bytes before the request */
+	uint64_t asked_ns;                      /* CLOCK_MONOTONIC when the request was made */
+	uint64_t done_ns;                       /* CLOCK_MONOTONIC when seen done; 0 while not */
+	bool broken;                            /* its file changed size while mapped */
+	bool counted;                           /* bytes is known */
+	uint64_t bytes;                         /* what the answer handed back */
+};
+
+static volatile int bus_target = -1; /* the target being read when SIGBUS came */
+
+/* Reads pid's page and asks it to release (gp_statpage_request_release), its figures before
+ * the request into t. 0, or a negative errno with why[] (also for SIGBUS). */
+static int request_one(int dfd, int pid, struct target *t, char *why, size_t wl)
+{
+	static struct gp_statpage_info info;
+	char name[32];
+	snprintf(name, sizeof name, "%s%d", GP_STATPAGE_NAME, pid);
+	*t = (struct target){.pid = pid};
+	/* the figures before: read first, so that an answer that comes at once is all counted */
+	int rc = read_guarded(dfd, name, geteuid(), 0, &info, why, wl);
+	if (rc != 0)
+		return rc;
+	for (uint32_t d = 0; d < info.page.ndevices && d < GPUPOOL_MAX_DEVICES; d++)
+		t->released[d] = info.page.dev[d].released_bytes;
+	memcpy(t->comm, info.page.comm, sizeof t->comm);
+	t->comm[sizeof t->comm - 1] = '\0';
+	for (char *c = t->comm; *c; c++)
+		if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+			*c = '?';
+	in_read = 1;
+	if (sigsetjmp(bus_jmp, 1) != 0) {
+		in_read = 0;
+		snprintf(why, wl, "the page of pid %d changed size while being read", pid);
+		return -EFAULT;
+	}
+	t->asked_ns = gp_clock_ns(CLOCK_MONOTONIC);
+	rc = gp_statpage_request_release(dfd, pid, geteuid(), &t->map, &t->len, &t->req, why, wl);
+	in_read = 0;
+	/* the release thread looks at the page at once when woken; a library without the
+	 * channel answers at its next allocation call instead (no error to report then) */
+	if (rc == 0)
+		(void)gp_share_wake(pid);
+	return rc;
+}
+
+/* Bytes handed back by t's releases since the request: released_bytes after less before,
+ * slot by slot, never below zero (a counter that went back is not the same process's). */
+static uint64_t released_since(const struct target *t, const struct gpupool_page *after)
+{
+	uint64_t sum = 0;
+	for (uint32_t d = 0; d < after->ndevices && d < GPUPOOL_MAX_DEVICES; d++) {
+		uint64_t a = after->dev[d].released_bytes, b = t->released[d];
+		uint64_t delta = a > b ? a - b : 0;
+		sum = sum > UINT64_MAX - delta ? UINT64_MAX : sum + delta;
+	}
+	return sum;
+}
+
+/* Asks `pid`, or (pid 0) every live process whose page this user may read, to release its
+ * cache, then waits for all the answers together, `timeout` seconds at most; a line per
+ * process. Exit status 1 when one did not answer or pid cannot be asked. */
 static int release(int pid, double timeout)
 {
 	const char *dir = gp_statpage_dir();
 	char why[512];
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0) {
-		fprintf(stderr, "gpupool-stat: %s: %s\n", dir, strerror(errno));
+	struct gp_statpage_name *names = NULL;
+	int count = dfd < 0 ? -errno : gp_statpage_scan(dfd, pid, &names);
+	if (count < 0) {
+		fprintf(stderr, "gpupool-stat: %s: %s\n", dir, strerror(-count));
+		if (dfd >= 0)
+			close(dfd);
 		return 1;
 	}
-	struct gpupool_page *m = NULL;
-	size_t len = 0;
-	uint64_t req = 0;
-	static struct gpupool_page before, after;
-	int rc;
-	in_read = 1;
-	if (sigsetjmp(bus_jmp, 1) != 0) {
-		in_read = 0;
-		fprintf(stderr, "gpupool-stat: the page of pid %d changed size while being read\n", pid);
+	if (pid > 0 && (count == 0 || !names[0].live)) {
+		if (kill(pid, 0) != 0 && errno == ESRCH)
+			fprintf(stderr, "gpupool-stat: no process %d\n", pid);
+		else if (count == 0)
+			fprintf(stderr, "gpupool-stat: pid %d has no statistics page in %s (it has not allocated through gpupool)\n",
+				pid, dir);
+		else
+			fprintf(stderr, "gpupool-stat: pid %d is a zombie: its page will not answer\n", pid);
+		free(names);
 		close(dfd);
 		return 1;
 	}
-	rc = gp_statpage_request_release(dfd, pid, geteuid(), &m, &len, &req, why, sizeof why);
-	close(dfd);
-	if (rc != 0) {
-		in_read = 0;
-		fprintf(stderr, "gpupool-stat: %s\n", why);
+	struct target *t = calloc(count ? (size_t)count : 1, sizeof *t);
+	if (!t) {
+		fprintf(stderr, "gpupool-stat: out of memory\n");
+		free(names);
+		close(dfd);
 		return 1;
 	}
-	gp_statpage_copy_image(m, len, &before, gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS);
-	struct timespec t0, t;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	double waited = 0;
-	bool done = false;
-	while (!interrupted) {
-		done = __atomic_load_n(&m->release_done, __ATOMIC_ACQUIRE) >= req;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		waited = (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9;
-		if (done || waited >= timeout)
+	int nt = 0, status = 0;
+	unsigned long other_user = 0, foreign = 0;
+	for (int i = 0; i < count && names[i].live; i++) {
+		int rc = request_one(dfd, names[i].pid, &t[nt], why, sizeof why);
+		if (rc == 0) {
+			nt++;
+			continue;
+		}
+		/* asking everyone: the pages this user may not write are not theirs to ask */
+		if (pid <= 0 && rc == -EACCES) {
+			other_user++;
+		} else if (pid <= 0 && rc == -EPERM) {
+			foreign++;
+		} else if (pid > 0 || rc != -ESRCH) { /* a process that ended meanwhile has nothing to release */
+			fprintf(stderr, "gpupool-stat: %s\n", why);
+			status = 1;
+		}
+	}
+	free(names);
+	close(dfd);
+	if (other_user)
+		fprintf(stderr, "gpupool-stat: skipped %lu page%s: owned by another user (only root asks every process)\n",
+			other_user, other_user == 1 ? "" : "s");
+	if (foreign)
+		fprintf(stderr, "gpupool-stat: skipped %lu page%s: %s\n", foreign, foreign == 1 ? "" : "s",
+			gp_statpage_skip_text(GP_SKIP_FOREIGN));
+	if (pid <= 0 && nt == 0 && !status) {
+		printf("no process to ask in %s\n", dir);
+		free(t);
+		return 0;
+	}
+	/* every request is out: now the answers, all of them watched together */
+	uint64_t t0 = gp_clock_ns(CLOCK_MONOTONIC), limit = (uint64_t)(timeout * 1e9);
+	in_read = 1;
+	if (sigsetjmp(bus_jmp, 1) != 0) { /* that page is left out; the others are still watched */
+		if (bus_target >= 0)
+			t[bus_target].broken = true;
+	}
+	for (;;) {
+		bool all = true;
+		for (int i = 0; i < nt; i++) {
+			if (t[i].broken || t[i].done_ns)
+				continue;
+			bus_target = i;
+			if (__atomic_load_n(&t[i].map->release_done, __ATOMIC_ACQUIRE) >= t[i].req)
+				t[i].done_ns = gp_clock_ns(CLOCK_MONOTONIC);
+			else
+				all = false;
+		}
+		bus_target = -1;
+		uint64_t now = gp_clock_ns(CLOCK_MONOTONIC);
+		if (all || interrupted || now - t0 >= limit)
 			break;
-		struct timespec nap = {0, 2000000};
+		struct timespec nap = {0, 1000000};
 		nanosleep(&nap, NULL);
 	}
-	gp_statpage_copy_image(m, len, &after, gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS);
-	in_read = 0;
-	gp_statpage_unmap(m, len);
-	if (!done) {
-		printf("pid %d did not answer release request %llu within %.1f s: it releases its cache on "
-		       "its next allocation call, and an idle process never makes one\n",
-		       pid, (unsigned long long)req, waited);
-		return 1;
+	/* what each answer handed back, read while SIGBUS is still caught: a page that changes
+	 * size now is marked broken and the reads start again, each page read once */
+	static struct gpupool_page after;
+	for (int i = 0; i < nt; i++) {
+		if (t[i].broken || !t[i].done_ns || t[i].counted)
+			continue;
+		bus_target = i;
+		gp_statpage_copy_image(t[i].map, t[i].len, &after, gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS);
+		bus_target = -1;
+		t[i].bytes = released_since(&t[i], &after);
+		t[i].counted = true;
 	}
-	uint64_t bytes = 0;
-	for (uint32_t i = 0; i < after.ndevices; i++)
-		bytes += after.dev[i].released_bytes - before.dev[i].released_bytes;
-	char h[16];
-	printf("pid %d released its cache: request %llu done after %.1f ms, %s handed back\n", pid,
-	       (unsigned long long)req, waited * 1e3, gp_format_bytes(h, sizeof h, bytes));
-	return 0;
+	in_read = 0;
+	for (int i = 0; i < nt; i++)
+		gp_statpage_unmap(t[i].map, t[i].len);
+	uint64_t total = 0;
+	int answered = 0;
+	for (int i = 0; i < nt; i++) {
+		char h[16];
+		if (t[i].broken) {
+			printf("pid %d (%s): its page changed size while being read\n", t[i].pid, t[i].comm);
+			status = 1;
+		} else if (!t[i].done_ns) {
+			printf("pid %d (%s) did not answer release request %llu within %.1f s (a process answers from "
+			       "gpupool's own thread; older versions only on their next allocation call)\n",
+			       t[i].pid, t[i].comm, (unsigned long long)t[i].req, timeout);
+			status = 1;
+		} else {
+			total = total > UINT64_MAX - t[i].bytes ? UINT64_MAX : total + t[i].bytes;
+			answered++;
+			printf("pid %d (%s) released its cache: request %llu done after %.1f ms, %s handed back\n",
+			       t[i].pid, t[i].comm, (unsigned long long)t[i].req,
+			       (double)(t[i].done_ns - t[i].asked_ns) / 1e6, gp_format_bytes(h, sizeof h, t[i].bytes));
+		}
+	}
+	if (pid <= 0) {
+		char h[16];
+		printf("asked %d process%s: %d answered, %s handed back in all\n", nt, nt == 1 ? "" : "es", answered,
+		       gp_format_bytes(h, sizeof h, total));
+	}
+	free(t);
+	return status;
 }
 
 static int clean(void)
@@ -711,7 +912,7 @@ int main(int argc, char **argv)
 		{"json", no_argument, NULL, OPT_JSON},         {"prometheus", no_argument, NULL, OPT_PROM},
 		{"openmetrics", no_argument, NULL, OPT_OM},    {"listen", required_argument, NULL, OPT_LISTEN},
 		{"watch", required_argument, NULL, OPT_WATCH}, {"count", required_argument, NULL, OPT_COUNT},
-		{"release", required_argument, NULL, OPT_RELEASE},
+		{"release", no_argument, NULL, OPT_RELEASE},
 		{"timeout", required_argument, NULL, OPT_TIMEOUT},
 		{"clean", no_argument, NULL, OPT_CLEAN},       {"help", no_argument, NULL, OPT_HELP},
 		{"version", no_argument, NULL, OPT_VERSION},   {"wide", no_argument, NULL, OPT_WIDE},
@@ -720,8 +921,8 @@ int main(int argc, char **argv)
 	enum mode mode = MODE_TABLE;
 	double watch = 0, timeout = 5;
 	long count = 0;
-	int pid = 0, release_pid = 0, c;
-	bool do_clean = false, wide = false, has_timeout = false;
+	int pid = 0, c;
+	bool do_clean = false, do_release = false, wide = false, has_timeout = false;
 	const char *listen_spec = NULL;
 	opterr = 0; /* our own one-line messages */
 	while ((c = getopt_long(argc, argv, ":hw", opts, NULL)) != -1) {
@@ -739,10 +940,7 @@ int main(int argc, char **argv)
 			if ((count = parse_count(optarg, 1, 1000000000)) < 0)
 				return bad_usage("--count %s: expected a whole number from 1 to 1000000000", optarg);
 			break;
-		case OPT_RELEASE:
-			if ((release_pid = parse_pid(optarg)) < 0)
-				return bad_usage("--release %s: expected a process id", optarg);
-			break;
+		case OPT_RELEASE: do_release = true; break;
 		case OPT_TIMEOUT:
 			if ((timeout = parse_seconds(optarg, 0, 3600)) < 0)
 				return bad_usage("--timeout %s: expected seconds from 0 to 3600", optarg);
@@ -770,14 +968,14 @@ int main(int argc, char **argv)
 			mode = m;
 	}
 	if (optind < argc && (pid = parse_pid(argv[optind++])) < 0)
-		return bad_usage("%s: expected a process id", argv[optind - 1]);
+		return bad_usage("%s%s: expected a process id", do_release ? "--release " : "", argv[optind - 1]);
 	if (optind < argc)
 		return bad_usage("unexpected argument %s (one PID at most)", argv[optind]);
 	/* the modes that do something else take none of the display options */
-	const char *other = do_clean ? "--clean" : release_pid ? "--release" : listen_spec ? "--listen" : NULL;
-	if (do_clean && release_pid)
+	const char *other = do_clean ? "--clean" : do_release ? "--release" : listen_spec ? "--listen" : NULL;
+	if (do_clean && do_release)
 		return bad_usage("--clean and --release cannot be used together");
-	if ((do_clean || release_pid) && listen_spec)
+	if ((do_clean || do_release) && listen_spec)
 		return bad_usage("%s and --listen cannot be used together", other);
 	if (other && mode != MODE_TABLE && !listen_spec)
 		return bad_usage("%s and %s cannot be used together", other, mode_name[mode]);
@@ -787,11 +985,11 @@ int main(int argc, char **argv)
 		return bad_usage("%s and --watch cannot be used together", other);
 	if (other && wide)
 		return bad_usage("%s and --wide cannot be used together", other);
-	if ((do_clean || release_pid) && pid)
-		return bad_usage("%s takes no PID argument", other);
+	if (do_clean && pid)
+		return bad_usage("--clean takes no PID argument");
 	if (count && watch <= 0)
 		return bad_usage("--count goes with --watch");
-	if (has_timeout && !release_pid)
+	if (has_timeout && !do_release)
 		return bad_usage("--timeout goes with --release");
 	if (wide && (mode != MODE_TABLE || pid))
 		return bad_usage("--wide is for the table of all processes");
@@ -805,8 +1003,8 @@ int main(int argc, char **argv)
 
 	if (do_clean)
 		return clean();
-	if (release_pid)
-		return release(release_pid, timeout);
+	if (do_release)
+		return release(pid, timeout);
 	if (listen_spec)
 		return listen_http(listen_spec, pid);
 	return show(mode, pid, watch, count, wide);

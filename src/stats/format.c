@@ -222,22 +222,24 @@ static void safe_comm(char *dst, const struct gpupool_page *pg) { safe_text(dst,
 /* The table's columns, in display order. keep: the order in which they give way when the
  * width is short (0: never dropped; then the highest number goes first). limit: shown only
  * when some listed slot has a limit; rate: only when some process has rates (--watch). */
-enum tcol { TC_PID, TC_COMM, TC_DEV, TC_RESERVED, TC_ALLOCATED, TC_ARATE, TC_BRATE, TC_PEAK, TC_CACHED,
-	    TC_LARGEST, TC_LIMIT, TC_PCTLIM, TC_HIT, TC_SEGS, TC_OOMS, TC_STATE, TC_COUNT };
+enum tcol { TC_PID, TC_COMM, TC_DEV, TC_RESERVED, TC_ALLOCATED, TC_UNPOOLED, TC_ARATE, TC_BRATE, TC_PEAK,
+	    TC_CACHED, TC_LARGEST, TC_LIMIT, TC_PCTLIM, TC_HIT, TC_SEGS, TC_OOMS, TC_STATE, TC_COUNT };
 static const struct {
 	const char *head;
 	int width; /* negative: left-aligned */
 	int keep;
-	bool limit, rate;
+	bool limit, rate, unpooled;
 } tcols[TC_COUNT] = {
-	[TC_PID] = {"PID", 7, 0, false, false},          [TC_COMM] = {"COMMAND", -15, 0, false, false},
-	[TC_DEV] = {"DEV", 3, 0, false, false},          [TC_RESERVED] = {"RESERVED", 10, 1, false, false},
-	[TC_ALLOCATED] = {"ALLOCATED", 10, 2, false, false}, [TC_ARATE] = {"ALLOCS/S", 8, 3, false, true},
-	[TC_BRATE] = {"BYTES/S", 10, 4, false, true},    [TC_PEAK] = {"PEAK_RSVD", 10, 10, false, false},
-	[TC_CACHED] = {"CACHED", 10, 7, false, false},   [TC_LARGEST] = {"LARGEST", 10, 12, false, false},
-	[TC_LIMIT] = {"LIMIT", 10, 6, true, false},      [TC_PCTLIM] = {"%LIM", 5, 5, true, false},
-	[TC_HIT] = {"HIT%", 5, 9, false, false},         [TC_SEGS] = {"SEGS", 6, 11, false, false},
-	[TC_OOMS] = {"OOMS", 5, 8, false, false},        [TC_STATE] = {"STATE", -5, 0, false, false},
+	[TC_PID] = {"PID", 7, 0, false, false, false},          [TC_COMM] = {"COMMAND", -15, 0, false, false, false},
+	[TC_DEV] = {"DEV", 3, 0, false, false, false},          [TC_RESERVED] = {"RESERVED", 10, 1, false, false, false},
+	[TC_ALLOCATED] = {"ALLOCATED", 10, 2, false, false, false},
+	[TC_UNPOOLED] = {"UNPOOLED", 10, 3, false, false, true},
+	[TC_ARATE] = {"ALLOCS/S", 8, 4, false, true, false},    [TC_BRATE] = {"BYTES/S", 10, 5, false, true, false},
+	[TC_PEAK] = {"PEAK_RSVD", 10, 11, false, false, false}, [TC_CACHED] = {"CACHED", 10, 8, false, false, false},
+	[TC_LARGEST] = {"LARGEST", 10, 13, false, false, false}, [TC_LIMIT] = {"LIMIT", 10, 7, true, false, false},
+	[TC_PCTLIM] = {"%LIM", 5, 6, true, false, false},       [TC_HIT] = {"HIT%", 5, 10, false, false, false},
+	[TC_SEGS] = {"SEGS", 6, 12, false, false, false},       [TC_OOMS] = {"OOMS", 5, 9, false, false, false},
+	[TC_STATE] = {"STATE", -5, 0, false, false, false},
 };
 
 /* Characters a row takes with the columns of mask: one space between columns, two before
@@ -257,17 +259,21 @@ static unsigned table_width(unsigned mask)
  * wanted first. The never-dropped columns may still exceed a very narrow width. */
 static unsigned table_columns(const struct gp_format_proc *procs, size_t n, unsigned width)
 {
-	bool any_limit = false, any_rate = false;
+	bool any_limit = false, any_rate = false, any_unpooled = false;
 	for (size_t i = 0; i < n; i++) {
 		any_rate |= procs[i].rates != NULL;
-		for (uint32_t d = 0; d < procs[i].page->ndevices && d < GPUPOOL_MAX_DEVICES; d++)
-			if (procs[i].page->dev[d].active && procs[i].page->dev[d].limit_bytes &&
-			    !(procs[i].inconsistent & (1u << d)))
-				any_limit = true;
+		for (uint32_t d = 0; d < procs[i].page->ndevices && d < GPUPOOL_MAX_DEVICES; d++) {
+			const struct gpupool_device_stats *s = &procs[i].page->dev[d];
+			if (!s->active || (procs[i].inconsistent & (1u << d)))
+				continue;
+			any_limit |= s->limit_bytes != 0;
+			/* the peak too: the column stays while a process that held some runs */
+			any_unpooled |= s->unpooled_bytes != 0 || s->unpooled_bytes_peak != 0;
+		}
 	}
 	unsigned mask = 0;
 	for (int c = 0; c < TC_COUNT; c++)
-		if ((!tcols[c].limit || any_limit) && (!tcols[c].rate || any_rate))
+		if ((!tcols[c].limit || any_limit) && (!tcols[c].rate || any_rate) && (!tcols[c].unpooled || any_unpooled))
 			mask |= 1u << c;
 	if (!width)
 		return mask;
@@ -435,14 +441,17 @@ void gp_format_table_box(struct gp_format_out *o, const struct gp_format_proc *p
 				continue;
 			gp_format_bytes(cells[TC_RESERVED], sizeof cells[0], s->reserved_bytes);
 			gp_format_bytes(cells[TC_ALLOCATED], sizeof cells[0], s->allocated_bytes);
+			gp_format_bytes(cells[TC_UNPOOLED], sizeof cells[0], s->unpooled_bytes);
 			rate_cells(cells, procs[i].rates ? &procs[i].rates[d] : NULL);
 			gp_format_bytes(cells[TC_PEAK], sizeof cells[0], s->reserved_bytes_peak);
 			gp_format_bytes(cells[TC_CACHED], sizeof cells[0], s->cached_bytes);
 			gp_format_bytes(cells[TC_LARGEST], sizeof cells[0], s->largest_free_block);
 			if (s->limit_bytes) {
 				gp_format_bytes(cells[TC_LIMIT], sizeof cells[0], s->limit_bytes);
-				/* a page anyone may have written: no bound on the ratio */
-				double pct = 100.0 * (double)s->reserved_bytes / (double)s->limit_bytes;
+				/* what counts against the limit: the pools' segments and the memory held
+				 * outside them; a page anyone may have written: no bound on the ratio */
+				double pct = 100.0 * (double)add_sat(s->reserved_bytes, s->unpooled_bytes) /
+					     (double)s->limit_bytes;
 				if (pct < 999.95)
 					snprintf(cells[TC_PCTLIM], sizeof cells[0], "%.1f", pct);
 				else
@@ -482,6 +491,173 @@ void gp_format_table_fit(struct gp_format_out *o, const struct gp_format_proc *p
 void gp_format_table(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n)
 {
 	gp_format_table_box(o, procs, n, 0, 0);
+}
+
+/* ---- GPUs ------------------------------------------------------------------------ */
+
+static bool uuid_known(const struct gpupool_device_stats *s)
+{
+	for (size_t i = 0; i < GPUPOOL_UUID_LEN; i++)
+		if (s->uuid[i])
+			return true;
+	return false;
+}
+
+size_t gp_format_gpus(const struct gp_format_proc *procs, size_t n, struct gp_format_gpu *gpus, size_t cap,
+		      size_t *left_out)
+{
+	size_t k = 0, left = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct gpupool_page *pg = procs[i].page;
+		if (procs[i].stale) /* its memory went with the process */
+			continue;
+		for (uint32_t d = 0; d < pg->ndevices && d < GPUPOOL_MAX_DEVICES; d++) {
+			const struct gpupool_device_stats *s = &pg->dev[d];
+			if (!s->active || (procs[i].inconsistent & (1u << d)) || !uuid_known(s))
+				continue;
+			size_t g = 0;
+			while (g < k && memcmp(gpus[g].uuid, s->uuid, GPUPOOL_UUID_LEN) != 0)
+				g++;
+			if (g == k) {
+				if (k == cap) {
+					left++;
+					continue;
+				}
+				memset(&gpus[k], 0, sizeof gpus[k]);
+				memcpy(gpus[k].uuid, s->uuid, GPUPOOL_UUID_LEN);
+				gpus[k].last_pid = -1;
+				k++;
+			}
+			struct gp_format_gpu *u = &gpus[g];
+			u->held_bytes = add_sat(u->held_bytes, add_sat(s->reserved_bytes, s->unpooled_bytes));
+			u->reclaimable_bytes = add_sat(u->reclaimable_bytes, s->releasable_bytes);
+			if (u->last_pid != pg->pid) { /* two slots of one process on one GPU count once */
+				u->processes++;
+				u->last_pid = pg->pid;
+			}
+			/* the freshest look at the device among the pages that have one */
+			if (s->device_total_bytes && s->device_seen_ns >= u->seen_ns) {
+				u->total_bytes = s->device_total_bytes;
+				/* a page anyone may have written: free never above total */
+				u->free_bytes = s->device_free_bytes < s->device_total_bytes ? s->device_free_bytes
+											 : s->device_total_bytes;
+				u->seen_ns = s->device_seen_ns;
+			}
+		}
+	}
+	/* by UUID, so that the lines keep their order between refreshes (insertion: few GPUs) */
+	for (size_t i = 1; i < k; i++) {
+		struct gp_format_gpu t = gpus[i];
+		size_t j = i;
+		for (; j > 0 && memcmp(gpus[j - 1].uuid, t.uuid, GPUPOOL_UUID_LEN) > 0; j--)
+			gpus[j] = gpus[j - 1];
+		gpus[j] = t;
+	}
+	if (left_out)
+		*left_out = left;
+	return k;
+}
+
+const char *gp_format_gpu_uuid(char buf[GP_FORMAT_UUID_LEN], const struct gp_format_gpu *g)
+{
+	struct gpupool_device_stats s;
+	memcpy(s.uuid, g->uuid, GPUPOOL_UUID_LEN);
+	return gp_format_uuid(buf, &s);
+}
+
+/* "12 s", "3 min", "2 h", "5 d": how long ago, in a few characters. */
+static void age_text(char *buf, size_t cap, uint64_t ns)
+{
+	uint64_t s = ns / 1000000000ull;
+	if (s < 120)
+		snprintf(buf, cap, "%llu s", (unsigned long long)s);
+	else if (s < 7200)
+		snprintf(buf, cap, "%llu min", (unsigned long long)(s / 60));
+	else if (s < 172800)
+		snprintf(buf, cap, "%llu h", (unsigned long long)(s / 3600));
+	else
+		snprintf(buf, cap, "%llu d", (unsigned long long)(s / 86400));
+}
+
+/* A GPU's name in the lines: the whole UUID (40 characters), or shortened as `form` says:
+ * 1, nvidia-smi's first group ("GPU-6770706f"); 2, that group and the last four digits
+ * ("GPU-6770706f..0001"). */
+static void gpu_name(char *buf, const struct gp_format_gpu *g, int form)
+{
+	char u[GP_FORMAT_UUID_LEN];
+	gp_format_gpu_uuid(u, g);
+	if (form == 1)
+		snprintf(buf, GP_FORMAT_UUID_LEN, "%.12s", u);
+	else if (form == 2)
+		snprintf(buf, GP_FORMAT_UUID_LEN, "%.12s..%s", u, u + GP_FORMAT_UUID_LEN - 5);
+	else
+		snprintf(buf, GP_FORMAT_UUID_LEN, "%s", u);
+}
+
+/* The shortest form of gpu_name that tells the GPUs apart and keeps a line in `width` (0:
+ * no bound, the whole UUID). */
+static int gpu_name_form(const struct gp_format_gpu *gpus, size_t k, unsigned width)
+{
+	if (!width || width >= 40 + 54 + 16) /* the whole UUID, the figures, a note of age */
+		return 0;
+	for (int form = 1; form <= 2; form++) {
+		bool unique = true;
+		char a[GP_FORMAT_UUID_LEN], b[GP_FORMAT_UUID_LEN];
+		for (size_t i = 0; i < k && unique; i++)
+			for (size_t j = i + 1; j < k && unique; j++)
+				unique = strcmp((gpu_name(a, &gpus[i], form), a), (gpu_name(b, &gpus[j], form), b)) != 0;
+		if (unique)
+			return form;
+	}
+	return 0;
+}
+
+unsigned gp_format_gpu_lines(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n, uint64_t now_ns,
+			     unsigned width, bool cut)
+{
+	struct gp_format_gpu gpus[GP_FORMAT_MAX_GPUS];
+	size_t left = 0, k = gp_format_gpus(procs, n, gpus, GP_FORMAT_MAX_GPUS, &left);
+	if (!k)
+		return 0;
+	int form = gpu_name_form(gpus, k, width);
+	int uw = form == 1 ? -12 : form == 2 ? -18 : -40;
+	char a[GP_FORMAT_UUID_LEN];
+	char line[256];
+	unsigned lines = 0, c = cut ? width : 0;
+	snprintf(line, sizeof line, "%*s  %10s %10s %10s %12s %6s", uw, "GPU", "TOTAL", "FREE", "GPUPOOL", "RECLAIMABLE",
+		 "PROCS");
+	box_cut(o, line, c);
+	lines++;
+	for (size_t i = 0; i < k; i++) {
+		const struct gp_format_gpu *g = &gpus[i];
+		char total[16], fr[16], held[16], rec[16], note[48] = "", age[16];
+		gpu_name(a, g, form);
+		if (g->total_bytes) {
+			gp_format_bytes(total, sizeof total, g->total_bytes);
+			gp_format_bytes(fr, sizeof fr, g->free_bytes);
+			/* the library looks about once a second: say so when the figure is older */
+			if (g->seen_ns && now_ns > g->seen_ns && now_ns - g->seen_ns >= GP_FORMAT_GPU_STALE_NS) {
+				age_text(age, sizeof age, now_ns - g->seen_ns);
+				snprintf(note, sizeof note, "  seen %s ago", age);
+			}
+		} else {
+			snprintf(total, sizeof total, "-");
+			snprintf(fr, sizeof fr, "-");
+		}
+		snprintf(line, sizeof line, "%*s  %10s %10s %10s %12s %6u%s", uw, a, total, fr,
+			 gp_format_bytes(held, sizeof held, g->held_bytes),
+			 gp_format_bytes(rec, sizeof rec, g->reclaimable_bytes), g->processes, note);
+		box_cut(o, line, c);
+		lines++;
+	}
+	if (left) {
+		snprintf(line, sizeof line, "more GPUs than %d: %zu slot%s of the others not shown", GP_FORMAT_MAX_GPUS,
+			 left, left == 1 ? "" : "s");
+		box_cut(o, line, c);
+		lines++;
+	}
+	puts_(o, "\n");
+	return lines + 1;
 }
 
 /* ---- detail ---------------------------------------------------------------------- */
@@ -603,6 +779,16 @@ static void detail_lines(struct box *b, const struct gp_format_proc *p)
 		gp_format_uuid(uuid, s);
 		box_line(b, P_REST, "%s", "");
 		box_line(b, P_TOP, "device %d  limit %s%s%s", (int)s->device, lim, uuid[0] ? "  " : "", uuid);
+		if (s->device_total_bytes) { /* the driver's figures at the library's last look */
+			char t[16], f[16];
+			box_line(b, P_REST, "  GPU memory %s, free %s (the driver's, at %llu.%03llu unix time)",
+				 gp_format_bytes(t, sizeof t, s->device_total_bytes),
+				 gp_format_bytes(f, sizeof f,
+						 s->device_free_bytes < s->device_total_bytes ? s->device_free_bytes
+											       : s->device_total_bytes),
+				 (unsigned long long)(s->device_seen_ns / 1000000000ull),
+				 (unsigned long long)(s->device_seen_ns / 1000000ull % 1000ull));
+		}
 		if (p->rates) {
 			const struct gp_format_rate *r = &p->rates[d];
 			char a[24], by[24];
@@ -720,6 +906,11 @@ static void json_processes(struct gp_format_out *o, const struct gp_format_proc 
 				char uuid[GP_FORMAT_UUID_LEN];
 				gp_format_printf(o, ",\"uuid\":\"%s\",\"limit_bytes\":%llu", gp_format_uuid(uuid, s),
 						 (unsigned long long)s->limit_bytes);
+				gp_format_printf(o, ",\"device_total_bytes\":%llu,\"device_free_bytes\":%llu,"
+						 "\"device_seen_ns\":%llu",
+						 (unsigned long long)s->device_total_bytes,
+						 (unsigned long long)s->device_free_bytes,
+						 (unsigned long long)s->device_seen_ns);
 				for (size_t k = 0; k < NMETRICS; k++) {
 					gp_format_printf(o, ",\"%s\":%llu", metrics[k].name,
 							 (unsigned long long)field(s, metrics[k].off));
@@ -745,6 +936,19 @@ void gp_format_json_listing(struct gp_format_out *o, const struct gp_format_proc
 			    const struct gp_format_skip *skips, size_t nskips)
 {
 	json_processes(o, procs, n);
+	struct gp_format_gpu gpus[GP_FORMAT_MAX_GPUS];
+	size_t ng = gp_format_gpus(procs, n, gpus, GP_FORMAT_MAX_GPUS, NULL);
+	puts_(o, ",\"gpus\":[");
+	for (size_t g = 0; g < ng; g++) {
+		char uuid[GP_FORMAT_UUID_LEN];
+		gp_format_printf(o, "%s\n{\"uuid\":\"%s\",\"total_bytes\":%llu,\"free_bytes\":%llu,\"seen_ns\":%llu,"
+				 "\"held_bytes\":%llu,\"reclaimable_bytes\":%llu,\"processes\":%u}",
+				 g ? "," : "", gp_format_gpu_uuid(uuid, &gpus[g]), (unsigned long long)gpus[g].total_bytes,
+				 (unsigned long long)gpus[g].free_bytes, (unsigned long long)gpus[g].seen_ns,
+				 (unsigned long long)gpus[g].held_bytes, (unsigned long long)gpus[g].reclaimable_bytes,
+				 gpus[g].processes);
+	}
+	puts_(o, ng ? "\n]" : "]");
 	unsigned long long total = 0;
 	for (size_t k = 0; k < nskips; k++)
 		total += skips[k].count;
@@ -863,6 +1067,50 @@ static void prom_device_family(struct gp_format_out *o, bool om, const struct gp
 	}
 }
 
+/* The GPUs (gp_format_gpus), one family per figure, labelled UUID alone: sums over the
+ * processes, which a per-process series cannot give without a query. The driver's figures
+ * only for GPUs that have them (a 0 would read as a GPU without memory). */
+static void prom_gpus(struct gp_format_out *o, bool om, const struct gp_format_proc *procs, size_t n)
+{
+	static const struct {
+		const char *family, *unit, *help;
+		bool driver;
+	} fams[] = {
+		{"gpupool_gpu_total_bytes", "bytes", "the GPU's memory, as the driver reported it (cudaMemGetInfo)", true},
+		{"gpupool_gpu_free_bytes", "bytes", "the GPU's free memory, as the driver reported it at its last look",
+		 true},
+		{"gpupool_gpu_seen_timestamp_seconds", "seconds", "when the driver's figures were taken (unix time)", true},
+		{"gpupool_gpu_held_bytes", "bytes", "bytes held by gpupool processes: reserved plus unpooled, summed",
+		 false},
+		{"gpupool_gpu_reclaimable_bytes", "bytes", "bytes gpupool processes can give back (releasable, summed)",
+		 false},
+		{"gpupool_gpu_processes", NULL, "gpupool processes using the GPU", false},
+	};
+	struct gp_format_gpu gpus[GP_FORMAT_MAX_GPUS];
+	size_t k = gp_format_gpus(procs, n, gpus, GP_FORMAT_MAX_GPUS, NULL);
+	for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
+		prom_meta(o, om, fams[f].family, "gauge", fams[f].unit, "", fams[f].help);
+		for (size_t g = 0; g < k; g++) {
+			const struct gp_format_gpu *u = &gpus[g];
+			if (fams[f].driver && !u->total_bytes)
+				continue;
+			char uuid[GP_FORMAT_UUID_LEN];
+			gp_format_printf(o, "%s{UUID=\"%s\"} ", fams[f].family, gp_format_gpu_uuid(uuid, u));
+			switch (f) {
+			case 0: gp_format_printf(o, "%llu\n", (unsigned long long)u->total_bytes); break;
+			case 1: gp_format_printf(o, "%llu\n", (unsigned long long)u->free_bytes); break;
+			case 2:
+				gp_format_printf(o, "%llu.%03llu\n", (unsigned long long)(u->seen_ns / 1000000000ull),
+						 (unsigned long long)(u->seen_ns / 1000000ull % 1000ull));
+				break;
+			case 3: gp_format_printf(o, "%llu\n", (unsigned long long)u->held_bytes); break;
+			case 4: gp_format_printf(o, "%llu\n", (unsigned long long)u->reclaimable_bytes); break;
+			default: gp_format_printf(o, "%u\n", u->processes); break;
+			}
+		}
+	}
+}
+
 void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n,
 			  const struct gp_format_skip *skips, size_t nskips, const char *version, bool om)
 {
@@ -902,6 +1150,7 @@ void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *
 		gp_format_printf(o, " %llu.%03llu\n", (unsigned long long)(pg->start_time_ns / 1000000000ull),
 				 (unsigned long long)(pg->start_time_ns / 1000000ull % 1000ull));
 	}
+	prom_gpus(o, om, procs, n);
 	prom_meta(o, om, "gpupool_skipped_pages", "gauge", NULL, "",
 		  "statistics pages the reader left out, by reason");
 	for (size_t k = 0; k < nskips; k++)
@@ -911,6 +1160,69 @@ void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *
 }
 
 /* ---- exit report ----------------------------------------------------------------- */
+
+/* Seconds of a nanosecond counter, for a line ("0.52 s"). */
+static void seconds_text(char *buf, size_t cap, uint64_t ns)
+{
+	snprintf(buf, cap, "%.2f s", (double)ns / 1e9);
+}
+
+/* The report's rows for memory held outside the pools (in all, then by kind), under peak and
+ * final, only where not all zero: the common report stays short. */
+static void report_unpooled(struct gp_format_out *o, const struct gpupool_device_stats *s)
+{
+	static const struct {
+		const char *label;
+		size_t off, peak_off;
+	} kinds[] = {
+		{"  vmm", offsetof(struct gpupool_device_stats, unpooled_vmm_bytes),
+		 offsetof(struct gpupool_device_stats, unpooled_vmm_bytes_peak)},
+		{"  memory pools", offsetof(struct gpupool_device_stats, unpooled_mempool_bytes),
+		 offsetof(struct gpupool_device_stats, unpooled_mempool_bytes_peak)},
+		{"  managed", offsetof(struct gpupool_device_stats, unpooled_managed_bytes),
+		 offsetof(struct gpupool_device_stats, unpooled_managed_bytes_peak)},
+		{"  pitched", offsetof(struct gpupool_device_stats, unpooled_pitched_bytes),
+		 offsetof(struct gpupool_device_stats, unpooled_pitched_bytes_peak)},
+	};
+	char a[16], b[16];
+	if (s->unpooled_bytes || s->unpooled_bytes_peak) {
+		gp_format_printf(o, "  %-16s %14s %14s\n", "unpooled", gp_format_bytes(a, sizeof a, s->unpooled_bytes_peak),
+				 gp_format_bytes(b, sizeof b, s->unpooled_bytes));
+		for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+			uint64_t cur = field(s, kinds[k].off), pk = field(s, kinds[k].peak_off);
+			if (cur || pk)
+				gp_format_printf(o, "  %-16s %14s %14s\n", kinds[k].label, gp_format_bytes(a, sizeof a, pk),
+						 gp_format_bytes(b, sizeof b, cur));
+		}
+	}
+}
+
+/* The report's lines for the calls held outside the pools, reclaims and the decay, each
+ * only where its figures are not all zero. */
+static void report_sharing(struct gp_format_out *o, const struct gpupool_device_stats *s)
+{
+	char a[16], c[16];
+	if (s->unpooled_allocs || s->unpooled_frees || s->unpooled_refusals)
+		gp_format_printf(o, "  unpooled calls: %llu allocation%s, %llu free%s, %llu refused at the limit\n",
+				 (unsigned long long)s->unpooled_allocs, s->unpooled_allocs == 1 ? "" : "s",
+				 (unsigned long long)s->unpooled_frees, s->unpooled_frees == 1 ? "" : "s",
+				 (unsigned long long)s->unpooled_refusals);
+	if (s->reclaim_asks || s->reclaim_answers || s->reclaim_received_bytes || s->reclaim_wait_ns) {
+		seconds_text(c, sizeof c, s->reclaim_wait_ns);
+		gp_format_printf(o, "  reclaims asked %llu, answered %llu: received %s, waited %s\n",
+				 (unsigned long long)s->reclaim_asks, (unsigned long long)s->reclaim_answers,
+				 gp_format_bytes(a, sizeof a, s->reclaim_received_bytes), c);
+	}
+	if (s->reclaims_served || s->reclaims_refused || s->reclaim_given_bytes || s->framework_empties)
+		gp_format_printf(o, "  reclaims served %llu, refused %llu: gave %s; framework caches emptied %llu\n",
+				 (unsigned long long)s->reclaims_served, (unsigned long long)s->reclaims_refused,
+				 gp_format_bytes(a, sizeof a, s->reclaim_given_bytes),
+				 (unsigned long long)s->framework_empties);
+	if (s->decay_releases || s->decayed_bytes)
+		gp_format_printf(o, "  decay: %llu segment%s, %s given back after sitting unused\n",
+				 (unsigned long long)s->decay_releases, s->decay_releases == 1 ? "" : "s",
+				 gp_format_bytes(a, sizeof a, s->decayed_bytes));
+}
 
 void gp_format_report(struct gp_format_out *o, const struct gpupool_page *pg)
 {
@@ -929,6 +1241,7 @@ void gp_format_report(struct gp_format_out *o, const struct gpupool_page *pg)
 				 gp_format_bytes(b, sizeof b, s->reserved_bytes));
 		gp_format_printf(o, "  %-16s %14s %14s\n", "allocated", gp_format_bytes(a, sizeof a, s->allocated_bytes_peak),
 				 gp_format_bytes(b, sizeof b, s->allocated_bytes));
+		report_unpooled(o, s);
 		gp_format_printf(o, "  %-16s %14s %14s\n", "", "cudaMalloc", "cudaFree");
 		gp_format_printf(o, "  %-16s %14llu %14llu\n", "real calls", (unsigned long long)s->segment_allocs,
 				 (unsigned long long)s->segment_frees);
@@ -950,5 +1263,6 @@ void gp_format_report(struct gp_format_out *o, const struct gpupool_page *pg)
 					 (unsigned long long)(s->allocs >= s->driver_allocs ? s->allocs - s->driver_allocs : 0),
 					 (unsigned long long)s->driver_allocs,
 					 (unsigned long long)s->driver_passthrough_allocs);
+		report_sharing(o, s);
 	}
 }

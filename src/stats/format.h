@@ -81,6 +81,37 @@ void gp_format_table_fit(struct gp_format_out *o, const struct gp_format_proc *p
  * first rows, and in the last line the number of rows left out. */
 void gp_format_table_box(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n, unsigned width,
 			 unsigned rows);
+/* One GPU as the pages of the processes using it show it (gpupool-stat's lines above the
+ * table, "gpus" in the JSON listing, gpupool_gpu_* in Prometheus): the live, consistent,
+ * active slots whose UUID is known, summed by UUID (sums saturate). */
+struct gp_format_gpu {
+	unsigned char uuid[GPUPOOL_UUID_LEN];
+	/* the driver's figures (device_total_bytes, device_free_bytes) from the page whose look
+	 * is the freshest, free never above total; seen_ns its device_seen_ns (CLOCK_REALTIME);
+	 * total 0 while no page has one */
+	uint64_t total_bytes, free_bytes, seen_ns;
+	uint64_t held_bytes;        /* reserved + unpooled bytes of those processes */
+	uint64_t reclaimable_bytes; /* their releasable_bytes */
+	unsigned processes;
+	int32_t last_pid; /* the last process counted (a process counts once per GPU) */
+};
+/* At most this many GPUs in one listing (distinct UUIDs); the slots of more are counted. */
+#define GP_FORMAT_MAX_GPUS 64
+/* The text view notes the age of the driver's figures from this age on. */
+#define GP_FORMAT_GPU_STALE_NS (5 * 1000000000ull)
+/* The GPUs of procs into gpus[cap], sorted by UUID; *left_out (when not NULL) the slots of
+ * GPUs beyond cap. Returns the count. No allocation. */
+size_t gp_format_gpus(const struct gp_format_proc *procs, size_t n, struct gp_format_gpu *gpus, size_t cap,
+		      size_t *left_out);
+/* gp_format_uuid of a gp_format_gpu. */
+const char *gp_format_gpu_uuid(char buf[GP_FORMAT_UUID_LEN], const struct gp_format_gpu *g);
+/* A line per GPU of procs, a header before them and a blank line after: total and free as
+ * the driver reported them (with their age when GP_FORMAT_GPU_STALE_NS or older at now_ns,
+ * CLOCK_REALTIME), held by gpupool processes, reclaimable, the number of processes. The
+ * whole UUID when `width` (0: no bound) has room for it, else its first group. Lines cut
+ * at width when cut. Returns the lines written, 0 (nothing written) when no GPU is known. */
+unsigned gp_format_gpu_lines(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n, uint64_t now_ns,
+			     unsigned width, bool cut);
 /* Every gauge (current, peak), every counter, the limit and the uuid of one process, and its
  * rates per second when p->rates. */
 void gp_format_detail(struct gp_format_out *o, const struct gp_format_proc *p);

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 STAT, WRITER = sys.argv[1:3]
@@ -62,11 +63,13 @@ def wrap(text, width=100):
 
 def json_cut(doc, pid):
     """The listing with process pid's object only, cut after its first device's
-    requested_bytes_peak."""
+    requested_bytes_peak, and the first GPU."""
     lines = doc.rstrip("\n").split("\n")
     first = next(l for l in lines if l.lstrip(",").startswith('{"pid":%d,' % pid)).lstrip(",")
     m = re.search(r'"requested_bytes_peak":\d+', first)
-    return "%s\n%s\n%s\n" % (lines[0], wrap(first[:m.end()] + ",...}]}"), lines[-1])
+    gpus = lines.index('],"gpus":[')
+    return "%s\n%s\n%s\n%s\n%s\n" % (lines[0], wrap(first[:m.end()] + ",...}]}"), lines[gpus], wrap(lines[gpus + 1].rstrip(",")),
+                                     lines[-1])
 
 
 def detail_cut(text):
@@ -105,6 +108,8 @@ def make():
         ex = {}
         ex["table-wide"] = "$ gpupool-stat --wide\n" + run(shm, "--wide")
         ex["table-80"] = "$ gpupool-stat\n" + run(shm)
+        # a reclaim between the two frames (the writer's SIGUSR1): its lines under the second
+        threading.Timer(0.5, os.kill, (live.pid, signal.SIGUSR1)).start()
         ex["watch"] = "$ gpupool-stat --watch 1 --count 2\n" + run(shm, "--watch", "1", "--count", "2")
         ex["detail"] = detail_cut(run(shm, str(live.pid)))
         os.kill(live.pid, signal.SIGSTOP)  # the JSON and the Prometheus text of one moment
@@ -114,9 +119,7 @@ def make():
         live.send_signal(signal.SIGTERM)
         live.wait(timeout=10)
         live_err.seek(0)
-        report = live_err.read().split("\n")
-        dev = [i for i, l in enumerate(report) if l.startswith("  device ")]
-        ex["report"] = "\n".join(report[:dev[1]]) + "\n"  # the first device's
+        ex["report"] = live_err.read()
         return ex
     finally:
         for w in (live, gone):

@@ -69,8 +69,15 @@ def check_families(families, openmetrics):
             assert not openmetrics or f.unit == "bytes", (f.name, f.unit)
     gauges, counters = byte_fields()
     units = [f for f in families if f.name.endswith("_bytes")]
-    # each byte gauge and its peak, each byte counter, the limit
-    assert len(units) == 2 * len(gauges) + len(counters) + 1, sorted(f.name for f in units)
+    # each byte gauge and its peak, each byte counter, the limit, the GPUs' total, free, held
+    # and reclaimable
+    assert len(units) == 2 * len(gauges) + len(counters) + 1 + 4, sorted(f.name for f in units)
+    # the GPUs' families: labelled UUID alone
+    for f in families:
+        if f.name.startswith("gpupool_gpu_"):
+            assert f.type == "gauge", f
+            for s in f.samples:
+                assert list(s.labels) == ["UUID"], s
     build = [f for f in families if f.name == ("gpupool_build" if openmetrics else "gpupool_build_info")]
     assert len(build) == 1 and build[0].type == ("info" if openmetrics else "gauge"), build
     assert [(s.name, s.labels, s.value) for s in build[0].samples] == [
@@ -102,6 +109,16 @@ def compare_with_json(samples, doc, pid):
             checked += 1
     assert checked == 14, checked
     assert [d["limit_bytes"] > 0 for d in proc["devices"]] == [False, True], proc["devices"]
+    # the GPUs: each of --json's "gpus" as a sample of each family
+    for g in doc["gpus"]:
+        for name, want in (("gpupool_gpu_total_bytes", g["total_bytes"]), ("gpupool_gpu_free_bytes", g["free_bytes"]),
+                           ("gpupool_gpu_held_bytes", g["held_bytes"]),
+                           ("gpupool_gpu_reclaimable_bytes", g["reclaimable_bytes"]),
+                           ("gpupool_gpu_processes", g["processes"]),
+                           ("gpupool_gpu_seen_timestamp_seconds", g["seen_ns"] // 1000000 / 1000)):
+            got = [v for l, v in samples.get(name, []) if l["UUID"] == g["uuid"]]
+            assert got == [float(want)], (name, g["uuid"], got, want)
+    assert len(doc["gpus"]) == 2, doc["gpus"]
 
 
 def check_dashboard(samples):

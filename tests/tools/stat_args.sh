@@ -1,7 +1,7 @@
 #!/bin/sh
-# gpupool-stat's command line: every bad argument is one line naming it, then the short
-# usage, exit status 2; conflicting options are refused; every other non-zero exit says why
-# on stderr; --help goes to stdout. $1: gpupool-stat.
+# gpupool-stat's command line: every bad argument is one line naming it, then one line
+# pointing at --help, exit status 2; conflicting options are refused; every other non-zero
+# exit says why on stderr; --help goes to stdout. $1: gpupool-stat.
 set -u
 STAT=$1
 D=$(mktemp -d)
@@ -20,8 +20,9 @@ expect() {
 	[ "$rc" -eq "$want" ] || { fail "gpupool-stat $*: exit $rc, expected $want"; cat "$D/err" >&2; return; }
 	head -1 "$D/err" | grep -qx -- "$line" || { fail "gpupool-stat $*: stderr: $(head -1 "$D/err")"; return; }
 	if [ "$want" -eq 2 ]; then
-		sed -n 2p "$D/err" | grep -q '^usage: gpupool-stat ' || fail "gpupool-stat $*: no short usage"
-		[ "$(wc -l <"$D/err")" -le 7 ] || fail "gpupool-stat $*: more than a short usage"
+		sed -n 2p "$D/err" | grep -qx "Try 'gpupool-stat --help' for more information." ||
+			fail "gpupool-stat $*: no pointer to --help"
+		[ "$(wc -l <"$D/err")" -eq 2 ] || fail "gpupool-stat $*: more than two lines"
 		[ ! -s "$D/out" ] || fail "gpupool-stat $*: wrote to stdout"
 	fi
 	echo "ok: gpupool-stat $* -> $rc: $(head -1 "$D/err")"
@@ -51,7 +52,8 @@ expect 2 'gpupool-stat: --clean and --json cannot be used together' --clean --js
 expect 2 'gpupool-stat: --clean and --watch cannot be used together' --clean --watch 1
 expect 2 'gpupool-stat: --clean takes no PID argument' --clean 42
 expect 2 'gpupool-stat: --release and --prometheus cannot be used together' --release 5 --prometheus
-expect 2 'gpupool-stat: --release takes no PID argument' --release 5 42
+expect 2 'gpupool-stat: unexpected argument 42 (one PID at most)' --release 5 42
+expect 2 'gpupool-stat: --release 12x: expected a process id' --release 12x
 expect 2 'gpupool-stat: --release and --listen cannot be used together' --release 5 --listen 0
 expect 2 'gpupool-stat: --listen serves Prometheus and OpenMetrics text: it takes no --json' --listen 0 --json
 expect 2 'gpupool-stat: --listen and --watch cannot be used together' --listen 0 --watch 1
@@ -67,6 +69,14 @@ done
 GPUPOOL_SHM_DIR=$D/missing expect 1 "gpupool-stat: $D/missing: No such file or directory"
 GPUPOOL_SHM_DIR=$D/missing expect 1 "gpupool-stat: $D/missing: No such file or directory" --json
 GPUPOOL_SHM_DIR=$D/missing expect 1 "gpupool-stat: $D/missing: No such file or directory" --clean
+GPUPOOL_SHM_DIR=$D/missing expect 1 "gpupool-stat: $D/missing: No such file or directory" --release
+# --release of a pid that names no process, or a process without a page: said so, exit 1
+expect 1 'gpupool-stat: no process 999999' --release 999999
+expect 1 "gpupool-stat: pid $$ has no statistics page in $GPUPOOL_SHM_DIR (it has not allocated through gpupool)" \
+	--release $$
+# --release of every process where there is none: not an error
+"$STAT" --release >"$D/out" 2>"$D/err" || fail "--release with no page: exit $?"
+grep -qx "no process to ask in $GPUPOOL_SHM_DIR" "$D/out" && [ ! -s "$D/err" ] || fail "--release with no page: output"
 
 # help and version: stdout, exit 0
 for h in --help -h; do

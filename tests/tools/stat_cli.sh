@@ -1,7 +1,9 @@
 #!/bin/sh
 # The gpupool-stat CLI against live pages: a helper writer (stat_writer) in a private
-# GPUPOOL_SHM_DIR; checks the table, the PID view, --json (python3), --prometheus,
-# the width, --watch (piped and on a terminal), --release (acked and idle), --clean, junk in the directory, the exit report.
+# GPUPOOL_SHM_DIR; checks the GPU lines, the table, the PID view, --json (python3), --prometheus,
+# the width, --watch (piped, with its reclaim and decay lines, and on a terminal), --release
+# (one process and every process, acked and idle), --clean, junk in the directory, the exit
+# report.
 set -eu
 . "$(dirname "$0")/stat_lib.sh"
 
@@ -10,9 +12,12 @@ set -eu
 WPID=$!
 "$WRITER" 500 idle >"$D/idle.out" 2>"$D/idle.err" &
 IPID=$!
-HELPERS="$WPID $IPID"
+"$WRITER" 500 idle >"$D/idle2.out" 2>"$D/idle2.err" &
+I2PID=$!
+HELPERS="$WPID $IPID $I2PID"
 wait_ready w
 wait_ready idle
+wait_ready idle2
 
 # junk the reader must skip with one line each
 head -c 100 /dev/urandom >"$GPUPOOL_SHM_DIR/gpupool.4000005"
@@ -27,6 +32,15 @@ cat "$D/table"
 grep -q "^ *$WPID stat_writer *0 .* live" "$D/table" || fail "table row dev 0"
 grep -q "^ *$WPID stat_writer *1 .* live" "$D/table" || fail "table row dev 1"
 grep -q "^ *$IPID stat_writer" "$D/table" || fail "idle writer row"
+# the GPUs above the table: the three writers on each of the two GPUs, named short enough for 80
+# columns and still apart; the driver's 80 GiB; held = reserved + unpooled of both writers
+grep -q "^GPU  *TOTAL  *FREE  *GPUPOOL  *RECLAIMABLE  *PROCS$" "$D/table" || fail "GPU header"
+grep -q "^GPU-6770706f..0000  *80.0 GiB  *[0-9.]* [KMG]iB  *[0-9.]* [KMG]iB  *[0-9.]* [KMG]\?i\?B  *3$" "$D/table" ||
+	fail "GPU line of device 0"
+grep -q "^GPU-6770706f..0001  *80.0 GiB .*  3$" "$D/table" || fail "GPU line of device 1"
+# UNPOOLED: the writers hold 256 MiB outside the pools on device 1, none on device 0
+grep -q "^ *PID COMMAND *DEV *RESERVED *ALLOCATED *UNPOOLED " "$D/table" || fail "UNPOOLED column"
+grep -q "^ *$WPID stat_writer *1 .* 256.0 MiB .* live$" "$D/table" || fail "unpooled of device 1"
 [ "$(wc -l <"$D/table.err")" -eq 4 ] || { cat "$D/table.err"; fail "expected 4 skip lines"; }
 grep -q "gpupool.4000005 truncated/wrong size" "$D/table.err" || fail "truncated"
 grep -q "gpupool.4000006 is a directory" "$D/table.err" || fail "directory"
@@ -52,6 +66,17 @@ assert p["comm"] == "stat_writer" and not p["stale"] and len(p["devices"]) == 2
 for v in p["devices"]:
     assert v["consistent"] and v["allocated_bytes"] <= v["reserved_bytes"]
     assert v["reserved_bytes_peak"] >= v["reserved_bytes"] and v["allocs"] > 0
+    assert v["device_total_bytes"] == 80 << 30 and v["device_free_bytes"] < v["device_total_bytes"]
+# the GPUs: each of the three writers on each GPU, held = the sum of reserved + unpooled
+live = [p for p in d["processes"] if not p["stale"]]
+assert [g["uuid"] for g in d["gpus"]] == ["GPU-6770706f-6f6c-7465-7374-00000000000%d" % i for i in (0, 1)], d["gpus"]
+for g in d["gpus"]:
+    slots = [v for p in live for v in p["devices"] if v["uuid"] == g["uuid"]]
+    assert g["processes"] == len(slots) == 3, g
+    assert g["total_bytes"] == 80 << 30 and g["free_bytes"] <= g["total_bytes"], g
+    assert g["seen_ns"] == max(v["device_seen_ns"] for v in slots), g
+    # the writers run on: each reading is its own, no exact sum across two copies
+    assert g["held_bytes"] > 0 and g["reclaimable_bytes"] >= 0, g
 EOF
 "$STAT" --json "$WPID" 2>/dev/null | python3 -c 'import json,sys; assert len(json.load(sys.stdin)["processes"]) == 1' ||
 	fail "json for one pid"
@@ -61,24 +86,29 @@ EOF
 grep -q '^# TYPE gpupool_allocs_total counter$' "$D/prom" || fail "prom TYPE"
 grep -q "^gpupool_reserved_bytes{pid=\"$WPID\",comm=\"stat_writer\",device=\"1\",UUID=\"GPU-6770706f-6f6c-7465-7374-000000000001\"} [0-9]*$" "$D/prom" ||
 	fail "prom sample"
+# the GPUs: labelled UUID alone
+grep -q '^gpupool_gpu_total_bytes{UUID="GPU-6770706f-6f6c-7465-7374-000000000001"} 85899345920$' "$D/prom" ||
+	fail "prom GPU total"
+grep -q '^gpupool_gpu_processes{UUID="GPU-6770706f-6f6c-7465-7374-000000000000"} 3$' "$D/prom" ||
+	fail "prom GPU processes"
 # no limit on device 0: no gpupool_limit_bytes sample for it (a 0 would read as a limit of nothing)
 grep -q "^gpupool_limit_bytes{pid=\"$WPID\",comm=\"stat_writer\",device=\"1\",UUID=\"GPU-[0-9a-f-]*\"} 68719476736$" "$D/prom" ||
 	fail "prom limit of device 1"
 if grep -q "^gpupool_limit_bytes{pid=\"$WPID\",comm=\"stat_writer\",device=\"0\"" "$D/prom"; then fail "a limit sample for no limit"; fi
 bad=$(grep -v '^# \(HELP\|TYPE\) ' "$D/prom" |
-	grep -cv '^gpupool_[a-z_]*{\(pid="[0-9]*",comm="[^"]*"\(,device="[0-9]*"\(,UUID="GPU-[0-9a-f-]\{36\}"\)\?\)\?\|reason="[a-z_]*"\|version="[0-9A-Za-z.+~-]*"\)} [0-9.]*$' || true)
+	grep -cv '^gpupool_[a-z_]*{\(pid="[0-9]*",comm="[^"]*"\(,device="[0-9]*"\(,UUID="GPU-[0-9a-f-]\{36\}"\)\?\)\?\|UUID="GPU-[0-9a-f-]\{36\}"\|reason="[a-z_]*"\|version="[0-9A-Za-z.+~-]*"\)} [0-9.]*$' || true)
 [ "$bad" -eq 0 ] || fail "prom grammar: $bad bad lines"
 
 # the table fits the width: 80 columns (no terminal, no COLUMNS) gives one line per row, and
 # LIMIT/%LIM (device 1 has a 64 GiB limit); --wide every column; SEGS, not MALLOCS
 "$STAT" >"$D/t80" 2>/dev/null || fail "table exit status"
 awk 'length > 80 { bad = 1 } END { exit bad }' "$D/t80" || { cat "$D/t80"; fail "table wider than 80"; }
-grep -q "^ *PID COMMAND *DEV *RESERVED *ALLOCATED *LIMIT *%LIM .*STATE$" "$D/t80" || { cat "$D/t80"; fail "80-column header"; }
-grep -q "^ *$WPID stat_writer *1 .* 64.0 GiB *[0-9.]* .* live$" "$D/t80" || fail "limit columns"
+grep -q "^ *PID COMMAND *DEV *RESERVED *ALLOCATED *UNPOOLED *%LIM .*STATE$" "$D/t80" || { cat "$D/t80"; fail "80-column header"; }
+grep -q "^ *$WPID stat_writer *1 .* 256.0 MiB *[0-9.]* .* live$" "$D/t80" || fail "limit columns"
 COLUMNS=200 "$STAT" >"$D/t200" 2>/dev/null || fail "table exit status"
 "$STAT" --wide >"$D/twide" 2>/dev/null || fail "wide exit status"
 for t in t200 twide; do
-	grep -q "RESERVED  ALLOCATED  PEAK_RSVD     CACHED    LARGEST      LIMIT  %LIM  HIT%   SEGS  OOMS  STATE" "$D/$t" ||
+	grep -q "RESERVED  ALLOCATED   UNPOOLED  PEAK_RSVD     CACHED    LARGEST      LIMIT  %LIM  HIT%   SEGS  OOMS  STATE" "$D/$t" ||
 		{ cat "$D/$t"; fail "$t: every column"; }
 done
 if grep -q MALLOCS "$D/twide"; then fail "MALLOCS is SEGS now"; fi
@@ -91,6 +121,20 @@ cat "$D/watch"
 if grep -q "$(printf '\033')" "$D/watch"; then fail "escape codes in piped --watch"; fi
 [ "$(grep -c '^-- gpupool-stat .* every 0.2s  [0-9-]* [0-9:]*$' "$D/watch")" -eq 2 ] || fail "watch frames"
 [ "$(grep -c '^ *PID COMMAND' "$D/watch")" -eq 2 ] || fail "watch tables"
+# a reclaim between two refreshes (SIGUSR1 to the writer: device 0 gives 2 GiB and 1 GiB
+# idle, device 1 receives 2 GiB after 0.41 s): a line each, under the table, kept in the
+# frames after it
+"$STAT" --watch 0.3 --count 5 >"$D/watchev" 2>/dev/null &
+SPID=$!
+sleep 0.5
+kill -USR1 "$WPID"
+wait "$SPID" || fail "watch with events exit status"
+cat "$D/watchev"
+for l in "gave 2.0 GiB for a reclaim" "received 2.0 GiB after waiting 0.41 s" "gave back 1.0 GiB that sat unused (3 segments)"; do
+	n=$(grep -c "^[0-9:]\{8\} pid $WPID (stat_writer) $l$" "$D/watchev" || true)
+	[ "$n" -ge 2 ] || fail "watch: '$l' in $n frames, expected 2 or more"
+done
+if grep -q "pid $IPID .*reclaim" "$D/watchev"; then fail "watch: an event for an idle writer"; fi
 for m in --json --prometheus --openmetrics; do
 	"$STAT" $m --watch 0.1 --count 2 >"$D/watchm" 2>/dev/null || fail "watch $m exit status"
 	if grep -q "$(printf '\033')" "$D/watchm"; then fail "escape codes in $m --watch"; fi
@@ -140,10 +184,26 @@ PYEOF
 # release: acked by the busy writer, timed out by the idle one
 "$STAT" --release "$WPID" >"$D/rel" || fail "release exit status"
 cat "$D/rel"
-grep -q "^pid $WPID released its cache: request 1 done after" "$D/rel" || fail "release text"
+grep -q "^pid $WPID (stat_writer) released its cache: request 1 done after [0-9.]* ms, [0-9.]* [KMG]\?i\?B handed back$" "$D/rel" ||
+	fail "release text"
 if "$STAT" --release "$IPID" --timeout 0.3 >"$D/rel2"; then fail "idle release should exit 1"; fi
 cat "$D/rel2"
-grep -q "did not answer release request 1 within" "$D/rel2" || fail "idle release text"
+grep -q "^pid $IPID (stat_writer) did not answer release request 1 within 0.3 s" "$D/rel2" || fail "idle release text"
+# every process: the busy one answers, the two idle ones do not; the waits run together
+# (one after the other they would take 2 s)
+t0=$(date +%s%N)
+if "$STAT" --release --timeout 1 >"$D/relall"; then fail "release of all with idle ones should exit 1"; fi
+t1=$(date +%s%N)
+cat "$D/relall"
+grep -q "^pid $WPID (stat_writer) released its cache: request 2 done after" "$D/relall" || fail "release all: busy"
+grep -q "^pid $IPID (stat_writer) did not answer release request 2 within 1.0 s" "$D/relall" || fail "release all: idle"
+grep -q "^pid $I2PID (stat_writer) did not answer release request 1 within 1.0 s" "$D/relall" || fail "release all: idle 2"
+grep -q "^asked 3 processes: 1 answered, [0-9.]* [KMG]\?i\?B handed back in all$" "$D/relall" || fail "release all: summary"
+[ $(((t1 - t0) / 1000000)) -lt 1900 ] || fail "release all took $(((t1 - t0) / 1000000)) ms: the waits were not concurrent"
+kill -9 "$I2PID"
+wait "$I2PID" 2>/dev/null || true
+helper_done "$I2PID"
+rm "$GPUPOOL_SHM_DIR/gpupool.$I2PID" # --clean is tested with the other idle writer below
 
 # clean: the killed idle writer's page and the junk file go, the live page stays
 kill -9 "$IPID"
@@ -166,6 +226,13 @@ wait "$WPID" || fail "writer exit status"
 cat "$D/w.err"
 grep -q "report for pid $WPID (stat_writer)" "$D/w.err" || fail "exit report"
 grep -q "driver calls saved" "$D/w.err" || fail "exit report content"
+# the figures of the reclaim above, and the memory outside the pools on device 1
+grep -q "^  unpooled  *512.0 MiB  *256.0 MiB$" "$D/w.err" || fail "exit report: unpooled"
+grep -q "^    vmm  *512.0 MiB  *256.0 MiB$" "$D/w.err" || fail "exit report: unpooled by kind"
+grep -q "^  reclaims served 1, refused 0: gave 2.0 GiB; framework caches emptied 0$" "$D/w.err" || fail "exit report: served"
+grep -q "^  reclaims asked 1, answered 1: received 2.0 GiB, waited 0.41 s$" "$D/w.err" || fail "exit report: asked"
+grep -q "^  decay: 3 segments, 1.0 GiB given back after sitting unused$" "$D/w.err" || fail "exit report: decay"
+[ "$(grep -c "^  reclaims asked" "$D/w.err")" -eq 1 ] || fail "exit report: a reclaim line for a device without one"
 [ ! -e "$GPUPOOL_SHM_DIR/gpupool.$WPID" ] || fail "page not unlinked at exit"
 helper_done "$WPID"
 echo "stat_cli: all checks passed"

@@ -44,7 +44,7 @@ grep -q "^gpupool_reserved_bytes{pid=\"$WPID\"" "$D/prom" || fail "prometheus la
 grep -q '^# TYPE gpupool_skipped_pages gauge$' "$D/prom" || fail "prometheus skipped TYPE"
 grep -qx "gpupool_skipped_pages{reason=\"foreign\"} $forged" "$D/prom" || fail "prometheus skipped count"
 bad=$(grep -v '^# \(HELP\|TYPE\) ' "$D/prom" |
-	grep -cv '^gpupool_[a-z_]*{\(pid="[0-9]*",comm="[^"]*"\(,device="[0-9]*"\(,UUID="GPU-[0-9a-f-]\{36\}"\)\?\)\?\|reason="[a-z_]*"\|version="[0-9A-Za-z.+~-]*"\)} [0-9.]*$' || true)
+	grep -cv '^gpupool_[a-z_]*{\(pid="[0-9]*",comm="[^"]*"\(,device="[0-9]*"\(,UUID="GPU-[0-9a-f-]\{36\}"\)\?\)\?\|UUID="GPU-[0-9a-f-]\{36\}"\|reason="[a-z_]*"\|version="[0-9A-Za-z.+~-]*"\)} [0-9.]*$' || true)
 [ "$bad" -eq 0 ] || fail "prom grammar: $bad bad lines"
 
 # one process asked for by pid: the forged one is not shown either

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import termios
+import threading
 import time
 
 STAT, WRITER = sys.argv[1:3]
@@ -184,7 +185,7 @@ def frames(out):
     return [ESCAPES.sub(b"", f).decode().replace("\r", "").split("\n") for f in parts]
 
 
-def check_fits(args, rows, cols, needles, what):
+def check_fits(args, rows, cols, needles, what, nframes=2):
     pid, master = spawn_pty(args, rows, cols)
     try:
         out, st = wait_exit(pid, master, 10)
@@ -193,7 +194,7 @@ def check_fits(args, rows, cols, needles, what):
     if st is None or not os.WIFEXITED(st) or os.WEXITSTATUS(st) != 0:
         fail("%s: exit %r: %r" % (what, st, out[-300:]))
     fs = frames(out)
-    if len(fs) != 2:
+    if len(fs) != nframes:
         fail("%s: %d frames" % (what, len(fs)))
     for f in fs:
         text = "\n".join(f)
@@ -224,10 +225,24 @@ def start_writer(d, name, *args):
     fail("writer %s not ready" % name)
 
 
+def check_events(busy):
+    """On a terminal of 80x16: the GPU lines, the table and a reclaim's lines (SIGUSR1 to the
+    writer between two refreshes) share the window, none of it past its bounds."""
+    threading.Timer(0.45, os.kill, (busy.pid, signal.SIGUSR1)).start()
+    fs = check_fits(["--watch", "0.3", "--count", "3"], 16, 80, [r"^GPU  +TOTAL", r"PID COMMAND"],
+                    "GPUs, table and events in 80x16", 3)
+    text = "\n".join(fs[-1])
+    for n in (r"^\d\d:\d\d:\d\d pid %d \(stat_writer\) gave 2\.0 GiB for a reclaim$" % busy.pid,
+              r"^\d\d:\d\d:\d\d pid %d \(stat_writer\) received 2\.0 GiB after waiting 0\.41 s$" % busy.pid):
+        if not re.search(n, text, re.M):
+            fail("events: %r not in the last frame:\n%s" % (n, text))
+    print("stat_watch: a reclaim's lines under the table in 80x16")
+
+
 def check_rates(busy, idle):
     out = subprocess.run([STAT, "--watch", "0.3", "--count", "2"], capture_output=True, text=True,
                          timeout=20, env=dict(os.environ, COLUMNS="120")).stdout
-    fs = out.split("\n\n")
+    fs = re.split(r"\n\n(?=-- gpupool-stat )", out)
     if len(fs) != 2:
         fail("rates: %d frames: %s" % (len(fs), out))
     head = [l for l in fs[0].splitlines() if "PID COMMAND" in l][0]
@@ -280,6 +295,7 @@ def main():
         check_fits(["--watch", "0.3", "--count", "2"], 5, 80,
                    [r"PID COMMAND", r"^\d+ rows? left out"], "the table in 80x5")
         check_rates(busy, idle)
+        check_events(busy)
     finally:
         for w in (busy, idle):
             w.kill()

@@ -1,7 +1,14 @@
 /* Helper process for the gpupool-stat CLI test: opens its page in $GPUPOOL_SHM_DIR, runs
  * N steps of pool work (tests/lib/stat_writer.h), prints "ready <pid>", then keeps answering release
  * requests (one step every 2 ms; "idle" as argv[2]: no steps, so requests time out) until
- * SIGTERM, when it prints the exit report to stderr and unlinks its page.
+ * SIGTERM, when it prints the exit report to stderr and unlinks its page. As the library's
+ * release thread does, it writes each device's total and free memory about once a second
+ * (80 GiB, free what its segments leave), the bytes it could release (the pool's decay pass,
+ * handing nothing back), and memory held
+ * outside its pools on device 1 (256 MiB of cuMemCreate memory); on SIGUSR1, one reclaim:
+ * device 0 gives 2 GiB to another process and gives 1 GiB back idle (3 segments), device 1
+ * receives 2 GiB after waiting 0.41 s. The pool does not make these figures: the test sets
+ * them, as pages of other versions would show them.
  * "forge even|odd NDEV PID...": writes a page for each PID instead (comm "forged", NDEV
  * devices with 80 GiB reserved each; "odd": every slot's counter left odd, as by a writer
  * that died mid-update) and exits. Test code only. */
@@ -15,10 +22,51 @@
 #include <unistd.h>
 
 #include "format.h"
+#include "proc.h"
 #include "stat_writer.h"
 #include "stats.h"
 
-static volatile sig_atomic_t stop;
+static volatile sig_atomic_t stop, reclaim;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	reclaim = 1;
+}
+
+/* What the library's release thread and the reclaims would write (see the top). */
+static void sharing_figures(struct gp_test_writer *w, struct gpupool_page *pg, bool reclaimed)
+{
+	for (uint32_t d = 0; d < 2 && d < pg->ndevices; d++) {
+		struct gpupool_device_stats *s = &pg->dev[d];
+		/* the pool's own pass (handing nothing back) sets releasable_bytes */
+		gp_pool_decay(w->pools[d], gp_clock_ns(CLOCK_MONOTONIC), 0, 0, NULL);
+		uint64_t total = 80ull << 30, used = s->reserved_bytes + s->unpooled_bytes + (1ull << 30);
+		gp_stats_begin(s);
+		s->device_total_bytes = total;
+		s->device_free_bytes = used < total ? total - used : 0;
+		s->device_seen_ns = gp_clock_ns(CLOCK_REALTIME);
+		if (d == 1) {
+			s->unpooled_bytes = s->unpooled_vmm_bytes = 256ull << 20;
+			s->unpooled_bytes_peak = s->unpooled_vmm_bytes_peak = 512ull << 20;
+			s->unpooled_allocs = 3;
+			s->unpooled_frees = 1;
+		}
+		if (reclaimed && d == 0) {
+			s->reclaims_served++;
+			s->reclaim_given_bytes += 2ull << 30;
+			s->decay_releases += 3;
+			s->decayed_bytes += 1ull << 30;
+		}
+		if (reclaimed && d == 1) {
+			s->reclaim_asks++;
+			s->reclaim_answers++;
+			s->reclaim_received_bytes += 2ull << 30;
+			s->reclaim_wait_ns += 410000000ull;
+		}
+		gp_stats_end(s);
+	}
+}
 
 static void on_term(int sig)
 {
@@ -60,6 +108,7 @@ int main(int argc, char **argv)
 	bool idle = argc > 2 && strcmp(argv[2], "idle") == 0;
 	signal(SIGTERM, on_term);
 	signal(SIGINT, on_term);
+	signal(SIGUSR1, on_usr1);
 	struct gpupool_page *pg = gp_statpage_open();
 	static struct gp_test_writer w;
 	if (!pg || gp_test_writer_init(&w, pg, 1) != 0) {
@@ -68,11 +117,16 @@ int main(int argc, char **argv)
 	}
 	for (long i = 0; i < steps; i++)
 		gp_test_writer_step(&w, pg);
+	sharing_figures(&w, pg, false);
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
-	while (!stop) {
+	for (unsigned tick = 1; !stop; tick++) {
 		if (!idle)
 			gp_test_writer_step(&w, pg);
+		if (reclaim || tick % 500 == 0) { /* about once a second, as the library */
+			sharing_figures(&w, pg, reclaim);
+			reclaim = 0;
+		}
 		struct timespec nap = {0, 2000000};
 		nanosleep(&nap, NULL);
 	}

@@ -75,6 +75,13 @@ static int setup(void **state)
 			}
 		}
 		s0->limit_bytes = 40ull << 30;
+		/* the driver's look at the devices: 80 GiB, a different free and time per process */
+		for (int d = 0; d < 2; d++) {
+			struct gpupool_device_stats *s = d ? s1 : s0;
+			s->device_total_bytes = 80ull << 30;
+			s->device_free_bytes = (uint64_t)(10 + p + d) << 30;
+			s->device_seen_ns = 1000000000ull * (uint64_t)(1000 + p);
+		}
 		unsigned char u[GPUPOOL_UUID_LEN];
 		memcpy(u, UUID0, sizeof u);
 		if (p)
@@ -182,8 +189,10 @@ static void test_table(void **state)
 	assert_non_null(strstr(t, "1 process gone without removing its page"));
 	assert_non_null(strstr(t, " SEGS "));
 	assert_null(strstr(t, "MALLOCS"));
-	/* a limit on device 0 of pid 4242: 1.5 GiB of 40 GiB reserved */
-	assert_non_null(strstr(t, "   40.0 GiB   3.8 "));
+	/* a limit on device 0 of pid 4242: 1.5 GiB reserved and 1001 MiB unpooled of 40 GiB */
+	assert_non_null(strstr(t, "   40.0 GiB   6.2 "));
+	assert_non_null(strstr(t, " ALLOCATED   UNPOOLED "));
+	assert_non_null(strstr(t, " 1001.0 MiB "));
 	int lines = 0;
 	for (const char *p = t; *p; p++)
 		lines += *p == '\n';
@@ -194,7 +203,7 @@ static void test_table(void **state)
 static void test_table_fit(void **state)
 {
 	(void)state;
-	static const unsigned widths[] = {0, 200, 120, 100, 80, 79, 60, 40, 10};
+	static const unsigned widths[] = {0, 200, 136, 135, 120, 100, 80, 79, 60, 40, 10};
 	for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) {
 		struct gp_format_out o;
 		gp_format_to_buf(&o, out, sizeof out);
@@ -205,15 +214,15 @@ static void test_table_fit(void **state)
 			cur = *p == '\n' ? 0 : cur + 1;
 			longest = cur > longest ? cur : longest;
 		}
-		if (widths[k] == 0 || widths[k] >= 125) {
+		if (widths[k] == 0 || widths[k] >= 136) {
 			assert_non_null(strstr(out, "LARGEST"));
-			assert_int_equal(longest, 125);
+			assert_int_equal(longest, 136);
 		} else if (widths[k] >= 60) {
 			assert_true(longest <= widths[k]);
 			assert_non_null(strstr(out, "RESERVED"));
 		}
 		if (widths[k] == 80) { /* what an 80-column terminal shows */
-			assert_non_null(strstr(out, "    PID COMMAND         DEV   RESERVED  ALLOCATED      LIMIT  %LIM"));
+			assert_non_null(strstr(out, "    PID COMMAND         DEV   RESERVED  ALLOCATED   UNPOOLED  %LIM  OOMS  STATE\n"));
 			assert_null(strstr(out, "LARGEST"));
 		}
 		assert_non_null(strstr(out, "PID COMMAND         DEV"));
@@ -225,6 +234,14 @@ static void test_table_fit(void **state)
 	const char *t = render(gp_format_table, 1);
 	pages[0].dev[0].limit_bytes = lim;
 	assert_null(strstr(t, "LIMIT"));
+	/* no memory outside the pools, now or before: no UNPOOLED column; a peak alone keeps it */
+	for (int d = 0; d < 2; d++)
+		pages[0].dev[d].unpooled_bytes = pages[0].dev[d].unpooled_bytes_peak = 0;
+	t = render(gp_format_table, 1);
+	assert_null(strstr(t, "UNPOOLED"));
+	pages[0].dev[1].unpooled_bytes_peak = 1;
+	t = render(gp_format_table, 1);
+	assert_non_null(strstr(t, "UNPOOLED"));
 }
 
 
@@ -239,6 +256,8 @@ static void test_detail_and_report(void **state)
 		assert_non_null(strstr(out, fields[i].name));
 	assert_non_null(strstr(out, "\ndevice 0  limit 42949672960 (40.0 GiB)  " UUID0_TEXT "\n"));
 	assert_non_null(strstr(out, "\ndevice 3  limit none\n"));
+	assert_non_null(strstr(out, "\n  GPU memory 80.0 GiB, free 10.0 GiB (the driver's, at 1000.000 unix time)\n"));
+	assert_non_null(strstr(out, "\n  GPU memory 80.0 GiB, free 11.0 GiB (the driver's, at 1000.000 unix time)\n"));
 
 	const struct gpupool_device_stats *s = &pages[0].dev[0];
 	char want[128];
@@ -301,16 +320,41 @@ static void test_json(void **state)
 		 "  for v in p[\"devices\"]:\n"
 		 "    for k,x in v.items():\n"
 		 "      if type(x) is int: print(p[\"pid\"], v[\"device\"], k, x)\n"
-		 "      else: print(\"B\", p[\"pid\"], v[\"device\"], k, x)\n' %s",
+		 "      else: print(\"B\", p[\"pid\"], v[\"device\"], k, x)\n"
+		 "for g in d[\"gpus\"]:\n"
+		 "  print(\"G\", g[\"uuid\"], g[\"total_bytes\"], g[\"free_bytes\"], g[\"seen_ns\"], g[\"held_bytes\"],"
+		 "        g[\"reclaimable_bytes\"], g[\"processes\"], len(g))\n"
+		 "' %s",
 		 path);
 	FILE *py = popen(cmd, "r");
 	assert_non_null(py);
 	char line[512];
-	int numbers = 0, procs_seen = 0, inconsistent_seen = 0, uuids_seen = 0;
+	int numbers = 0, procs_seen = 0, inconsistent_seen = 0, uuids_seen = 0, gpus_seen = 0;
+	struct gp_format_gpu gpus[4];
+	size_t ngpus = gp_format_gpus(procs, 2, gpus, 4, NULL);
+	assert_int_equal(ngpus, 2); /* each process's device 0: their UUIDs differ */
 	while (fgets(line, sizeof line, py)) {
 		char key[128], word[64];
 		int pid, dev;
 		unsigned long long v;
+		if (line[0] == 'G') {
+			unsigned long long tot, fr, seen, held, rec;
+			unsigned np, nkeys;
+			assert_int_equal(sscanf(line, "G %63s %llu %llu %llu %llu %llu %u %u", word, &tot, &fr, &seen, &held,
+						&rec, &np, &nkeys),
+					 8);
+			const struct gp_format_gpu *g = &gpus[gpus_seen++];
+			char uuid[GP_FORMAT_UUID_LEN];
+			assert_string_equal(word, gp_format_gpu_uuid(uuid, g));
+			assert_int_equal(tot, g->total_bytes);
+			assert_int_equal(fr, g->free_bytes);
+			assert_int_equal(seen, g->seen_ns);
+			assert_int_equal(held, g->held_bytes);
+			assert_int_equal(rec, g->reclaimable_bytes);
+			assert_int_equal(np, g->processes);
+			assert_int_equal(nkeys, 7);
+			continue;
+		}
 		if (line[0] == 'P') {
 			procs_seen++;
 			assert_true(strstr(line, "4242 \"train\" False 2") || strstr(line, "77 \"we\\\"ird\\\\x\\n?\" False 2"));
@@ -339,6 +383,12 @@ static void test_json(void **state)
 			assert_int_equal(v, (unsigned long long)s->device);
 		else if (strcmp(key, "limit_bytes") == 0)
 			assert_int_equal(v, s->limit_bytes);
+		else if (strcmp(key, "device_total_bytes") == 0)
+			assert_int_equal(v, s->device_total_bytes);
+		else if (strcmp(key, "device_free_bytes") == 0)
+			assert_int_equal(v, s->device_free_bytes);
+		else if (strcmp(key, "device_seen_ns") == 0)
+			assert_int_equal(v, s->device_seen_ns);
 		else {
 			assert_non_null(f);
 			assert_int_equal(v, get(s, peak ? f->peak_off : f->off));
@@ -347,10 +397,11 @@ static void test_json(void **state)
 	}
 	assert_int_equal(pclose(py), 0);
 	unlink(path);
-	size_t per_dev = 2; /* device, limit_bytes */
+	size_t per_dev = 5; /* device, limit_bytes, device_total_bytes, device_free_bytes, device_seen_ns */
 	for (size_t i = 0; i < NFIELDS; i++)
 		per_dev += fields[i].gauge ? 2 : 1;
 	assert_int_equal(procs_seen, 2);
+	assert_int_equal(gpus_seen, 2);
 	assert_int_equal(inconsistent_seen, 1);
 	assert_int_equal(uuids_seen, 3); /* every consistent slot has one, "" when not known */
 	assert_int_equal(numbers, (int)(3 * per_dev + 1)); /* the inconsistent slot: device only */
@@ -360,6 +411,7 @@ static void test_json(void **state)
 	gp_format_json(&o, procs, 1);
 	assert_int_equal(gp_format_flush(&o), 0);
 	assert_null(strstr(out, "skipped"));
+	assert_null(strstr(out, "\"gpus\""));
 	assert_string_equal(out + strlen(out) - 4, "\n]}\n");
 }
 
@@ -459,8 +511,16 @@ static void test_prometheus(void **state)
 			 0);
 	assert_int_equal(regcomp(&help, "^# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) [^\n]+$", REG_EXTENDED), 0);
 	assert_int_equal(regcomp(&type, "^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (gauge|counter)$", REG_EXTENDED), 0);
+	regex_t gpu_sample;
+	assert_int_equal(regcomp(&gpu_sample,
+				 "^(gpupool_gpu_[a-z_]+)\\{UUID=\"(GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\"\\}"
+				 " ([0-9]+(\\.[0-9]+)?)$",
+				 REG_EXTENDED),
+			 0);
+	struct gp_format_gpu gpus[4];
+	size_t ngpus = gp_format_gpus(procs, 2, gpus, 4, NULL);
 	char helped[128][96], typed[128][96], types[128][16];
-	int nhelp = 0, ntype = 0, samples = 0, skipped = 0, builds = 0, limits = 0;
+	int nhelp = 0, ntype = 0, samples = 0, skipped = 0, builds = 0, limits = 0, gpu_samples = 0;
 	char *copy = strdup(text), *save = NULL;
 	for (char *ln = strtok_r(copy, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
 		regmatch_t m[12];
@@ -496,6 +556,35 @@ static void test_prometheus(void **state)
 			assert_string_equal(reason, skips[skipped].reason);
 			assert_int_equal(count, skips[skipped].count);
 			skipped++;
+			continue;
+		}
+		if (regexec(&gpu_sample, ln, 5, m, 0) == 0) {
+			/* a GPU's figure: labelled UUID alone, one of gp_format_gpus's */
+			char name[96], uuid[GP_FORMAT_UUID_LEN];
+			snprintf(name, sizeof name, "%.*s", (int)(m[1].rm_eo - m[1].rm_so), ln + m[1].rm_so);
+			assert_string_equal(name, typed[ntype - 1]);
+			assert_string_equal(types[ntype - 1], "gauge");
+			const struct gp_format_gpu *g = NULL;
+			for (size_t i = 0; i < ngpus && !g; i++)
+				if (strncmp(ln + m[2].rm_so, gp_format_gpu_uuid(uuid, &gpus[i]), GP_FORMAT_UUID_LEN - 1) == 0)
+					g = &gpus[i];
+			assert_non_null(g);
+			unsigned long long v = strtoull(ln + m[3].rm_so, NULL, 10);
+			if (strcmp(name, "gpupool_gpu_total_bytes") == 0)
+				assert_int_equal(v, g->total_bytes);
+			else if (strcmp(name, "gpupool_gpu_free_bytes") == 0)
+				assert_int_equal(v, g->free_bytes);
+			else if (strcmp(name, "gpupool_gpu_seen_timestamp_seconds") == 0)
+				assert_int_equal(v, g->seen_ns / 1000000000ull);
+			else if (strcmp(name, "gpupool_gpu_held_bytes") == 0)
+				assert_int_equal(v, g->held_bytes);
+			else if (strcmp(name, "gpupool_gpu_reclaimable_bytes") == 0)
+				assert_int_equal(v, g->reclaimable_bytes);
+			else if (strcmp(name, "gpupool_gpu_processes") == 0)
+				assert_int_equal(v, g->processes);
+			else
+				fail_msg("unknown GPU family %s", name);
+			gpu_samples++;
 			continue;
 		}
 		if (regexec(&sample, ln, 12, m, 0) != 0)
@@ -561,7 +650,10 @@ static void test_prometheus(void **state)
 	regfree(&sample);
 	regfree(&help);
 	regfree(&type);
-	size_t families = 2; /* limit, start time */
+	regfree(&gpu_sample);
+	assert_int_equal(ngpus, 2);
+	assert_int_equal(gpu_samples, 6 * 2); /* both GPUs have the driver's figures */
+	size_t families = 2 + 6; /* limit, start time; the GPUs' */
 	for (size_t i = 0; i < NFIELDS; i++)
 		families += fields[i].gauge ? 2 : 1;
 	assert_int_equal(nhelp, (int)families + 2); /* and skipped pages, build info */
@@ -569,7 +661,7 @@ static void test_prometheus(void **state)
 	/* three consistent slots in every per-device family but the limit (two have one), and
 	 * each process's start time */
 	assert_int_equal(limits, 2);
-	assert_int_equal(samples, (int)((families - 1) * 3 - 1 + 2));
+	assert_int_equal(samples, (int)((families - 6 - 1) * 3 - 1 + 2));
 	assert_non_null(strstr(text, "# TYPE gpupool_limit_bytes gauge\n"));
 	assert_int_equal(skipped, (int)NSKIPS);
 	assert_int_equal(builds, 1);
@@ -655,6 +747,7 @@ static void test_extreme_values(void **state)
 			snprintf(want, sizeof want, "driver calls saved %s, hit rate %s,", cases[c].saved,
 				 cases[c].rate);
 			assert_non_null(strstr(out, want));
+
 		}
 	}
 }
@@ -680,7 +773,7 @@ static void test_rates(void **state)
 	procs[0].rates = r0;
 	procs[1].rates = r1;
 	const char *t = render(gp_format_table, 2);
-	assert_non_null(strstr(t, "  ALLOCATED ALLOCS/S    BYTES/S "));
+	assert_non_null(strstr(t, "  ALLOCATED   UNPOOLED ALLOCS/S    BYTES/S "));
 	assert_non_null(strstr(t, "     1234    3.0 GiB "));
 	assert_non_null(strstr(t, "      0.5      512 B "));
 	unsigned dashes = 0;
@@ -787,6 +880,176 @@ static void test_boxes(void **state)
 	procs[0].rates = NULL;
 }
 
+/* A page of pid with one slot: device 0 of uuid u (all zero: not known), reserved r,
+ * unpooled up, releasable rel, the driver's total/free/seen. */
+static void gpu_page(struct gpupool_page *pg, int pid, unsigned char u, uint64_t r, uint64_t up, uint64_t rel,
+		     uint64_t total, uint64_t fr, uint64_t seen)
+{
+	memset(pg, 0, sizeof *pg);
+	gp_statpage_init(pg);
+	pg->pid = pid;
+	struct gpupool_device_stats *s = gp_statpage_slot(pg, 0);
+	assert_non_null(s);
+	if (u) {
+		unsigned char uu[GPUPOOL_UUID_LEN];
+		memcpy(uu, UUID0, sizeof uu);
+		uu[GPUPOOL_UUID_LEN - 1] = u;
+		assert_int_equal(gp_statpage_set_uuid(pg, 0, uu), 0);
+	}
+	s->reserved_bytes = r;
+	s->unpooled_bytes = up;
+	s->releasable_bytes = rel;
+	s->device_total_bytes = total;
+	s->device_free_bytes = fr;
+	s->device_seen_ns = seen;
+}
+
+/* The GPUs of a listing: summed by UUID over live, consistent slots; the freshest look;
+ * free never above total; sums saturate; unknown UUIDs, gone and inconsistent slots out. */
+static void test_gpus(void **state)
+{
+	(void)state;
+	static struct gpupool_page pg[7];
+	const uint64_t G = 1ull << 30, S = 1000000000ull;
+	gpu_page(&pg[0], 10, 0x52, 4 * G, 1 * G, 2 * G, 80 * G, 30 * G, 100 * S);
+	gpu_page(&pg[1], 11, 0x52, 8 * G, 0, 1 * G, 80 * G, 20 * G, 105 * S); /* fresher */
+	gpu_page(&pg[2], 12, 0x01, UINT64_MAX, 5, 3, 0, 0, 0);           /* no look yet */
+	gpu_page(&pg[3], 13, 0x01, 7, 0, UINT64_MAX, 10 * G, 99 * G, 50 * S); /* free above total */
+	gpu_page(&pg[4], 14, 0x00, 9 * G, 0, 0, 80 * G, 1, 200 * S);     /* UUID not known */
+	gpu_page(&pg[5], 15, 0x52, 100 * G, 0, 0, 80 * G, 1, 300 * S);   /* gone */
+	gpu_page(&pg[6], 16, 0x52, 100 * G, 0, 0, 80 * G, 1, 300 * S);   /* inconsistent */
+	struct gp_format_proc p[7];
+	for (int i = 0; i < 7; i++)
+		p[i] = (struct gp_format_proc){&pg[i], i == 5, i == 6 ? 1u : 0u, NULL};
+	struct gp_format_gpu g[4];
+	size_t left = 9;
+	assert_int_equal(gp_format_gpus(p, 7, g, 4, &left), 2);
+	assert_int_equal(left, 0);
+	char u[GP_FORMAT_UUID_LEN];
+	/* sorted by UUID: ...01 before ...52 */
+	assert_string_equal(gp_format_gpu_uuid(u, &g[0]), "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e01");
+	assert_string_equal(gp_format_gpu_uuid(u, &g[1]), UUID0_TEXT);
+	assert_int_equal(g[0].held_bytes, UINT64_MAX);
+	assert_int_equal(g[0].reclaimable_bytes, UINT64_MAX);
+	assert_int_equal(g[0].processes, 2);
+	assert_int_equal(g[0].total_bytes, 10 * G);
+	assert_int_equal(g[0].free_bytes, 10 * G);
+	assert_int_equal(g[0].seen_ns, 50 * S);
+	assert_int_equal(g[1].held_bytes, 13 * G);
+	assert_int_equal(g[1].reclaimable_bytes, 3 * G);
+	assert_int_equal(g[1].processes, 2);
+	assert_int_equal(g[1].free_bytes, 20 * G);
+	assert_int_equal(g[1].seen_ns, 105 * S);
+	/* no room: the slots of the others counted */
+	assert_int_equal(gp_format_gpus(p, 7, g, 1, &left), 1);
+	assert_int_equal(left, 2);
+
+	/* the lines: a header, a line per GPU, a blank line */
+	struct gp_format_out o;
+	gp_format_to_buf(&o, out, sizeof out);
+	unsigned lines = gp_format_gpu_lines(&o, p, 7, 106 * S, 0, false);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_int_equal(lines, 4);
+	assert_int_equal(count_lines(out, &lines), 4);
+	assert_non_null(strstr(out, "GPU                                            TOTAL       FREE    GPUPOOL  RECLAIMABLE  PROCS\n"));
+	/* ...52: fresh (1 s old), no note; ...01: its look 56 s old */
+	assert_non_null(strstr(out, "\n" UUID0_TEXT "    80.0 GiB   20.0 GiB   13.0 GiB      3.0 GiB      2\n"));
+	assert_non_null(strstr(out, "\nGPU-604ac76c-d9cf-fef3-62e9-d92044ab6e01    10.0 GiB   10.0 GiB   16.0 EiB     16.0 EiB      2  seen 56 s ago\n"));
+	assert_string_equal(out + strlen(out) - 2, "\n\n");
+	/* 80 columns: the first group tells these two apart only with the last digits */
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_gpu_lines(&o, p, 7, 106 * S, 80, false);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_non_null(strstr(out, "\nGPU-604ac76c..6e52    80.0 GiB "));
+	assert_null(strstr(out, UUID0_TEXT));
+	/* one GPU: the first group alone; no look: "-"; an hour: in minutes */
+	gpu_page(&pg[0], 10, 0x52, 4 * G, 0, 0, 0, 0, 0);
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_gpu_lines(&o, p, 1, 106 * S, 80, false);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_non_null(strstr(out, "\nGPU-604ac76c           -          -    4.0 GiB          0 B      1\n"));
+	gpu_page(&pg[0], 10, 0x52, 4 * G, 0, 0, 80 * G, 1 * G, 100 * S);
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_gpu_lines(&o, p, 1, 3700 * S, 100, true);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_non_null(strstr(out, "\nGPU-604ac76c    80.0 GiB    1.0 GiB    4.0 GiB          0 B      1  seen 60 min ago\n"));
+	/* a narrow box cuts every line */
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_gpu_lines(&o, p, 1, 3700 * S, 30, true);
+	assert_int_equal(gp_format_flush(&o), 0);
+	count_lines(out, &lines);
+	assert_true(lines <= 30);
+	/* %LIM: (reserved + unpooled) / limit, the sum saturated, the percentage clamped */
+	gpu_page(&pg[0], 10, 0x52, UINT64_MAX, UINT64_MAX, 0, 0, 0, 0);
+	pg[0].dev[0].limit_bytes = UINT64_MAX;
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_table(&o, p, 1);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_non_null(strstr(out, "   16.0 EiB 100.0 "));
+	pg[0].dev[0].limit_bytes = 1;
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_table(&o, p, 1);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_non_null(strstr(out, "        1 B  >999 "));
+	/* nothing known: nothing written */
+	gpu_page(&pg[0], 10, 0, 4 * G, 0, 0, 80 * G, 1 * G, 100 * S);
+	gp_format_to_buf(&o, out, sizeof out);
+	assert_int_equal(gp_format_gpu_lines(&o, p, 1, 106 * S, 0, false), 0);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_string_equal(out, "");
+}
+
+/* The exit report's lines for memory outside the pools, reclaims and the decay: there when
+ * not all zero, absent otherwise (the common report stays as it was). */
+static void test_report_sharing(void **state)
+{
+	(void)state;
+	static struct gpupool_page pg;
+	const uint64_t M = 1ull << 20;
+	gpu_page(&pg, 5, 1, 64 * M, 0, 0, 0, 0, 0);
+	struct gp_format_out o;
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_report(&o, &pg);
+	assert_int_equal(gp_format_flush(&o), 0);
+	for (const char *w = "unpooled\0reclaims\0decay\0vmm\0"; *w; w += strlen(w) + 1)
+		assert_null(strstr(out, w));
+	struct gpupool_device_stats *s = &pg.dev[0];
+	s->unpooled_bytes = s->unpooled_mempool_bytes = 3 * M;
+	s->unpooled_bytes_peak = 9 * M;
+	s->unpooled_mempool_bytes_peak = 5 * M;
+	s->unpooled_pitched_bytes_peak = 4 * M; /* freed since: its peak still says it was there */
+	s->unpooled_allocs = 1;
+	s->unpooled_refusals = 2;
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_report(&o, &pg);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_non_null(strstr(out, "\n  allocated                   0 B            0 B\n"
+				    "  unpooled                9.0 MiB        3.0 MiB\n"
+				    "    memory pools          5.0 MiB        3.0 MiB\n"
+				    "    pitched               4.0 MiB            0 B\n"
+				    "                       cudaMalloc"));
+	assert_null(strstr(out, "    vmm"));
+	assert_null(strstr(out, "    managed"));
+	assert_non_null(strstr(out, "\n  unpooled calls: 1 allocation, 0 frees, 2 refused at the limit\n"));
+	assert_null(strstr(out, "reclaims"));
+	s->reclaim_asks = 2;
+	s->reclaim_wait_ns = 520000000;
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_report(&o, &pg);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_non_null(strstr(out, "\n  reclaims asked 2, answered 0: received 0 B, waited 0.52 s\n"));
+	assert_null(strstr(out, "reclaims served"));
+	assert_null(strstr(out, "decay"));
+	s->framework_empties = 1;
+	s->decayed_bytes = 2048 * M;
+	s->decay_releases = 1;
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_report(&o, &pg);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_non_null(strstr(out, "\n  reclaims served 0, refused 0: gave 0 B; framework caches emptied 1\n"));
+	assert_non_null(strstr(out, "\n  decay: 1 segment, 2.0 GiB given back after sitting unused\n"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -802,6 +1065,8 @@ int main(void)
 		cmocka_unit_test_setup(test_rates, setup),
 		cmocka_unit_test_setup(test_boxes, setup),
 		cmocka_unit_test(test_extreme_values),
+		cmocka_unit_test(test_gpus),
+		cmocka_unit_test(test_report_sharing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
