@@ -863,6 +863,15 @@ FC_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 	pthread_mutex_lock(&g_lock);
 	fc_wait_device(dev);
 	fc_release_ctx(&g_primary[dev]);
+	/* what the device's pools keep goes with the context (their allocations went above) */
+	fc_pool_trim(&g_dpool[dev], 0);
+	for (struct CUmemPoolHandle_st *p = g_pools, *next; p; p = next) {
+		next = p->next; /* a destroyed pool may go here */
+		if (p->device == dev) {
+			fc_pool_trim(p, 0);
+			fc_pool_reap(p);
+		}
+	}
 	pthread_mutex_unlock(&g_lock);
 	return CUDA_SUCCESS;
 }

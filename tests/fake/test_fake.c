@@ -630,9 +630,21 @@ static void test_pools(void **state)
 	assert_int_equal(pool_attr(def, cudaMemPoolAttrReservedMemCurrent), 0);
 	assert_int_equal(gpfake_used(0), 0);
 
+	/* a reset takes the pools' allocations and what they keep */
+	assert_int_equal(cudaMemPoolSetAttribute(def, cudaMemPoolAttrReleaseThreshold, &th), cudaSuccess);
+	assert_int_equal(cudaMallocFromPoolAsync(&p, 100, def, s), cudaSuccess);
+	assert_int_equal(cudaMallocFromPoolAsync(&q, 100, def, s), cudaSuccess);
+	assert_int_equal(cudaFreeAsync(q, s), cudaSuccess);
+	assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
+	assert_int_equal(gpfake_used(0), 4 * MiB);
+	assert_int_equal(cudaDeviceReset(), cudaSuccess);
+	assert_int_equal(gpfake_used(0), 0);
+	assert_int_equal(pool_attr(def, cudaMemPoolAttrReservedMemCurrent), 0);
+	assert_int_equal(cudaMemPoolSetAttribute(def, cudaMemPoolAttrReleaseThreshold, &zero), cudaSuccess);
+
 	assert_int_equal(cudaMemPoolDestroy(other), cudaSuccess);
 	assert_int_equal(cudaStreamDestroy(s), cudaSuccess);
-	assert_int_equal(gpfake_calls("cudaMallocFromPoolAsync"), 9);
+	assert_int_equal(gpfake_calls("cudaMallocFromPoolAsync"), 11);
 	assert_int_equal(gpfake_calls("cudaMallocFromPoolAsync_ptsz"), 1);
 	(void)cudaGetLastError();
 }
