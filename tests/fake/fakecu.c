@@ -17,6 +17,7 @@
 #pragma GCC visibility push(default)
 #include "fakecu.h"
 #pragma GCC visibility pop
+#include "fakemachine.c" /* the machine file, CUDA_VISIBLE_DEVICES: static functions */
 
 #define FC_API __attribute__((visibility("default")))
 #define FC_MAXDEV 16
@@ -162,8 +163,9 @@ struct rule {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER; /* any progress */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static int g_ndev = 2;
-static size_t g_capacity = (size_t)1 << 30;
+static int g_ndev = 2;                  /* visible devices (CUDA_VISIBLE_DEVICES) */
+static int g_phys[FC_MAXDEV];           /* a visible device's physical index */
+static size_t g_capacity[FC_MAXDEV];    /* without a machine file; with one, the file's */
 static size_t g_used[FC_MAXDEV];
 static struct CUctx_st g_primary[FC_MAXDEV];
 static struct CUstream_st *g_streams; /* every stream ever made (legacy ones too) */
@@ -245,9 +247,16 @@ static void fc_init(void)
 	const char *e = getenv("FAKECUDA_DEVICES");
 	if (e && *e)
 		g_ndev = atoi(e) < 0 ? 0 : atoi(e) > FC_MAXDEV ? FC_MAXDEV : atoi(e);
+	size_t cap = (size_t)1 << 30, caps[FM_MAXDEV];
 	e = getenv("FAKECUDA_CAPACITY");
 	if (e && *e)
-		g_capacity = fc_parse_size(e);
+		cap = fc_parse_size(e);
+	for (int d = 0; d < FM_MAXDEV; d++)
+		caps[d] = cap;
+	(void)fm_open("fakecu", &g_ndev, caps);
+	g_ndev = fm_visible(g_ndev, g_phys);
+	for (int d = 0; d < g_ndev; d++)
+		g_capacity[d] = caps[g_phys[d]];
 	for (int d = 0; d < FC_MAXDEV; d++) {
 		g_primary[d] = (struct CUctx_st){FC_CTX_MAGIC, d, true, false, 0};
 		g_dpool[d] = (struct CUmemPoolHandle_st){.magic = FC_POOL_MAGIC, .device = d, .dflt = true};
@@ -326,13 +335,18 @@ static struct alloc *fc_find(uintptr_t p, bool exact)
  * cuMemCreate, pool chunks) draws from the one capacity. g_lock held. */
 static bool fc_charge(int device, size_t bytes)
 {
-	if (bytes > g_capacity || g_used[device] > g_capacity - bytes)
+	if (fm_on() ? !fm_charge(g_phys[device], bytes)
+		    : bytes > g_capacity[device] || g_used[device] > g_capacity[device] - bytes)
 		return false;
 	g_used[device] += bytes;
 	return true;
 }
 
-static void fc_uncharge(int device, size_t bytes) { g_used[device] -= bytes; }
+static void fc_uncharge(int device, size_t bytes)
+{
+	fm_uncharge(g_phys[device], bytes);
+	g_used[device] -= bytes;
+}
 
 /* Appends an allocation record (g_lock held). */
 static bool fc_track(struct alloc a)
@@ -664,7 +678,8 @@ FC_API CUresult cuDeviceGetCount(int *n)
 	return CUDA_SUCCESS;
 }
 
-/* The same UUID for a device in every process: "fakegpu" and the ordinal. */
+/* The same UUID for a physical device in every process, whatever CUDA_VISIBLE_DEVICES
+ * renumbers: "fakegpu" and the physical index + 1 (fm_uuid). */
 FC_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 {
 	ENTER(cuDeviceGetUuid_v2);
@@ -672,9 +687,7 @@ FC_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (dev < 0 || dev >= g_ndev)
 		return CUDA_ERROR_INVALID_DEVICE;
-	memset(uuid->bytes, 0, sizeof uuid->bytes);
-	memcpy(uuid->bytes, "fakegpu", 7);
-	uuid->bytes[15] = (char)(dev + 1);
+	fm_uuid(g_phys[dev], (unsigned char *)uuid->bytes);
 	return CUDA_SUCCESS;
 }
 
@@ -850,6 +863,15 @@ FC_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 	pthread_mutex_lock(&g_lock);
 	fc_wait_device(dev);
 	fc_release_ctx(&g_primary[dev]);
+	/* what the device's pools keep goes with the context (their allocations went above) */
+	fc_pool_trim(&g_dpool[dev], 0);
+	for (struct CUmemPoolHandle_st *p = g_pools, *next; p; p = next) {
+		next = p->next; /* a destroyed pool may go here */
+		if (p->device == dev) {
+			fc_pool_trim(p, 0);
+			fc_pool_reap(p);
+		}
+	}
 	pthread_mutex_unlock(&g_lock);
 	return CUDA_SUCCESS;
 }
@@ -972,8 +994,11 @@ FC_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 	if (!free_bytes || !total)
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&g_lock);
-	*total = g_capacity;
-	*free_bytes = g_capacity - g_used[c->device];
+	/* with a machine file: the bytes every live process sharing it holds */
+	int d = c->device;
+	size_t used = fm_on() ? fm_used(g_phys[d]) : g_used[d];
+	*total = fm_on() ? fm_capacity(g_phys[d]) : g_capacity[d];
+	*free_bytes = used < *total ? *total - used : 0;
 	pthread_mutex_unlock(&g_lock);
 	return CUDA_SUCCESS;
 }

@@ -22,7 +22,8 @@ int gpfakecu_fail_nth(const char *name, unsigned long n, CUresult err);
 /* Sizes (bytes, as asked) of the successful cuMemAlloc_v2 and cuMemAllocAsync calls so far,
  * in order: up to cap into out; returns how many there were. */
 size_t gpfakecu_alloc_sizes(size_t *out, size_t cap);
-/* Live allocations of `device` (-1: all) and the bytes they hold. */
+/* Live allocations of `device` (-1: all), and the bytes this process holds on it (those
+ * allocations, physical memory of cuMemCreate, what its memory pools keep reserved). */
 unsigned long gpfakecu_allocations(int device);
 size_t gpfakecu_used(int device);
 /* A fake kernel: when `s` reaches it, sleep delay_us microseconds, then write `value` into

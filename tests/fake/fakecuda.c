@@ -20,6 +20,7 @@
 #pragma GCC visibility push(default)
 #include "fakecuda.h"
 #pragma GCC visibility pop
+#include "fakemachine.c" /* the machine file, CUDA_VISIBLE_DEVICES: static functions */
 
 #define FK_API __attribute__((visibility("default")))
 #define FK_MAXDEV 16
@@ -182,8 +183,9 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static pthread_key_t g_pts_key;
 static bool g_pts_key_ok;
 
-static int g_ndev = 2;
-static size_t g_capacity[FK_MAXDEV];
+static int g_ndev = 2;                    /* visible devices (CUDA_VISIBLE_DEVICES) */
+static int g_phys[FK_MAXDEV];             /* a visible device's physical index */
+static size_t g_capacity[FK_MAXDEV];      /* without a machine file; with one, the file's */
 static size_t g_used[FK_MAXDEV];
 static struct CUstream_st *g_legacy[FK_MAXDEV];
 static struct CUstream_st *g_streams;     /* live streams (and dead ones with work left) */
@@ -414,9 +416,18 @@ static void fk_init(void)
 		else
 			fprintf(stderr, "fakecuda: FAKECUDA_CAPACITY='%s' is not a size, using 1G\n", e);
 	}
+	size_t caps[FM_MAXDEV];
+	for (int d = 0; d < FM_MAXDEV; d++)
+		caps[d] = cap;
+#ifndef FK_ON_DRIVER
+	/* on the driver, the driver counts the memory this runtime takes from it (and
+	 * cudaMemGetInfo asks it) */
+	(void)fm_open("fakecuda", &g_ndev, caps);
+#endif
+	g_ndev = fm_visible(g_ndev, g_phys);
 	pthread_mutex_lock(&g_lock);
 	for (int d = 0; d < FK_MAXDEV; d++) {
-		g_capacity[d] = cap;
+		g_capacity[d] = d < g_ndev ? caps[g_phys[d]] : cap;
 		g_dpool[d] = (struct CUmemPoolHandle_st){ .magic = FK_POOL_MAGIC, .device = d, .dflt = true };
 	}
 	for (int d = 0; d < g_ndev; d++)
@@ -475,6 +486,7 @@ static struct {
 	CUresult (*MemFree)(CUdeviceptr);
 	CUresult (*CtxSetCurrent)(CUcontext);
 	CUresult (*PrimaryRetain)(CUcontext *, CUdevice);
+	CUresult (*MemGetInfo)(size_t *, size_t *);
 	CUcontext primary[FK_MAXDEV];
 } g_drv;
 
@@ -494,6 +506,7 @@ static bool fk_driver(int device)
 		           get("cuCtxSetCurrent", (void **)&g_drv.CtxSetCurrent, 13000, 0, &st) == CUDA_SUCCESS &&
 		           get("cuDevicePrimaryCtxRetain", (void **)&g_drv.PrimaryRetain, 13000, 0, &st) ==
 		                   CUDA_SUCCESS &&
+		           get("cuMemGetInfo", (void **)&g_drv.MemGetInfo, 13000, 0, &st) == CUDA_SUCCESS &&
 		           init(0) == CUDA_SUCCESS;
 		if (!g_drv.ok)
 			fprintf(stderr, "fakecuda: no usable fake driver (libcuda.so.1) under this runtime\n");
@@ -517,6 +530,12 @@ static void fk_mem_put(int device, char *mem)
 {
 	if (fk_driver(device))
 		(void)g_drv.MemFree((CUdeviceptr)(uintptr_t)mem);
+}
+
+/* What the driver says of the device's memory (all processes of a machine file included). */
+static bool fk_driver_info(int device, size_t *free_bytes, size_t *total)
+{
+	return fk_driver(device) && g_drv.MemGetInfo(free_bytes, total) == CUDA_SUCCESS;
 }
 #else
 static char *fk_mem_get(int device, size_t bytes)
@@ -567,17 +586,27 @@ static bool fk_range_ok(const void *p, size_t n)
 	return a && n <= a->bytes - (size_t)((const char *)p - a->base);
 }
 
-/* Bytes of `device` not held by live allocations (g_lock held). */
+/* Capacity of `device`: the machine's, shared with other processes, or this process's. */
+static size_t fk_capacity(int device)
+{
+	return fm_on() && device < g_ndev ? fm_capacity(g_phys[device]) : g_capacity[device];
+}
+
+/* Bytes of `device` not held by live allocations, of every process sharing the machine
+ * (g_lock held). */
 static size_t fk_free_bytes(int device)
 {
-	return g_used[device] < g_capacity[device] ? g_capacity[device] - g_used[device] : 0;
+	size_t cap = fk_capacity(device);
+	size_t used = fm_on() && device < g_ndev ? fm_used(g_phys[device]) : g_used[device];
+	return used < cap ? cap - used : 0;
 }
 
 /* Device memory of `device` taken and given back: every path (cudaMalloc, managed, pitched,
  * pool chunks) draws from the one capacity. g_lock held. */
 static bool fk_charge(int device, size_t bytes)
 {
-	if (bytes > fk_free_bytes(device))
+	if (fm_on() ? !fm_charge(g_phys[device], bytes)
+	            : bytes > g_capacity[device] || g_used[device] > g_capacity[device] - bytes)
 		return false;
 	g_used[device] += bytes;
 	return true;
@@ -585,6 +614,7 @@ static bool fk_charge(int device, size_t bytes)
 
 static void fk_uncharge(int device, size_t bytes)
 {
+	fm_uncharge(g_phys[device], bytes);
 	g_used[device] -= bytes;
 }
 
@@ -1729,16 +1759,8 @@ FK_API cudaError_t cudaGetDeviceCount(int *count)
 	return cudaSuccess;
 }
 
-/* The same UUID for a physical device in every process: "fakegpu" and the index + 1, as
- * the fake driver's cuDeviceGetUuid. */
-static void fk_uuid(int device, char out[16])
-{
-	memset(out, 0, 16);
-	memcpy(out, "fakegpu", 7);
-	out[15] = (char)(device + 1);
-}
-
-/* Name, UUID and total memory; every other property is zero. */
+/* Name, UUID (the physical device's, the same in every process) and total memory; every
+ * other property is zero. */
 static cudaError_t fk_device_properties(struct cudaDeviceProp *prop, int device)
 {
 	if (!prop)
@@ -1747,9 +1769,9 @@ static cudaError_t fk_device_properties(struct cudaDeviceProp *prop, int device)
 		return fk_ret(cudaErrorInvalidDevice);
 	memset(prop, 0, sizeof *prop);
 	snprintf(prop->name, sizeof prop->name, "fake GPU");
-	fk_uuid(device, prop->uuid.bytes);
+	fm_uuid(g_phys[device], (unsigned char *)prop->uuid.bytes);
 	pthread_mutex_lock(&g_lock);
-	prop->totalGlobalMem = g_capacity[device];
+	prop->totalGlobalMem = fk_capacity(device);
 	pthread_mutex_unlock(&g_lock);
 	return cudaSuccess;
 }
@@ -1786,8 +1808,16 @@ FK_API cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
 	if (t_device >= g_ndev)
 		return fk_ret(cudaErrorNoDevice);
 	pthread_mutex_lock(&g_lock);
-	*total = g_capacity[t_device];
+	*total = fk_capacity(t_device);
 	*free_bytes = fk_free_bytes(t_device);
+#ifdef FK_ON_DRIVER
+	/* the runtime's own capacity (gpfake_set_capacity) within what the driver has */
+	size_t df, dt;
+	if (fk_driver_info(t_device, &df, &dt)) {
+		*total = dt < *total ? dt : *total;
+		*free_bytes = df < *free_bytes ? df : *free_bytes;
+	}
+#endif
 	pthread_mutex_unlock(&g_lock);
 	return cudaSuccess;
 }
@@ -2594,6 +2624,8 @@ FK_API void gpfake_set_capacity(int device, size_t bytes)
 		return;
 	pthread_mutex_lock(&g_lock);
 	g_capacity[device] = bytes;
+	if (fm_on() && device < g_ndev)
+		fm_set_capacity(g_phys[device], bytes);
 	pthread_mutex_unlock(&g_lock);
 }
 
@@ -2603,7 +2635,7 @@ FK_API size_t gpfake_capacity(int device)
 	if (device < 0 || device >= FK_MAXDEV)
 		return 0;
 	pthread_mutex_lock(&g_lock);
-	size_t v = g_capacity[device];
+	size_t v = fk_capacity(device);
 	pthread_mutex_unlock(&g_lock);
 	return v;
 }

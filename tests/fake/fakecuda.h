@@ -23,10 +23,13 @@ void gpfake_reset_counters(void);
 int gpfake_fail_nth(const char *name, unsigned long n, cudaError_t err);
 /* Remove every pending fault rule (including those from FAKECUDA_FAIL). */
 void gpfake_fail_clear(void);
-/* Capacity (bytes) of `device`; allocations beyond it fail with cudaErrorMemoryAllocation. */
+/* Capacity (bytes) of `device`; allocations beyond it fail with cudaErrorMemoryAllocation.
+ * With FAKECUDA_MACHINE, the physical device's capacity in the machine file, for every
+ * process sharing it. */
 void gpfake_set_capacity(int device, size_t bytes);
 size_t gpfake_capacity(int device);
-/* Bytes currently held by live allocations on `device` (each rounded up to 512 bytes). */
+/* Bytes this process holds on `device`: live allocations (each rounded up to 512 bytes) and
+ * what its memory pools keep reserved. */
 size_t gpfake_used(int device);
 /* Number of live allocations on `device` (-1: all devices). */
 unsigned long gpfake_allocations(int device);

@@ -10,12 +10,15 @@
 #include <string.h>
 #include <time.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "fakecuda.h"
+#include "testproc.h"
 
 static double now_ms(void)
 {
@@ -627,9 +630,21 @@ static void test_pools(void **state)
 	assert_int_equal(pool_attr(def, cudaMemPoolAttrReservedMemCurrent), 0);
 	assert_int_equal(gpfake_used(0), 0);
 
+	/* a reset takes the pools' allocations and what they keep */
+	assert_int_equal(cudaMemPoolSetAttribute(def, cudaMemPoolAttrReleaseThreshold, &th), cudaSuccess);
+	assert_int_equal(cudaMallocFromPoolAsync(&p, 100, def, s), cudaSuccess);
+	assert_int_equal(cudaMallocFromPoolAsync(&q, 100, def, s), cudaSuccess);
+	assert_int_equal(cudaFreeAsync(q, s), cudaSuccess);
+	assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
+	assert_int_equal(gpfake_used(0), 4 * MiB);
+	assert_int_equal(cudaDeviceReset(), cudaSuccess);
+	assert_int_equal(gpfake_used(0), 0);
+	assert_int_equal(pool_attr(def, cudaMemPoolAttrReservedMemCurrent), 0);
+	assert_int_equal(cudaMemPoolSetAttribute(def, cudaMemPoolAttrReleaseThreshold, &zero), cudaSuccess);
+
 	assert_int_equal(cudaMemPoolDestroy(other), cudaSuccess);
 	assert_int_equal(cudaStreamDestroy(s), cudaSuccess);
-	assert_int_equal(gpfake_calls("cudaMallocFromPoolAsync"), 9);
+	assert_int_equal(gpfake_calls("cudaMallocFromPoolAsync"), 11);
 	assert_int_equal(gpfake_calls("cudaMallocFromPoolAsync_ptsz"), 1);
 	(void)cudaGetLastError();
 }
@@ -656,6 +671,253 @@ static void test_device_properties(void **state)
 	assert_int_equal(v, 0);
 	assert_int_equal(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, 5), cudaErrorInvalidDevice);
 	(void)cudaGetLastError();
+}
+
+/* ---- the machine-wide device (FAKECUDA_MACHINE) and CUDA_VISIBLE_DEVICES, across processes:
+ * this program run again as children (machine_child) ---- */
+/* A child that asks device `dev` for `size` bytes: "free F total T rc E" (cudaMemGetInfo first,
+ * then cudaMalloc). */
+static void try_alloc(const char *const *env, const char *size, const char *dev, char *line, size_t cap,
+                      char *err, size_t ecap)
+{
+	struct child c = spawn("/proc/self/exe", env, "try", size, dev);
+	read_line(c.out, line, cap);
+	assert_int_equal(finish(c, err, ecap), 0);
+}
+
+static char g_dir[64];
+
+static const char *machine_path(const char *name)
+{
+	static char path[128];
+	if (!g_dir[0]) {
+		snprintf(g_dir, sizeof g_dir, "/tmp/fakemachine.XXXXXX");
+		assert_non_null(mkdtemp(g_dir));
+	}
+	snprintf(path, sizeof path, "%s/%s", g_dir, name);
+	return path;
+}
+
+static void test_machine_shared(void **state)
+{
+	(void)state;
+	char var[192], line[256], err[4096];
+	snprintf(var, sizeof var, "FAKECUDA_MACHINE=%s", machine_path("shared"));
+	const char *env[] = { var, "FAKECUDA_CAPACITY=8M", NULL };
+
+	/* one holds 6 MiB of device 0: the other sees 2 MiB free and cannot have 4 */
+	struct child a = spawn("/proc/self/exe", env, "hold", "6M", "0");
+	read_line(a.out, line, sizeof line);
+	assert_string_equal(line, "held 0");
+	try_alloc(env, "4M", "0", line, sizeof line, err, sizeof err);
+	assert_string_equal(line, "free 2097152 total 8388608 rc 2");
+	assert_string_equal(err, "");
+	try_alloc(env, "4M", "1", line, sizeof line, NULL, 0); /* another device, its own capacity */
+	assert_string_equal(line, "free 8388608 total 8388608 rc 0");
+	/* ... until the first frees it */
+	assert_int_equal(write(a.in, "f", 1), 1);
+	read_line(a.out, line, sizeof line);
+	assert_string_equal(line, "freed 0");
+	try_alloc(env, "4M", "0", line, sizeof line, NULL, 0);
+	assert_string_equal(line, "free 8388608 total 8388608 rc 0");
+	assert_int_equal(finish(a, NULL, 0), 0);
+
+	/* ... or is killed: its memory goes with it (before it is reaped, as with the driver) */
+	a = spawn("/proc/self/exe", env, "hold", "6M", "0");
+	read_line(a.out, line, sizeof line);
+	assert_string_equal(line, "held 0");
+	assert_int_equal(kill(a.pid, SIGKILL), 0);
+	for (int i = 0; i < 1000; i++) { /* until it is a zombie */
+		char st[64], path[64];
+		snprintf(path, sizeof path, "/proc/%d/stat", (int)a.pid);
+		FILE *f = fopen(path, "r");
+		int got = f ? fscanf(f, "%*d %*s %63s", st) : 0;
+		if (f)
+			fclose(f);
+		if (got == 1 && st[0] == 'Z')
+			break;
+		usleep(1000);
+	}
+	try_alloc(env, "4M", "0", line, sizeof line, NULL, 0);
+	assert_string_equal(line, "free 8388608 total 8388608 rc 0");
+	assert_int_equal(finish(a, NULL, 0), -SIGKILL);
+
+	/* a stopped process keeps its memory and blocks nobody */
+	a = spawn("/proc/self/exe", env, "hold", "6M", "0");
+	read_line(a.out, line, sizeof line);
+	assert_string_equal(line, "held 0");
+	assert_int_equal(kill(a.pid, SIGSTOP), 0);
+	try_alloc(env, "4M", "0", line, sizeof line, NULL, 0);
+	assert_string_equal(line, "free 2097152 total 8388608 rc 2");
+	assert_int_equal(kill(a.pid, SIGKILL), 0);
+	assert_int_equal(finish(a, NULL, 0), -SIGKILL);
+	try_alloc(env, "8M", "0", line, sizeof line, NULL, 0);
+	assert_string_equal(line, "free 8388608 total 8388608 rc 0");
+
+	/* other settings: one line, and the machine's capacity */
+	const char *env16[] = { var, "FAKECUDA_CAPACITY=16M", NULL };
+	try_alloc(env16, "10M", "0", line, sizeof line, err, sizeof err);
+	assert_string_equal(line, "free 8388608 total 8388608 rc 2");
+	assert_int_equal(lines(err), 1);
+	assert_non_null(strstr(err, "FAKECUDA_MACHINE"));
+
+	/* four at once ask for 3 MiB each of 8: exactly two get it */
+	struct child four[4];
+	int got = 0, refused = 0;
+	for (int i = 0; i < 4; i++)
+		four[i] = spawn("/proc/self/exe", env, "hold", "3M", "0");
+	for (int i = 0; i < 4; i++) {
+		read_line(four[i].out, line, sizeof line);
+		got += strcmp(line, "held 0") == 0;
+		refused += strcmp(line, "held 2") == 0;
+	}
+	assert_int_equal(got, 2);
+	assert_int_equal(refused, 2);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(finish(four[i], NULL, 0), 0);
+
+	/* many processes one after the other: slots are given back */
+	for (int i = 0; i < 140; i++) {
+		try_alloc(env, "1M", "1", line, sizeof line, NULL, 0);
+		assert_string_equal(line, "free 8388608 total 8388608 rc 0");
+	}
+}
+
+/* Each process may see other devices under other numbers; capacity and UUID follow the
+ * physical device. */
+static void test_machine_visible(void **state)
+{
+	(void)state;
+	char var[192], line[256], err[4096];
+	snprintf(var, sizeof var, "FAKECUDA_MACHINE=%s", machine_path("visible"));
+	struct {
+		const char *cvd, *expect;
+	} cases[] = {
+		{ NULL, "n 3 rc 0 uuid 1 2 3" },
+		{ "CUDA_VISIBLE_DEVICES=2,0", "n 2 rc 0 uuid 3 1" },
+		{ "CUDA_VISIBLE_DEVICES=GPU-66616b65-6770-7500-0000-000000000003,1", "n 2 rc 0 uuid 3 2" },
+		{ "CUDA_VISIBLE_DEVICES=GPU-66616B65677075000000000000000001,0", "n 1 rc 0 uuid 1" },
+		{ "CUDA_VISIBLE_DEVICES=1,7,0", "n 1 rc 0 uuid 2" },      /* stops at the first invalid */
+		{ "CUDA_VISIBLE_DEVICES=1,1,0", "n 1 rc 0 uuid 2" },      /* named twice */
+		{ "CUDA_VISIBLE_DEVICES=GPU-66616b65,0", "n 0 rc 100 uuid" }, /* an ambiguous prefix */
+		{ "CUDA_VISIBLE_DEVICES=", "n 0 rc 100 uuid" },
+		{ "CUDA_VISIBLE_DEVICES=-1", "n 0 rc 100 uuid" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		const char *env[] = { var, "FAKECUDA_DEVICES=3", "FAKECUDA_CAPACITY=8M", cases[i].cvd, NULL };
+		struct child c = spawn("/proc/self/exe", env, "info", "-", "-");
+		read_line(c.out, line, sizeof line);
+		assert_int_equal(finish(c, err, sizeof err), 0);
+		assert_string_equal(line, cases[i].expect);
+		assert_string_equal(err, "");
+	}
+	/* physical device 2 is device 0 of one process and device 1 of another */
+	const char *env_a[] = { var, "FAKECUDA_DEVICES=3", "FAKECUDA_CAPACITY=8M", "CUDA_VISIBLE_DEVICES=2", NULL };
+	const char *env_b[] = { var, "FAKECUDA_DEVICES=3", "FAKECUDA_CAPACITY=8M", "CUDA_VISIBLE_DEVICES=1,2", NULL };
+	struct child a = spawn("/proc/self/exe", env_a, "hold", "6M", "0");
+	read_line(a.out, line, sizeof line);
+	assert_string_equal(line, "held 0");
+	try_alloc(env_b, "4M", "1", line, sizeof line, NULL, 0);
+	assert_string_equal(line, "free 2097152 total 8388608 rc 2");
+	try_alloc(env_b, "4M", "0", line, sizeof line, NULL, 0);
+	assert_string_equal(line, "free 8388608 total 8388608 rc 0");
+	assert_int_equal(finish(a, NULL, 0), 0);
+}
+
+/* A file that is not a machine: one line on stderr, and the process's own capacity. */
+static void test_machine_malformed(void **state)
+{
+	(void)state;
+	char var[192], line[256], err[4096];
+	const char *bad = machine_path("short");
+	FILE *f = fopen(bad, "w");
+	assert_non_null(f);
+	fputs("not a machine\n", f);
+	fclose(f);
+	snprintf(var, sizeof var, "FAKECUDA_MACHINE=%s", bad);
+	const char *env[] = { var, "FAKECUDA_CAPACITY=8M", NULL };
+	struct child a = spawn("/proc/self/exe", env, "hold", "6M", "0");
+	read_line(a.out, line, sizeof line);
+	assert_string_equal(line, "held 0");
+	try_alloc(env, "4M", "0", line, sizeof line, err, sizeof err); /* not shared */
+	assert_string_equal(line, "free 8388608 total 8388608 rc 0");
+	assert_int_equal(lines(err), 1);
+	assert_non_null(strstr(err, "wrong size"));
+	assert_int_equal(finish(a, err, sizeof err), 0);
+	assert_int_equal(lines(err), 1);
+
+	/* the right size, another magic */
+	char good[128];
+	snprintf(good, sizeof good, "%s", machine_path("magic"));
+	snprintf(var, sizeof var, "FAKECUDA_MACHINE=%s", good);
+	try_alloc(env, "0", "0", line, sizeof line, err, sizeof err);
+	assert_string_equal(err, "");
+	f = fopen(good, "r+");
+	assert_non_null(f);
+	fputs("GARBAGE!", f);
+	fclose(f);
+	try_alloc(env, "4M", "0", line, sizeof line, err, sizeof err);
+	assert_string_equal(line, "free 8388608 total 8388608 rc 0");
+	assert_int_equal(lines(err), 1);
+	assert_non_null(strstr(err, "wrong magic"));
+
+	/* a symbolic link, even to a good file */
+	char link[128];
+	snprintf(link, sizeof link, "%s", machine_path("link"));
+	assert_int_equal(symlink(machine_path("shared"), link), 0);
+	snprintf(var, sizeof var, "FAKECUDA_MACHINE=%s", link);
+	try_alloc(env, "4M", "0", line, sizeof line, err, sizeof err);
+	assert_string_equal(line, "free 8388608 total 8388608 rc 0");
+	assert_int_equal(lines(err), 1);
+	assert_non_null(strstr(err, "symbolic link"));
+
+	/* a directory */
+	snprintf(var, sizeof var, "FAKECUDA_MACHINE=%s", g_dir);
+	try_alloc(env, "4M", "0", line, sizeof line, err, sizeof err);
+	assert_string_equal(line, "free 8388608 total 8388608 rc 0");
+	assert_int_equal(lines(err), 1);
+}
+
+static int machine_child(const char *mode, const char *a, const char *b)
+{
+	char line[256];
+	if (strcmp(mode, "info") == 0) {
+		int n = -1;
+		cudaError_t e = cudaGetDeviceCount(&n);
+		int at = snprintf(line, sizeof line, "n %d rc %d uuid", n, (int)e);
+		for (int d = 0; d < n; d++) {
+			struct cudaDeviceProp p;
+			if (cudaGetDeviceProperties(&p, d) != cudaSuccess)
+				return 1;
+			at += snprintf(line + at, sizeof line - (size_t)at, " %d", p.uuid.bytes[15]);
+		}
+		printf("%s\n", line);
+		return 0;
+	}
+	size_t size = parse_size(a);
+	if (cudaSetDevice(atoi(b)) != cudaSuccess)
+		return 1;
+	void *p = NULL;
+	if (strcmp(mode, "try") == 0) {
+		size_t fr = 0, tot = 0;
+		if (cudaMemGetInfo(&fr, &tot) != cudaSuccess)
+			return 1;
+		cudaError_t e = size ? cudaMalloc(&p, size) : cudaSuccess;
+		printf("free %zu total %zu rc %d\n", fr, tot, (int)e);
+		return 0;
+	}
+	if (strcmp(mode, "hold") != 0)
+		return 1;
+	printf("held %d\n", (int)cudaMalloc(&p, size));
+	fflush(stdout);
+	char c;
+	while (read(0, &c, 1) == 1) {
+		if (c == 'f') {
+			printf("freed %d\n", (int)cudaFree(p));
+			fflush(stdout);
+		}
+	}
+	return 0;
 }
 
 /* Run this program again as a child with FAKECUDA_* set; it checks itself (child_main). */
@@ -703,6 +965,8 @@ int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "--child") == 0)
 		return child_main();
+	if (argc == 5 && strcmp(argv[1], "--machine") == 0)
+		return machine_child(argv[2], argv[3], argv[4]);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_memory_and_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fill_stream_order, setup, teardown),
@@ -717,6 +981,16 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_managed_pitched, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pools, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_device_properties, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_machine_shared, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_machine_visible, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_machine_malformed, setup, teardown),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+	if (g_dir[0]) {
+		static const char *const names[] = { "shared", "visible", "short", "magic", "link" };
+		for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+			unlink(machine_path(names[i]));
+		rmdir(g_dir);
+	}
+	return rc;
 }

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "fakecu.h"
+#include "testproc.h"
 
 #define MiB ((size_t)1 << 20)
 
@@ -249,6 +250,18 @@ static void test_pools(void **state)
 	assert_int_equal(cuMemPoolDestroy(other), CUDA_SUCCESS);
 	assert_int_equal(cuStreamDestroy(s), CUDA_SUCCESS);
 	assert_int_equal(gpfakecu_calls("cuMemAllocFromPoolAsync_ptsz"), 1);
+
+	/* a reset takes the pools' allocations and what they keep */
+	assert_int_equal(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &th), CUDA_SUCCESS);
+	assert_int_equal(cuMemAllocFromPoolAsync(&p, 100, def, NULL), CUDA_SUCCESS);
+	assert_int_equal(cuMemAllocFromPoolAsync(&q, 100, def, NULL), CUDA_SUCCESS);
+	assert_int_equal(cuMemFreeAsync(q, NULL), CUDA_SUCCESS);
+	assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+	assert_int_equal(gpfakecu_used(0), 4 * MiB);
+	assert_int_equal(cuDevicePrimaryCtxReset(0), CUDA_SUCCESS);
+	assert_int_equal(gpfakecu_used(0), 0);
+	assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0);
+	assert_int_equal(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero), CUDA_SUCCESS);
 }
 
 /* cuGetProcAddress (both versions) hands out every new entry point, the _v2 and per-thread
@@ -290,13 +303,146 @@ static void test_proc_address(void **state)
 	assert_int_equal(cuMemRelease(h), CUDA_SUCCESS);
 }
 
-int main(void)
+/* ---- one machine (FAKECUDA_MACHINE) for the fake runtime and the fake driver: the runtime's
+ * test program (GPFAKE_TEST_RUNTIME) and this one, as children (machine_child) ---- */
+static char g_dir[64];
+
+static const char *machine_path(const char *name)
 {
+	static char path[128];
+	if (!g_dir[0]) {
+		snprintf(g_dir, sizeof g_dir, "/tmp/fakemachine.XXXXXX");
+		assert_non_null(mkdtemp(g_dir));
+	}
+	snprintf(path, sizeof path, "%s/%s", g_dir, name);
+	return path;
+}
+
+static void run_line(const char *prog, const char *const *env, const char *mode, const char *a, const char *b,
+		     char *line, size_t cap)
+{
+	char err[4096];
+	struct child c = spawn(prog, env, mode, a, b);
+	read_line(c.out, line, cap);
+	assert_int_equal(finish(c, err, sizeof err), 0);
+	assert_string_equal(err, "");
+}
+
+static void test_machine_across_fakes(void **state)
+{
+	(void)state;
+	const char *rt = getenv("GPFAKE_TEST_RUNTIME");
+	if (!rt)
+		skip();
+	char var[192], line[256], other[256];
+	snprintf(var, sizeof var, "FAKECUDA_MACHINE=%s", machine_path("m"));
+	const char *env[] = {var, "FAKECUDA_CAPACITY=8M", NULL};
+
+	/* the runtime holds: the driver sees it, and fails with its own out-of-memory */
+	struct child a = spawn(rt, env, "hold", "6M", "0");
+	read_line(a.out, line, sizeof line);
+	assert_string_equal(line, "held 0");
+	run_line("/proc/self/exe", env, "try", "4M", "0", line, sizeof line);
+	assert_string_equal(line, "free 2097152 total 8388608 rc 2"); /* CUDA_ERROR_OUT_OF_MEMORY */
+	assert_int_equal(write(a.in, "f", 1), 1);
+	read_line(a.out, line, sizeof line);
+	assert_string_equal(line, "freed 0");
+	run_line("/proc/self/exe", env, "try", "4M", "0", line, sizeof line);
+	assert_string_equal(line, "free 8388608 total 8388608 rc 0");
+	assert_int_equal(finish(a, NULL, 0), 0);
+
+	/* the driver holds physical memory (cuMemCreate): the runtime sees it until the holder is
+	 * killed */
+	a = spawn("/proc/self/exe", env, "hold", "6M", "0");
+	read_line(a.out, line, sizeof line);
+	assert_string_equal(line, "held 0");
+	run_line(rt, env, "try", "4M", "0", line, sizeof line);
+	assert_string_equal(line, "free 2097152 total 8388608 rc 2"); /* cudaErrorMemoryAllocation */
+	assert_int_equal(kill(a.pid, SIGKILL), 0);
+	assert_int_equal(finish(a, NULL, 0), -SIGKILL);
+	run_line(rt, env, "try", "4M", "0", line, sizeof line);
+	assert_string_equal(line, "free 8388608 total 8388608 rc 0");
+
+	/* both number the devices CUDA_VISIBLE_DEVICES shows alike, with the same UUIDs */
+	const char *cvd[] = {"CUDA_VISIBLE_DEVICES=2,0", "CUDA_VISIBLE_DEVICES=GPU-66616b65-6770-7500-0000-000000000002",
+			     "CUDA_VISIBLE_DEVICES=", NULL};
+	const char *expect[] = {"n 2 rc 0 uuid 3 1", "n 1 rc 0 uuid 2", "n 0 rc 100 uuid"};
+	snprintf(var, sizeof var, "FAKECUDA_MACHINE=%s", machine_path("v")); /* three devices */
+	for (int i = 0; cvd[i]; i++) {
+		const char *e3[] = {var, "FAKECUDA_DEVICES=3", "FAKECUDA_CAPACITY=8M", cvd[i], NULL};
+		run_line("/proc/self/exe", e3, "info", "-", "-", line, sizeof line);
+		run_line(rt, e3, "info", "-", "-", other, sizeof other);
+		assert_string_equal(line, expect[i]);
+		assert_string_equal(other, expect[i]);
+	}
+}
+
+/* The driver's side of the machine tests: "try SIZE DEV" (cuMemGetInfo, then cuMemAlloc),
+ * "hold SIZE DEV" (cuMemCreate, released on 'f'), "info" (devices and UUIDs). */
+static int machine_child(const char *mode, const char *a, const char *b)
+{
+	CUresult e = cuInit(0);
+	if (strcmp(mode, "info") == 0) {
+		int n = 0;
+		char line[256];
+		if (e == CUDA_SUCCESS && cuDeviceGetCount(&n) != CUDA_SUCCESS)
+			return 1;
+		int at = snprintf(line, sizeof line, "n %d rc %d uuid", n, (int)e);
+		for (int d = 0; d < n; d++) {
+			CUuuid u;
+			if (cuDeviceGetUuid(&u, d) != CUDA_SUCCESS)
+				return 1;
+			at += snprintf(line + at, sizeof line - (size_t)at, " %d", u.bytes[15]);
+		}
+		printf("%s\n", line);
+		return 0;
+	}
+	CUcontext c;
+	int dev = atoi(b);
+	size_t size = parse_size(a);
+	if (e != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&c, dev) != CUDA_SUCCESS || cuCtxSetCurrent(c) != CUDA_SUCCESS)
+		return 1;
+	if (strcmp(mode, "try") == 0) {
+		size_t fr = 0, tot = 0;
+		CUdeviceptr p;
+		if (cuMemGetInfo(&fr, &tot) != CUDA_SUCCESS)
+			return 1;
+		e = size ? cuMemAlloc(&p, size) : CUDA_SUCCESS;
+		printf("free %zu total %zu rc %d\n", fr, tot, (int)e);
+		return 0;
+	}
+	if (strcmp(mode, "hold") != 0)
+		return 1;
+	CUmemAllocationProp prop = dev_prop(dev);
+	CUmemGenericAllocationHandle h = 0;
+	printf("held %d\n", (int)cuMemCreate(&h, size, &prop, 0));
+	fflush(stdout);
+	char ch;
+	while (read(0, &ch, 1) == 1) {
+		if (ch == 'f') {
+			printf("freed %d\n", (int)cuMemRelease(h));
+			fflush(stdout);
+		}
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 5 && strcmp(argv[1], "--machine") == 0)
+		return machine_child(argv[2], argv[3], argv[4]);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_virtual_memory, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_managed_pitched, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pools, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_proc_address, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_machine_across_fakes, setup, teardown),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+	if (g_dir[0]) {
+		unlink(machine_path("m"));
+		unlink(machine_path("v"));
+		rmdir(g_dir);
+	}
+	return rc;
 }
