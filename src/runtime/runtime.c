@@ -5,13 +5,16 @@
 #include "runtime.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "last_error.h"
 #include "log.h"
 #include "rank.h"
 
@@ -122,6 +125,7 @@ static bool resolve(void)
 	SYM(DeviceSetMemPool, "cudaDeviceSetMemPool");
 	SYM(MemPoolGetAttribute, "cudaMemPoolGetAttribute");
 	SYM(MemPoolTrimTo, "cudaMemPoolTrimTo");
+	SYM(GetDeviceProperties, "cudaGetDeviceProperties");
 	/* what GPUPOOL_LOG=info names: the file the runtime was loaded from and its version
 	 * (cudaRuntimeGetVersion needs no device and makes no context) */
 	cudaError_t (*version)(int *) = NULL;
@@ -180,4 +184,25 @@ const char *gp_runtime_lacks(const struct gp_runtime *r)
 			return v == GP_RT_PLAIN ? "cudaStreamIsCapturing" : "cudaStreamIsCapturing_ptsz";
 	}
 	return NULL;
+}
+
+int gp_runtime_device_uuid(const struct gp_runtime *r, int device, unsigned char out[16])
+{
+	if (!r || !r->GetDeviceProperties)
+		return -ENOSYS;
+	/* room for a newer runtime's larger struct: the uuid stays near the front */
+	union {
+		struct cudaDeviceProp p;
+		char room[16384];
+	} *u = calloc(1, sizeof *u);
+	if (!u)
+		return -ENOMEM;
+	cudaError_t before = r->PeekAtLastError ? r->PeekAtLastError() : cudaSuccess;
+	cudaError_t e = r->GetDeviceProperties(&u->p, device);
+	if (e == cudaSuccess)
+		memcpy(out, u->p.uuid.bytes, 16);
+	else
+		gp_last_error_restore(r, before);
+	free(u);
+	return e == cudaSuccess ? 0 : -EIO;
 }

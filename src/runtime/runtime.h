@@ -60,6 +60,8 @@ struct gp_runtime {
 	cudaError_t (*DeviceSetMemPool)(int, cudaMemPool_t);
 	cudaError_t (*MemPoolGetAttribute)(cudaMemPool_t, enum cudaMemPoolAttr, void *);
 	cudaError_t (*MemPoolTrimTo)(cudaMemPool_t, size_t);
+	/* a device's UUID where the driver cannot be asked (gp_runtime_device_uuid) */
+	cudaError_t (*GetDeviceProperties)(struct cudaDeviceProp *, int);
 	/* indexed by enum gp_runtime_variant */
 	struct gp_runtime_streamed variant[2];
 };
@@ -69,6 +71,11 @@ struct gp_runtime {
  * of the loaded objects), so a runtime dlopen'ed after the first call is found by the next.
  * Once found: one acquire load, and the table never changes. Thread-safe. */
 const struct gp_runtime *gp_runtime_get(void);
+
+/* The UUID of `device` (16 raw bytes) from the runtime's device properties: for a process
+ * whose runtime has not loaded the driver where gpupool can see it. 0, or -ENOSYS / -EIO.
+ * Slow (a properties query): once per device. The program's last error is left as it was. */
+int gp_runtime_device_uuid(const struct gp_runtime *rt, int device, unsigned char out[16]);
 
 /* In a forked child: the lock of the lookup, maybe held by a parent thread that does not
  * exist here, is made free. */

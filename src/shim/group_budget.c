@@ -103,8 +103,15 @@ static int device_slot(const struct gp_registry *r, int device)
 	    gp_registry_backend()->mem_info(gp_registry_backend()->ctx, device, &f, &total) != 0)
 		total = 0;
 	size_t want = gp_config_group_limit(&r->cfg, total);
-	if (gp_libcuda_device_uuid(device, uuid) != 0)
-		return SLOT_UNKNOWN; /* the driver is not loaded yet: counted early, and looked for again */
+	/* the page's uuid (the driver's, or the runtime's where the driver is not loaded where
+	 * gpupool can see it), else the driver's */
+	bool known = false;
+	for (int i = 0; st && i < GP_GROUP_UUID_LEN && !known; i++)
+		known = st->uuid[i] != 0;
+	if (known)
+		memcpy(uuid, st->uuid, sizeof uuid);
+	else if (gp_libcuda_device_uuid(device, uuid) != 0)
+		return SLOT_UNKNOWN; /* not known yet: counted early, and looked for again */
 	if ((s = gp_group_device(&group, uuid, want)) < 0) {
 		gp_log(GP_LOG_WARN, "group %s: device %d: the file has no room for another device (%u); its memory is not "
 				    "counted in the group",

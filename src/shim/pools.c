@@ -89,7 +89,7 @@ gp_pool *gp_registry_pool_create(int dev)
 	/* the device's UUID, which names the physical GPU the same way in every process
 	 * whatever CUDA_VISIBLE_DEVICES renumbers (gpupool-stat, Prometheus' UUID label) */
 	unsigned char uuid[GPUPOOL_UUID_LEN];
-	if (slot && gp_libcuda_device_uuid(dev, uuid) == 0)
+	if (slot && (gp_libcuda_device_uuid(dev, uuid) == 0 || gp_runtime_device_uuid(R->rt, dev, uuid) == 0))
 		(void)gp_statpage_set_uuid(page, dev, uuid);
 	const struct gp_backend *be = slot ? gp_registry_pool_backend_new() : NULL;
 	if (!be || gp_pool_create(&p, dev, &prm, be, slot) != 0) {

@@ -16,7 +16,7 @@
 . "$(dirname "$0")/e2e_lib.sh"
 py=$4
 here=$(cd "$(dirname "$0")" && pwd)
-chmod 1777 "$dir" # a page directory like /dev/shm: another user's process makes its page too
+pdir=$dir # the page directory of A and B
 export FAKECUDA_MACHINE=$dir/machine FAKECUDA_CAPACITY=1G FAKECUDA_DEVICES=1
 apid=
 a_out=$(mktemp) a_err=$(mktemp)
@@ -27,7 +27,7 @@ start_a() {
 	local envs=()
 	while [ "$1" != -- ]; do envs+=("$1"); shift; done
 	shift
-	env LD_PRELOAD="$preload" GPUPOOL_SHM_DIR="$dir" GPUPOOL_LOG=info "${envs[@]}" "$@" >"$a_out" 2>"$a_err" &
+	env LD_PRELOAD="$preload" GPUPOOL_SHM_DIR="$pdir" GPUPOOL_LOG=info "${envs[@]}" "$@" >"$a_out" 2>"$a_err" &
 	apid=$!
 	for _ in $(seq 200); do
 		grep -q '^ready' "$a_out" && return 0
@@ -50,7 +50,7 @@ ask() {
 	local mib=$1
 	shift
 	rm -f "$dir/b.json"
-	env LD_PRELOAD="$preload" GPUPOOL_SHM_DIR="$dir" GPUPOOL_LOG=info GPUPOOL_REPORT="$dir/b.json" "$@" \
+	env LD_PRELOAD="$preload" GPUPOOL_SHM_DIR="$pdir" GPUPOOL_LOG=info GPUPOOL_REPORT="$dir/b.json" "$@" \
 		"$prog" ask "$mib" >"$out" 2>"$err"
 	brc=$?
 }
@@ -114,9 +114,15 @@ start_a GPUPOOL_REPORT="$dir/a.json" -- "$prog" busy 768 && {
 
 # user: B is another user (root only: setpriv drops to nobody)
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+	# a page directory like /dev/shm (sticky, everyone's), out of the build tree, whose
+	# folders another user may not cross
+	pdir=$(mktemp -d /tmp/gpupool-reclaim-user.XXXXXX)
+	TMPS="$TMPS $pdir"
+	chmod 1777 "$pdir"
+	FAKECUDA_MACHINE=$pdir/machine
 	start_a GPUPOOL_REPORT="$dir/a.json" -- "$prog" hold 768 && {
 		chmod 666 "$FAKECUDA_MACHINE"
-		setpriv --reuid=65534 --regid=65534 --clear-groups env LD_PRELOAD="$preload" GPUPOOL_SHM_DIR="$dir" \
+		setpriv --reuid=65534 --regid=65534 --clear-groups env LD_PRELOAD="$preload" GPUPOOL_SHM_DIR="$pdir" \
 			GPUPOOL_LOG=info GPUPOOL_REPORT=none "$prog" ask 512 >"$out" 2>"$err"
 		brc=$?
 		if [ $brc = 126 ] || [ $brc = 127 ]; then
@@ -127,6 +133,8 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
 		fi
 		stop_a
 	}
+	pdir=$dir
+	FAKECUDA_MACHINE=$dir/machine
 else
 	echo "SKIP user: not root"
 fi
