@@ -28,7 +28,8 @@ lib=${GPUPOOL_LIB:-$(scripts/build-gpu-lib)}
 here=bench/gpu
 mkdir -p "$out"
 hold_bin=$out/share_hold
-[ -x "$hold_bin" ] || nvcc -O2 -cudart shared -o "$hold_bin" $here/share_hold.cu || exit 1
+cudalib=$(dirname "$(command -v nvcc)")/../lib64
+[ -x "$hold_bin" ] || nvcc -O2 -cudart shared -Xlinker -rpath -Xlinker "$cudalib" -o "$hold_bin" $here/share_hold.cu || exit 1
 
 # run_a DIR ENV... -- CMD...: A in the background, until ready=1 (120 s at most); its pid in A_PID
 run_a() {
