@@ -46,6 +46,7 @@ struct state {
 	bool act_mark;                           /* that action records markers */
 	bool act_sync;                           /* act_dev's device_sync was begun, done at thread_at */
 	uint64_t first_ns, last_ns;              /* the trace's span (t_ns) */
+	uint64_t next_decay;                     /* the program's clock at the next decay pass; 0: first row */
 	struct pmap *map;
 	struct gp_replay_events *ev;             /* observers' bookkeeping; NULL without one */
 };
@@ -71,6 +72,7 @@ void gp_replay_opts_from_config(struct gp_replay_opts *o, const struct gp_config
 	o->fence = (int)c->fence;
 	o->fence_interval_us = c->fence_interval_us;
 	o->legacy_stream = c->legacy_stream;
+	o->decay_ms = c->decay_ms;
 }
 
 static const char *no_env(const char *name)
@@ -238,6 +240,14 @@ static int replay_row(struct state *s, const struct gp_replay_opts *o, struct gp
 		for (int d = 0; d < GPUPOOL_MAX_DEVICES && s->ev; d++)
 			if (s->pool[d] && (rc = gp_replay_events_settle(s->ev, &s->st[d], d, row->t_ns)))
 				return observer_error(r, path, row, rc);
+	}
+	if (o->decay_ms && clock >= s->next_decay) {
+		/* the release thread's pass, as the library takes it: once a second, at most its
+		 * budget of idle segments (release_thread.c) */
+		for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++)
+			if (s->pool[d])
+				(void)gp_pool_decay(s->pool[d], clock, (uint64_t)o->decay_ms * 1000000u, (size_t)2 << 30, NULL);
+		s->next_decay = sat_add(clock, 1000000000u);
 	}
 	if (row->err != 0) {
 		r->skipped_errors++;
@@ -411,6 +421,8 @@ int gp_replay_file(const char *path, const struct gp_replay_opts *o, struct gp_r
 		r->splits += st->splits;
 		r->merges += st->merges;
 		r->stream_steals += st->stream_steals;
+		r->decay_releases += st->decay_releases;
+		r->decayed_bytes = sat_add(r->decayed_bytes, st->decayed_bytes);
 	}
 	r->wait_ns = s->fb.waited_ns;
 	r->free_wait_ns = s->fb.free_waited_ns;
@@ -479,6 +491,8 @@ static const struct field {
 	FU(splits),
 	FU(merges),
 	FU(stream_steals),
+	FU(decay_releases),
+	{"decayed_bytes", offsetof(struct gp_replay_result, decayed_bytes), F_U64},
 	{"devices", offsetof(struct gp_replay_result, devices), F_INT},
 #undef FU
 };

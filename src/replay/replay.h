@@ -61,6 +61,8 @@ struct gp_replay_opts {
 					* returns then (us, 0) */
 	bool legacy_stream;            /* legacy_stream:1: cudaMalloc/cudaFree rows are stream-ordered
 					* on the legacy stream (no fence), as the shim makes them */
+	unsigned decay_ms;             /* the release thread's decay (decay_ms): passes each second
+					* of the program's clock, before the row that reaches it; 0 off */
 	size_t sort_window;            /* rows buffered to restore t_ns order, 0 = file order */
 	uint64_t limit_rows;           /* stop after this many data rows; 0 = all */
 	/* Told every event, in this order; NULL entries are skipped. The replay does the
@@ -96,6 +98,7 @@ struct gp_replay_result {
 	uint64_t peak_requested, peak_allocated, peak_reserved, segments_peak; /* sums saturate */
 	uint64_t backend_allocs, backend_frees;
 	uint64_t model_fences, fences, inline_fences, hits, misses, splits, merges, stream_steals;
+	uint64_t decay_releases, decayed_bytes; /* segments the decay gave back, and their bytes */
 	uint64_t markers;          /* markers recorded (the thread's and the allocating threads') */
 	uint64_t wait_ns;          /* modelled time the program's threads waited for the device
 				    * (inline device_syncs and marker waits; the fence thread's not) */
