@@ -234,16 +234,6 @@ void gp_registry_oom_message(char *buf, size_t cap, int dev, size_t size)
 			 limit ? gp_format_bytes(b[3], sizeof b[3], st.limit_bytes) : "");
 }
 
-/* The pool could not serve an allocation: when the GPU itself is short, other processes on
- * it are asked for their idle memory (reclaim.h), and the allocation tried once more. */
-static __attribute__((noinline, cold)) int alloc_reclaim(gp_pool *p, int dev, size_t size, gp_stream key,
-							 uintptr_t *a)
-{
-	if (!gp_reclaim_before_oom(dev, size))
-		return -ENOMEM;
-	return gp_pool_alloc(p, size, key, a);
-}
-
 /* gp_registry_alloc_once while tracing: the call timed from before the release check. Out
  * of line, so that the untraced path keeps no frame of its own. */
 static __attribute__((noinline)) int alloc_traced(gp_pool *p, int dev, size_t size, gp_stream key, int op,
@@ -252,8 +242,6 @@ static __attribute__((noinline)) int alloc_traced(gp_pool *p, int dev, size_t si
 	uint64_t t0 = gp_trace_now_ns();
 	check_release_request();
 	int rc = gp_pool_alloc(p, size, key, a);
-	if (__builtin_expect(rc == -ENOMEM, 0))
-		rc = alloc_reclaim(p, dev, size, key, a);
 	gp_registry_trace(op, dev, s, size, rc == 0 ? (void *)*a : NULL, t0,
 			  rc == 0 ? cudaSuccess : cudaErrorMemoryAllocation);
 	return rc;
@@ -264,10 +252,20 @@ int gp_registry_alloc_once(gp_pool *p, int dev, size_t size, gp_stream key, int 
 	if (__builtin_expect(tracing, 0))
 		return alloc_traced(p, dev, size, key, op, s, a);
 	check_release_request();
-	int rc = gp_pool_alloc(p, size, key, a);
-	if (__builtin_expect(rc == -ENOMEM, 0))
-		rc = alloc_reclaim(p, dev, size, key, a);
-	return rc;
+	return gp_pool_alloc(p, size, key, a);
+}
+
+__attribute__((cold)) int gp_registry_alloc_reclaim(int dev, size_t size, gp_stream key, int op, cudaStream_t s,
+						   uintptr_t *a)
+{
+	if (!gp_reclaim_before_oom(dev, size))
+		return -ENOMEM;
+	gp_pool *p = atomic_load(&R->pools[dev]); /* inside the caller's reader section */
+	if (!p)
+		return -ENOMEM;
+	if (__builtin_expect(tracing, 0)) /* the retry is a row of its own, after the failed one */
+		return alloc_traced(p, dev, size, key, op, s, a);
+	return gp_pool_alloc(p, size, key, a);
 }
 
 void gp_registry_lock(void) { gp_mutex_lock(&pools_lock, GP_RANK_POOLS); }

@@ -7,6 +7,7 @@
 #define GP_REGISTRY_H
 
 #include <cuda_runtime_api.h>
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -121,6 +122,10 @@ static inline gp_pool *gp_registry_pool(const struct gp_registry *r, int dev)
  * (gp_registry_oom_message) and the runtime's last error are left to the caller. */
 int gp_registry_alloc_once(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a);
 int gp_registry_alloc_again(gp_pool *p, int dev, size_t size, gp_stream key, uintptr_t *a, int rc);
+/* The pool could not serve it: when the GPU itself is short, the other processes on it are
+ * asked for their idle memory (reclaim.h) and the allocation is tried once more, from the
+ * device's pool as it is then (a reset may have made a new one). Out of line and cold. */
+int gp_registry_alloc_reclaim(int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a);
 static inline int gp_registry_alloc(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s,
 				    uintptr_t *a)
 {
@@ -131,6 +136,8 @@ static inline int gp_registry_alloc(gp_pool *p, int dev, size_t size, gp_stream 
 				     atomic_load_explicit(gp_registry_reader.rec, memory_order_relaxed),
 			     0))
 		rc = gp_registry_alloc_again(p, dev, size, key, a, rc);
+	if (__builtin_expect(rc == -ENOMEM, 0))
+		rc = gp_registry_alloc_reclaim(dev, size, key, op, s, a);
 	return rc;
 }
 

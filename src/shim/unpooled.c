@@ -37,7 +37,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct entry *handles, *ptrs; /* under lock */
 static struct mempool *mempools;     /* under lock */
 static _Atomic size_t nptrs;         /* records in ptrs: frees skip the lock while 0 */
-static _Atomic uintptr_t dev_pool[GPUPOOL_MAX_DEVICES];
+_Atomic uintptr_t gp_unpooled_dev_pool[GPUPOOL_MAX_DEVICES];
 
 /* A program pool's growth is not asked for; the driver grows a pool by whole granules. */
 #define GP_MEMPOOL_GRANULE ((size_t)2 << 20)
@@ -285,7 +285,7 @@ void gp_unpooled_pool_destroyed(uintptr_t pool)
 		return;
 	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
 		uintptr_t want = pool;
-		atomic_compare_exchange_strong(&dev_pool[d], &want, 0);
+		atomic_compare_exchange_strong(&gp_unpooled_dev_pool[d], &want, 0);
 	}
 	note_give(m->dev, 0, 0, GP_BUDGET_MEMPOOL, m->counted);
 	free(m);
@@ -295,14 +295,7 @@ void gp_unpooled_device_pool_set(int dev, uintptr_t pool)
 {
 	if (dev < 0 || dev >= GPUPOOL_MAX_DEVICES)
 		return;
-	atomic_store(&dev_pool[dev], gp_unpooled_pool_device(pool) >= 0 ? pool : 0);
-}
-
-uintptr_t gp_unpooled_device_pool(int dev)
-{
-	if (dev < 0 || dev >= GPUPOOL_MAX_DEVICES)
-		return 0;
-	return atomic_load_explicit(&dev_pool[dev], memory_order_relaxed);
+	atomic_store(&gp_unpooled_dev_pool[dev], gp_unpooled_pool_device(pool) >= 0 ? pool : 0);
 }
 
 /* Reads the pool's reserved bytes and counts the change since the last read. Two threads
@@ -416,6 +409,6 @@ void gp_unpooled_after_fork(void)
 	mempools = NULL;
 	atomic_store(&nptrs, 0);
 	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++)
-		atomic_store(&dev_pool[d], 0);
+		atomic_store(&gp_unpooled_dev_pool[d], 0);
 	gp_budget_after_fork();
 }

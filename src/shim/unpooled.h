@@ -8,11 +8,13 @@
 #ifndef GP_UNPOOLED_H
 #define GP_UNPOOLED_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "budget.h"
+#include "gpupool/stats.h"
 
 /* ---- around one allocation --------------------------------------------------------------
  * gp_unpooled_take before the real call (0, or -ENOMEM: refused at the limit, the refusal
@@ -69,8 +71,14 @@ void gp_unpooled_pool_destroyed(uintptr_t pool);
 /* The program set `pool` as `dev`'s current pool (cuDeviceSetMemPool, cudaDeviceSetMemPool):
  * kept when it is one the program made, else (the default pool back) cleared. */
 void gp_unpooled_device_pool_set(int dev, uintptr_t pool);
-/* The program's pool current on `dev`, or 0: stream-ordered allocations go to it. */
-uintptr_t gp_unpooled_device_pool(int dev);
+/* The program's pool current on `dev`, or 0: stream-ordered allocations go to it. One
+ * relaxed load, inline: every cudaMallocAsync asks. */
+extern _Atomic uintptr_t gp_unpooled_dev_pool[GPUPOOL_MAX_DEVICES];
+static inline uintptr_t gp_unpooled_device_pool(int dev)
+{
+	return (unsigned)dev < GPUPOOL_MAX_DEVICES ? atomic_load_explicit(&gp_unpooled_dev_pool[dev], memory_order_relaxed)
+						   : 0;
+}
 
 /* Before an allocation of `size` bytes from `pool` (on `dev`): the most it may grow the pool
  * (`size` rounded up to the 2 MiB granule) is taken from the budget; past the limit the
