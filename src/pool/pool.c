@@ -396,8 +396,9 @@ static struct gp_block *(*const rungs[])(gp_pool *, struct request *) = {
 	try_grow, try_fence_all, try_release_and_grow,
 };
 
-/* gp_pool_alloc's body: the ladder, then the block taken. 0, or -ENOMEM. */
-static inline int alloc_locked(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
+/* gp_pool_alloc's body: the ladder, then the block taken. 0, or -ENOMEM (counted in ooms
+ * unless count_oom is false: gp_pool_alloc_try's caller counts it once it gives up). */
+static inline int alloc_locked(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr, bool count_oom)
 {
 	struct request rq = {.size = size, .rounded = gp_round_up(size, p->prm.round), .stream = stream};
 	struct gp_block *b = try_ready(p, &rq);
@@ -421,7 +422,7 @@ static inline int alloc_locked(gp_pool *p, size_t size, gp_stream stream, uintpt
 				GP_COUNT(p->st, hits, 1);
 		}
 	}
-	if (rc)
+	if (rc && count_oom)
 		GP_COUNT(p->st, ooms, 1);
 	return rc;
 }
@@ -545,15 +546,36 @@ static inline int entry_broken(gp_pool *p, int answer)
 	return answer;
 }
 
-int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
+static inline int alloc_entry(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr, bool count_oom)
 {
 	if (size == 0 || size > ((size_t)1 << 56))
 		return -EINVAL;
 	if (!entry_open(p, ENTRY_CHANGE))
 		return entry_broken(p, gp_bypass_alloc(p, size, addr));
-	int rc = alloc_locked(p, size, stream, addr);
+	int rc = alloc_locked(p, size, stream, addr, count_oom);
 	entry_close(p, ENTRY_CHANGE);
 	return rc;
+}
+
+int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
+{
+	return alloc_entry(p, size, stream, addr, true);
+}
+
+int gp_pool_alloc_try(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr)
+{
+	return alloc_entry(p, size, stream, addr, false);
+}
+
+static void count_oom(struct gpupool_device_stats *st, void *arg)
+{
+	(void)arg;
+	GP_COUNT(st, ooms, 1);
+}
+
+void gp_pool_count_oom(gp_pool *p)
+{
+	gp_pool_slot_write(p, count_oom, NULL);
 }
 
 int gp_pool_free(gp_pool *p, uintptr_t addr, gp_stream stream)

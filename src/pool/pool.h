@@ -86,6 +86,11 @@ void gp_pool_abandon(gp_pool *p, struct gpupool_device_stats *sink);
  * cudaMallocAsync. Returns 0, -EINVAL (size 0 or too large), or -ENOMEM after
  * releasing the cache and retrying once. */
 int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr);
+/* gp_pool_alloc, but a failure is not counted in ooms: for a caller that may still rescue
+ * the allocation (a reclaim from other processes) and calls gp_pool_count_oom when it does
+ * not, so that ooms counts the allocations that failed, never one that was served. */
+int gp_pool_alloc_try(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr);
+void gp_pool_count_oom(gp_pool *p);
 
 /* Frees the block at `addr`. stream == GP_NO_STREAM for cudaFree (the block waits for a
  * fence), else the stream of cudaFreeAsync (reusable at once on that stream).

@@ -219,3 +219,21 @@ void gp_group_budget_after_fork(void)
 	atomic_store(&retired, false);
 	atomic_store(&slots_set, false);
 }
+
+size_t gp_group_budget_describe(int device, char *buf, size_t cap)
+{
+	if (cap)
+		buf[0] = '\0';
+	if (device < 0 || device >= GPUPOOL_MAX_DEVICES || atomic_load(&state) != JOIN_DONE || atomic_load(&lost))
+		return 0;
+	int s = atomic_load_explicit(&slot[device], memory_order_acquire);
+	if (s < 0)
+		return 0;
+	uint64_t budget = 0, used = 0, mine = 0;
+	gp_group_total(&group, s, &budget, &used, &mine);
+	char b[3][32];
+	int n = snprintf(buf, cap, "group %s: budget %s, the group holds %s, this process %s", gp_registry_get()->cfg.group,
+			 gp_format_bytes(b[0], sizeof b[0], budget), gp_format_bytes(b[1], sizeof b[1], used),
+			 gp_format_bytes(b[2], sizeof b[2], mine));
+	return n > 0 ? (size_t)n : 0;
+}

@@ -21,6 +21,10 @@ void gp_group_budget_charge(int device, size_t bytes);
 /* Gives back `bytes` taken on `device`. */
 void gp_group_budget_give(int device, size_t bytes);
 
+/* "group FILE: budget 1.0 GiB, the group holds 700.0 MiB, this process 0 B" for the
+ * out-of-memory message, into buf; "" (returns 0) when the process is in no group there. */
+size_t gp_group_budget_describe(int device, char *buf, size_t cap);
+
 /* In a forked child: the parent's membership is not the child's (it joins anew). */
 void gp_group_budget_after_fork(void);
 

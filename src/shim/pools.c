@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "exit_report.h"
+#include "group_budget.h"
 #include "fence_thread.h"
 #include "format.h"
 #include "libcuda.h"
@@ -223,15 +224,31 @@ void gp_registry_oom_message(char *buf, size_t cap, int dev, size_t size)
 	struct gpupool_device_stats st;
 	bool known = gp_statpage_snapshot_until(R->slots[dev], &st,
 						gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS);
-	char b[4][32];
-	int n = snprintf(buf, cap, "device %d: out of memory allocating %s (reserved %s, in use %s", dev,
-			 gp_format_bytes(b[0], sizeof b[0], size),
-			 known ? gp_format_bytes(b[1], sizeof b[1], st.reserved_bytes) : "unknown",
-			 known ? gp_format_bytes(b[2], sizeof b[2], st.allocated_bytes) : "unknown");
-	bool limit = known && st.limit_bytes;
-	if (n > 0 && (size_t)n < cap)
-		snprintf(buf + n, cap - (size_t)n, "%s%s)", limit ? ", limit " : "",
-			 limit ? gp_format_bytes(b[3], sizeof b[3], st.limit_bytes) : "");
+	char b[6][32];
+	size_t n = 0;
+#define PUT(...)                                                                         \
+	do {                                                                             \
+		int k_ = n < cap ? snprintf(buf + n, cap - n, __VA_ARGS__) : 0;          \
+		n += k_ > 0 ? (size_t)k_ : 0;                                            \
+	} while (0)
+	PUT("device %d: out of memory allocating %s (reserved %s, in use %s", dev, gp_format_bytes(b[0], sizeof b[0], size),
+	    known ? gp_format_bytes(b[1], sizeof b[1], st.reserved_bytes) : "unknown",
+	    known ? gp_format_bytes(b[2], sizeof b[2], st.allocated_bytes) : "unknown");
+	if (known && st.unpooled_bytes) /* what else fills the limit: virtual memory, managed, ... */
+		PUT(", unpooled %s", gp_format_bytes(b[3], sizeof b[3], st.unpooled_bytes));
+	if (known && st.limit_bytes)
+		PUT(", limit %s", gp_format_bytes(b[4], sizeof b[4], st.limit_bytes));
+	/* the GPU's own figure: a limit refuses with memory free, a full GPU without */
+	gp_pool *p = atomic_load(&R->pools[dev]);
+	const struct gp_backend *be = p ? gp_pool_backend(p) : NULL;
+	size_t dfree = 0, dtotal = 0;
+	if (be && be->mem_info(be->ctx, dev, &dfree, &dtotal) == 0)
+		PUT("; GPU free %s", gp_format_bytes(b[5], sizeof b[5], dfree));
+	char group[320];
+	if (gp_group_budget_describe(dev, group, sizeof group))
+		PUT("; %s", group);
+	PUT(")");
+#undef PUT
 }
 
 /* gp_registry_alloc_once while tracing: the call timed from before the release check. Out
@@ -241,7 +258,7 @@ static __attribute__((noinline)) int alloc_traced(gp_pool *p, int dev, size_t si
 {
 	uint64_t t0 = gp_trace_now_ns();
 	check_release_request();
-	int rc = gp_pool_alloc(p, size, key, a);
+	int rc = gp_pool_alloc_try(p, size, key, a);
 	gp_registry_trace(op, dev, s, size, rc == 0 ? (void *)*a : NULL, t0,
 			  rc == 0 ? cudaSuccess : cudaErrorMemoryAllocation);
 	return rc;
@@ -252,20 +269,22 @@ int gp_registry_alloc_once(gp_pool *p, int dev, size_t size, gp_stream key, int 
 	if (__builtin_expect(tracing, 0))
 		return alloc_traced(p, dev, size, key, op, s, a);
 	check_release_request();
-	return gp_pool_alloc(p, size, key, a);
+	return gp_pool_alloc_try(p, size, key, a); /* an out of memory: gp_registry_alloc_reclaim counts it */
 }
 
 __attribute__((cold)) int gp_registry_alloc_reclaim(int dev, size_t size, gp_stream key, int op, cudaStream_t s,
 						   uintptr_t *a)
 {
-	if (!gp_reclaim_before_oom(dev, size))
-		return -ENOMEM;
 	gp_pool *p = atomic_load(&R->pools[dev]); /* inside the caller's reader section */
 	if (!p)
 		return -ENOMEM;
-	if (__builtin_expect(tracing, 0)) /* the retry is a row of its own, after the failed one */
-		return alloc_traced(p, dev, size, key, op, s, a);
-	return gp_pool_alloc(p, size, key, a);
+	int rc = -ENOMEM;
+	if (gp_reclaim_before_oom(dev, size)) /* the retry: a trace row of its own, after the failed one */
+		rc = __builtin_expect(tracing, 0) ? alloc_traced(p, dev, size, key, op, s, a)
+						  : gp_pool_alloc_try(p, size, key, a);
+	if (rc)
+		gp_pool_count_oom(p); /* failed for good: the one count of it */
+	return rc;
 }
 
 void gp_registry_lock(void) { gp_mutex_lock(&pools_lock, GP_RANK_POOLS); }

@@ -62,8 +62,8 @@ start_a GPUPOOL_REPORT="$dir/a.json" -- "$prog" hold 768 && {
 	ask 512
 	[ $brc = 0 ] || bad "reclaim: B failed ($brc)"
 	grep -q "reclaim: device 0 needed 512.0 MiB.*pid $apid gave" "$err" || bad "reclaim: B's info line"
-	[ "$(json "$dir/b.json" "d['reclaim_asks'] >= 1 and d['reclaim_answers'] == 1 and d['reclaim_received_bytes'] >= 256 << 20 and d['reclaim_wait_ns'] > 0")" = True ] ||
-		bad "reclaim: B's counters"
+	[ "$(json "$dir/b.json" "d['reclaim_asks'] >= 1 and d['reclaim_answers'] == 1 and d['reclaim_received_bytes'] >= 256 << 20 and d['reclaim_wait_ns'] > 0 and d['ooms'] == 0")" = True ] ||
+		bad "reclaim: B's counters (an allocation a reclaim served is no out of memory)"
 	stop_a
 	[ $arc = 0 ] || abad "reclaim: A's exit status $arc"
 	grep -q "reclaim: gave .* on device 0 to pid" "$a_err" || bad "reclaim: A's info line"
@@ -75,6 +75,7 @@ start_a GPUPOOL_REPORT="$dir/a.json" -- "$prog" hold 768 && {
 start_a GPUPOOL_REPORT="$dir/a.json" -- "$prog" hold 768 && {
 	ask 512 GPUPOOL_CONF=reclaim:0
 	[ $brc = 3 ] || abad "off: B should fail with out of memory ($brc)"
+	[ "$(json "$dir/b.json" "d['ooms']")" = 1 ] || bad "off: B's out of memory counted once"
 	stop_a
 	[ "$(json "$dir/a.json" "d['reclaims_served']")" = 0 ] || bad "off: A gave"
 }
