@@ -18,6 +18,12 @@
 /* Longest part of a bad value quoted back in a message. */
 #define GP_CONFIG_QUOTE_MAX 80
 
+/* HAMi-core's limit for every device; with _<n> appended, device n's. */
+#define SCHED_VAR "CUDA_DEVICE_MEMORY_LIMIT"
+/* CUDA_DEVICE_MEMORY_LIMIT_<n> is looked for up to this n (exclusive): those from
+ * GP_CONFIG_MAX_DEVICES on are for devices gpupool has no limit for, and said so. */
+#define SCHED_PROBE_MAX 256
+
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
 #define GIB ((size_t)1 << 30)
@@ -76,11 +82,11 @@ static const struct gp_config_knob knobs[] = {
 	{"GPUPOOL_GROUP", GP_KNOB_PATH, F(group), 0, 0, "none", "a file path (at most 255 bytes), or none",
 	 "The group file; wins over the group key (docs/kubernetes.md)."},
 	{"CUDA_DEVICE_MEMORY_LIMIT", GP_KNOB_SCHED, 0, 0, 0, "",
-	 "bytes, or a number with k, m or g (any case; 1024-based), as HAMi-core reads it, up to 256T",
+	 "bytes, or a number with k, m or g (any case; 1024-based), as HAMi-core reads it, from 1 to 262144g",
 	 "A scheduler's limit per device (HAMi's), taken as limit when GPUPOOL_CONF has no limit (docs/kubernetes.md)."},
 	{"CUDA_DEVICE_MEMORY_LIMIT_<n>", GP_KNOB_SCHED, 0, 0, 0, "",
 	 "as CUDA_DEVICE_MEMORY_LIMIT; n a device index from 0 to 15",
-	 "Device n's limit (its CUDA index in the process), over CUDA_DEVICE_MEMORY_LIMIT; also only without a limit in GPUPOOL_CONF."},
+	 "Device n's limit (its CUDA index in the process), over CUDA_DEVICE_MEMORY_LIMIT; also only without a limit in GPUPOOL_CONF. An n above 15 is a bad value (one warning) and sets nothing."},
 	{"limit", GP_KNOB_LIMIT, F(limit_bytes), 0, SIZE_CAP, "none",
 	 "a size up to 256T (e.g. 40G, 512MiB) or a percentage of device memory (1%..100%); 0 or none for no limit",
 	 "Most device memory the pool reserves per device; past it allocations fail with cudaErrorMemoryAllocation."},
@@ -117,7 +123,7 @@ static const struct gp_config_knob knobs[] = {
 	{"reclaim", GP_KNOB_BOOL, F(reclaim), 0, 0, "1", BOOL_RANGE,
 	 "When the GPU itself is out of memory, ask the other gpupool processes on the same GPU (matched by UUID) to give back memory they hold idle, and answer their requests in turn; 0: neither (docs/sharing.md)."},
 	{"reclaim_wait_ms", GP_KNOB_UINT, F(reclaim_wait_ms), 0, 60000, "2000", "an integer from 0 to 60000",
-	 "Longest an allocation that found the GPU full waits for other processes to give memory back before it fails."},
+	 "Longest an allocation that found the GPU full waits for other processes to give memory back before it fails; 0: it does not ask them at all (it still answers their requests; reclaim:0 turns both off)."},
 	{"fence", GP_KNOB_FENCE, F(fence), 0, 0, "thread", "thread, inline or sync",
 	 "How cudaFree'd blocks are fenced before reuse: a background thread, the allocating thread only, or a sync in every cudaFree."},
 	{"fence_interval_us", GP_KNOB_UINT, F(fence_interval_us), 0, 1000000, "50",
@@ -159,6 +165,7 @@ struct gp_config_ctx {
 	bool strict;          /* strict mode, known before the first item is parsed */
 	bool format_set;      /* report_format given explicitly */
 	uint64_t seen;        /* knobs given in GPUPOOL_CONF, by index */
+	char var[40];         /* the variable being read: what gp_config_bad adds to cfg->bad_vars */
 };
 
 /* ---- small parsers: NUL-terminated, already trimmed input; 0 or -EINVAL ---- */
@@ -497,6 +504,58 @@ static void gp_config_knob_text(const struct gp_config_knob *k, const struct gp_
 		snprintf(buf, cap, "%zu%c", v, units[u]);
 }
 
+static const struct gp_config_knob *gp_config_find(const char *name)
+{
+	for (size_t i = 0; i < GP_NKNOBS; i++)
+		if (!gp_config_is_var(&knobs[i]) && strcmp(knobs[i].name, name) == 0)
+			return &knobs[i];
+	return NULL;
+}
+
+/* Appends to buf (cap bytes) at *n, which counts what it needs even past cap. */
+__attribute__((format(printf, 4, 5)))
+static void gp_config_put(char *buf, size_t cap, size_t *n, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int w = vsnprintf(buf + (*n < cap ? *n : cap), *n < cap ? cap - *n : 0, fmt, ap);
+	va_end(ap);
+	if (w > 0)
+		*n += (size_t)w;
+}
+
+/* The limit from a scheduler's variables, each value with the variables that set it: the
+ * one for every device, then each other value of the per-device ones (gp_config_describe). */
+static void gp_config_describe_sched(const struct gp_config *cfg, char *buf, size_t cap, size_t *n)
+{
+	const struct gp_config_knob *k = gp_config_find("limit");
+	struct gp_config t;
+	char v[64];
+	bool done[GP_CONFIG_MAX_DEVICES] = {false};
+	if (cfg->limit_sched) {
+		gp_config_knob_text(k, cfg, v, sizeof v);
+		gp_config_put(buf, cap, n, "%slimit:%s (" SCHED_VAR ")", *n ? "," : "", v);
+	}
+	for (int d = 0; d < GP_CONFIG_MAX_DEVICES; d++) {
+		size_t x = cfg->limit_device[d];
+		if (!x || done[d] || (cfg->limit_sched && x == cfg->limit_bytes))
+			continue;
+		int same[GP_CONFIG_MAX_DEVICES], m = 0;
+		for (int e = d; e < GP_CONFIG_MAX_DEVICES; e++)
+			if (cfg->limit_device[e] == x) {
+				same[m++] = e;
+				done[e] = true;
+			}
+		memset(&t, 0, sizeof t);
+		t.limit_bytes = x;
+		gp_config_knob_text(k, &t, v, sizeof v);
+		gp_config_put(buf, cap, n, "%slimit:%s (" SCHED_VAR "_%d", *n ? "," : "", v, d);
+		for (int i = 1; i < m; i++)
+			gp_config_put(buf, cap, n, "%s_%d", i == m - 1 ? " and " : ", ", same[i]);
+		gp_config_put(buf, cap, n, ")");
+	}
+}
+
 size_t gp_config_describe(const struct gp_config *cfg, char *buf, size_t cap)
 {
 	struct gp_config def;
@@ -511,24 +570,18 @@ size_t gp_config_describe(const struct gp_config *cfg, char *buf, size_t cap)
 		/* the GPUPOOL_* variables set the fields of the report and log keys */
 		if (k->type == GP_KNOB_CONF || gp_config_is_var(k))
 			continue;
+		if (k->type == GP_KNOB_LIMIT && !cfg->limit_percent && (cfg->limit_sched || !cfg->limit_bytes)) {
+			gp_config_describe_sched(cfg, buf, cap, &n);
+			continue;
+		}
 		char a[GP_PATH_MAX + 8], b[GP_PATH_MAX + 8];
 		gp_config_knob_text(k, cfg, a, sizeof a);
 		gp_config_knob_text(k, &def, b, sizeof b);
 		if (strcmp(a, b) == 0)
 			continue;
-		int w = snprintf(buf + (n < cap ? n : cap), n < cap ? cap - n : 0, "%s%s:%s", n ? "," : "", k->name, a);
-		if (w > 0)
-			n += (size_t)w;
+		gp_config_put(buf, cap, &n, "%s%s:%s", n ? "," : "", k->name, a);
 	}
 	return n;
-}
-
-static const struct gp_config_knob *gp_config_find(const char *name)
-{
-	for (size_t i = 0; i < GP_NKNOBS; i++)
-		if (!gp_config_is_var(&knobs[i]) && strcmp(knobs[i].name, name) == 0)
-			return &knobs[i];
-	return NULL;
 }
 
 static const struct gp_config_knob *gp_config_find_var(const char *name)
@@ -552,6 +605,22 @@ static const char *gp_config_quote(const char *s, char buf[GP_CONFIG_QUOTE_MAX +
 	return buf;
 }
 
+/* Adds `var` to cfg->bad_vars once; ", ..." ends a list that is full. */
+static void gp_config_add_bad_var(struct gp_config *cfg, const char *var)
+{
+	char *b = cfg->bad_vars;
+	size_t n = strnlen(b, sizeof cfg->bad_vars), m = strlen(var);
+	for (const char *p = b; (p = strstr(p, var)) != NULL; p += m)
+		if ((p == b || p[-1] == ' ') && (p[m] == ',' || !p[m]))
+			return;
+	if (n >= 5 && strcmp(b + n - 5, ", ...") == 0)
+		return;
+	if (n + (n ? 2 : 0) + m + 5 < sizeof cfg->bad_vars)
+		snprintf(b + n, sizeof cfg->bad_vars - n, "%s%s", n ? ", " : "", var);
+	else
+		snprintf(b + n, sizeof cfg->bad_vars - n, ", ...");
+}
+
 /* Logs one warning line "<what>; <consequence>", where the consequence is `instead`,
  * or in strict mode that the pool is disabled. Marks the config bad. */
 __attribute__((format(printf, 3, 4)))
@@ -563,6 +632,7 @@ static void gp_config_bad(struct gp_config_ctx *c, const char *instead, const ch
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	c->cfg->bad = true;
+	gp_config_add_bad_var(c->cfg, c->var);
 	if (c->strict)
 		gp_log(GP_LOG_WARN, "%s; strict mode: the pool is disabled and every hooked CUDA allocation call will fail",
 		       msg);
@@ -781,6 +851,7 @@ static bool gp_config_parse_var(struct gp_config_ctx *c, gp_getenv_fn get, const
 	char buf[GP_PATH_MAX + 1];
 	if (!v)
 		return false;
+	snprintf(c->var, sizeof c->var, "%s", name);
 	size_t n = strnlen(v, GP_PATH_MAX + 1);
 	if (n > GP_PATH_MAX) {
 		gp_config_bad_value(c, name, k, v);
@@ -801,8 +872,6 @@ static bool gp_config_parse_var(struct gp_config_ctx *c, gp_getenv_fn get, const
 }
 
 /* ---- a scheduler's variables (HAMi-core's CUDA_DEVICE_MEMORY_LIMIT) ---- */
-
-#define SCHED_VAR "CUDA_DEVICE_MEMORY_LIMIT"
 
 int gp_config_parse_hami_size(const char *s, size_t *out)
 {
@@ -864,8 +933,9 @@ static bool gp_config_sched_value(struct gp_config_ctx *c, const char *name, con
 	char q[GP_CONFIG_QUOTE_MAX + 4];
 	if (gp_config_parse_hami_size(val, out) == 0)
 		return true;
+	snprintf(c->var, sizeof c->var, "%s", name);
 	gp_config_bad(c, "no limit from it",
-		      "%s=%s: expected bytes, or a number with k, m or g (e.g. 4096m, 4g), from 1 to 256T, as HAMi-core "
+		      "%s=%s: expected bytes, or a number with k, m or g (e.g. 4096m, 4g), from 1 to 262144g, as HAMi-core "
 		      "reads it",
 		      name, gp_config_quote(val, q));
 	return false;
@@ -905,6 +975,7 @@ static void gp_config_parse_sched(struct gp_config_ctx *c, gp_getenv_fn get, boo
 	if (vals[0] && gp_config_sched_value(c, names[0], vals[0], &v)) {
 		cfg->limit_bytes = v;
 		cfg->limit_percent = 0;
+		cfg->limit_sched = true;
 		gp_config_note(cfg, "%s=%s: every device's limit is %s (as limit:%s)", names[0], vals[0],
 			       gp_config_fmt_size(v, t), t);
 	}
@@ -915,6 +986,34 @@ static void gp_config_parse_sched(struct gp_config_ctx *c, gp_getenv_fn get, boo
 				       gp_config_fmt_size(v, t));
 		}
 	}
+}
+
+/* CUDA_DEVICE_MEMORY_LIMIT_<n> for an n gpupool keeps no limit for: set by hand (HAMi-core
+ * reads the same 16), so a bad value, one line each, rather than a limit silently missing. */
+static void gp_config_sched_beyond(struct gp_config_ctx *c, gp_getenv_fn get)
+{
+	char name[sizeof SCHED_VAR + 8], q[GP_CONFIG_QUOTE_MAX + 4], instead[48];
+	for (int d = GP_CONFIG_MAX_DEVICES; d < SCHED_PROBE_MAX; d++) {
+		snprintf(name, sizeof name, "%s_%d", SCHED_VAR, d);
+		const char *v = get(name);
+		if (!v || !*v)
+			continue;
+		snprintf(c->var, sizeof c->var, "%s", name);
+		snprintf(instead, sizeof instead, "device %d gets no limit from it", d);
+		gp_config_bad(c, instead, "%s=%s: expected a device index from 0 to %d after %s_", name,
+			      gp_config_quote(v, q), GP_CONFIG_MAX_DEVICES - 1, SCHED_VAR);
+	}
+}
+
+/* group_limit is a group's budget: without a group it applies to nothing, and says so. Not a
+ * bad value: the same GPUPOOL_CONF may be shared by processes that get GPUPOOL_GROUP. */
+static void gp_config_check_group(const struct gp_config *cfg)
+{
+	if (cfg->group[0] || (!cfg->group_limit_bytes && !cfg->group_limit_percent))
+		return;
+	char t[64];
+	gp_config_knob_text(gp_config_find("group_limit"), cfg, t, sizeof t);
+	gp_log(GP_LOG_WARN, "GPUPOOL_CONF: group_limit:%s has no group to apply to; set group:FILE or GPUPOOL_GROUP", t);
 }
 
 static bool gp_config_ends_with(const char *s, const char *suffix)
@@ -931,6 +1030,7 @@ int gp_config_parse(struct gp_config *cfg, gp_getenv_fn get)
 		gp_config_knob_default(&knobs[i], cfg);
 
 	const char *conf = get("GPUPOOL_CONF");
+	snprintf(c.var, sizeof c.var, "GPUPOOL_CONF");
 	if (conf)
 		gp_config_parse_conf(&c, conf);
 	cfg->strict = c.strict;
@@ -940,7 +1040,11 @@ int gp_config_parse(struct gp_config *cfg, gp_getenv_fn get)
 	gp_config_parse_var(&c, get, "GPUPOOL_LOG");
 	gp_config_parse_var(&c, get, "GPUPOOL_REPORT");
 	gp_config_parse_var(&c, get, "GPUPOOL_GROUP");
-	gp_config_parse_sched(&c, get, c.seen & (uint64_t)1 << (size_t)(gp_config_find("limit") - knobs));
+	bool limit_given = c.seen & (uint64_t)1 << (size_t)(gp_config_find("limit") - knobs);
+	gp_config_parse_sched(&c, get, limit_given);
+	if (!limit_given) /* an explicit limit wins over every scheduler's variable, this one too */
+		gp_config_sched_beyond(&c, get);
+	gp_config_check_group(cfg);
 	if (!c.format_set && gp_config_ends_with(cfg->report, ".json"))
 		cfg->report_format = GP_REPORT_JSON;
 

@@ -25,9 +25,12 @@ struct gp_config {
 	bool disable;                  /* GPUPOOL_DISABLE: pass everything to the runtime */
 	bool strict;                   /* a bad knob makes every allocation fail */
 	bool bad;                      /* some knob was bad (strict mode acts on this) */
+	char bad_vars[128];            /* the variables that held them, ", "-separated ("GPUPOOL_CONF,
+					* CUDA_DEVICE_MEMORY_LIMIT_2"; ", ..." where cut); "" when none */
 	int log_level;                 /* enum gp_log_level */
 	size_t limit_bytes;            /* per-device limit on reserved bytes; 0 = none */
 	unsigned limit_percent;        /* limit as % of device memory (1..100); 0 = not used */
+	bool limit_sched;              /* limit_bytes came from CUDA_DEVICE_MEMORY_LIMIT, not GPUPOOL_CONF */
 	size_t limit_device[GP_CONFIG_MAX_DEVICES]; /* device n's limit from CUDA_DEVICE_MEMORY_LIMIT_<n>
 						     * (HAMi-core's variables), over limit_bytes; 0 = none */
 	char group[GP_PATH_MAX];       /* the group file (group:, GPUPOOL_GROUP); "" = no group */
@@ -91,12 +94,15 @@ size_t gp_config_group_limit(const struct gp_config *c, size_t device_total);
 /* Parses a size the way HAMi-core reads CUDA_DEVICE_MEMORY_LIMIT: decimal digits with an
  * optional k, m or g (any case, powers of 1024), or plain bytes. 0 or -EINVAL (also for
  * what HAMi-core would read otherwise: a hexadecimal or octal number, junk after the number,
- * 0, or more than 256T). */
+ * 0, or more than 262144g, 2^48 bytes). */
 int gp_config_parse_hami_size(const char *s, size_t *out);
 
 /* The knobs of `cfg` that differ from their defaults, as GPUPOOL_CONF would set them
  * ("limit:8G,fence_interval_us:100"; "" when all are defaults), into buf (cap bytes,
- * NUL-terminated when cap > 0, cut where it does not fit). Returns the length it needs. */
+ * NUL-terminated when cap > 0, cut where it does not fit). A limit from a scheduler's
+ * variables names them: "limit:4G (CUDA_DEVICE_MEMORY_LIMIT)", and one item per other value
+ * of the per-device ones, "limit:3000M (CUDA_DEVICE_MEMORY_LIMIT_0 and _1)". Returns the
+ * length it needs. */
 size_t gp_config_describe(const struct gp_config *cfg, char *buf, size_t cap);
 
 /* Logs cfg->notes at info level, one line each: for the caller, once the log level is set. */

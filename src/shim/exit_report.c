@@ -41,7 +41,7 @@ static void write_report(const struct gp_config *cfg, const char *dest, const st
 		gp_format_report(&o, snap);
 		/* the knobs in effect, as jemalloc's stats print its options: what a reader of the
 		 * figures needs to know to reproduce them */
-		char knobs[512];
+		char knobs[1024];
 		size_t n = gp_config_describe(cfg, knobs, sizeof knobs);
 		gp_format_printf(&o, "  knobs: %s%s\n", n ? knobs : "all at their defaults (no limit)",
 				 n >= sizeof knobs ? "..." : "");

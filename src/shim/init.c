@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend_cuda.h"
 #include "backend_driver.h"
@@ -47,8 +48,9 @@ static void init_once(void)
 	R.off = true; /* until a runtime is found (use_runtime) */
 	R.drv_off = true; /* until a runtime or the driver is found */
 	if (R.refuse)
-		gp_log(GP_LOG_ERROR, "GPUPOOL_CONF has a bad value and strict mode is on: every cudaMalloc and "
-				     "cudaMallocAsync fails with cudaErrorInvalidValue until it is fixed");
+		gp_log(GP_LOG_ERROR, "%s %s and strict mode is on: every cudaMalloc and cudaMallocAsync fails with "
+				     "cudaErrorInvalidValue until it is fixed", R.cfg.bad_vars,
+		       strchr(R.cfg.bad_vars, ',') ? "have bad values" : "has a bad value");
 	/* what the hooks see while the process has no runtime: no table, off */
 	R_absent = R;
 	gp_registry_lifecycle_init();

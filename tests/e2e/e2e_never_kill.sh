@@ -26,6 +26,19 @@ GPUPOOL_CONF=limit:banana,strict:1 GPUPOOL_REPORT=none run "$prog" strict; rc=$?
 grep -q "strict: cudaMalloc -> cudaError" "$out" || bad "strict: allocation did not fail"
 grep -q "banana" "$err" || bad "strict: the bad value was not reported"
 
+# the error names the variable that was bad, a scheduler's too
+CUDA_DEVICE_MEMORY_LIMIT=1t GPUPOOL_CONF=strict:1 GPUPOOL_REPORT=none run "$prog" strict; rc=$?
+[ $rc -eq 0 ] || bad "strict, scheduler's variable: exit status $rc"
+grep -q "strict: cudaMalloc -> cudaError" "$out" || bad "strict, scheduler's variable: allocation did not fail"
+grep -q "error: CUDA_DEVICE_MEMORY_LIMIT has a bad value and strict mode is on" "$err" ||
+	bad "strict, scheduler's variable: the error does not name CUDA_DEVICE_MEMORY_LIMIT"
+
+# the report's knobs line says where a scheduler's limit came from
+CUDA_DEVICE_MEMORY_LIMIT_0=3000m run "$prog" report; rc=$?
+[ $rc -eq 0 ] || bad "report, scheduler's limit: exit status $rc"
+grep -q "^  knobs: limit:3000M (CUDA_DEVICE_MEMORY_LIMIT_0)$" "$err" ||
+	bad "report, scheduler's limit: the knobs line does not name CUDA_DEVICE_MEMORY_LIMIT_0"
+
 left=$(ls -A "$dir")
 [ -z "$left" ] || bad "pages left behind: $left"
 exit $fail

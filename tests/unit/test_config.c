@@ -156,6 +156,59 @@ static void test_describe(void **state)
 	assert_int_equal(n, strlen("limit:3000,trace:/tmp/x.csv"));
 }
 
+/* A limit from a scheduler's variables in the knobs line: each value with the variables that
+ * set it, the per-device ones only where they differ from the one for every device. */
+static void test_describe_sched(void **state)
+{
+	(void)state;
+	struct gp_config c;
+	char buf[512];
+	static const char *const one[] = {"CUDA_DEVICE_MEMORY_LIMIT_0=3000m", NULL};
+	env_more = one;
+	assert_int_equal(parse_capture(&c), 0);
+	size_t n = gp_config_describe(&c, buf, sizeof buf);
+	assert_string_equal(buf, "limit:3000M (CUDA_DEVICE_MEMORY_LIMIT_0)");
+	assert_int_equal(n, strlen(buf));
+
+	static const char *const every[] = {"CUDA_DEVICE_MEMORY_LIMIT=4g", NULL};
+	env_more = every;
+	env_conf = "fence:sync";
+	assert_int_equal(parse_capture(&c), 0);
+	gp_config_describe(&c, buf, sizeof buf);
+	assert_string_equal(buf, "limit:4G (CUDA_DEVICE_MEMORY_LIMIT),fence:sync");
+
+	static const char *const same[] = {"CUDA_DEVICE_MEMORY_LIMIT_0=3000m", "CUDA_DEVICE_MEMORY_LIMIT_1=3000m",
+					   "CUDA_DEVICE_MEMORY_LIMIT_3=3000M", NULL};
+	env_more = same;
+	assert_int_equal(parse_capture(&c), 0);
+	gp_config_describe(&c, buf, sizeof buf);
+	assert_string_equal(buf, "limit:3000M (CUDA_DEVICE_MEMORY_LIMIT_0, _1 and _3),fence:sync");
+
+	static const char *const mixed[] = {"CUDA_DEVICE_MEMORY_LIMIT=2g", "CUDA_DEVICE_MEMORY_LIMIT_0=2048m",
+					    "CUDA_DEVICE_MEMORY_LIMIT_1=4g", "CUDA_DEVICE_MEMORY_LIMIT_2=1g",
+					    "CUDA_DEVICE_MEMORY_LIMIT_3=4096m", NULL};
+	env_more = mixed;
+	env_conf = NULL;
+	assert_int_equal(parse_capture(&c), 0);
+	n = gp_config_describe(&c, buf, sizeof buf);
+	assert_string_equal(buf, "limit:2G (CUDA_DEVICE_MEMORY_LIMIT),limit:4G (CUDA_DEVICE_MEMORY_LIMIT_1 and _3),"
+				 "limit:1G (CUDA_DEVICE_MEMORY_LIMIT_2)");
+	/* cut, NUL-terminated, the full length returned */
+	char small[16];
+	assert_int_equal(gp_config_describe(&c, small, sizeof small), n);
+	assert_string_equal(small, "limit:2G (CUDA_");
+
+	/* an explicit limit wins, and is the one said */
+	env_conf = "limit:8G";
+	assert_int_equal(parse_capture(&c), 0);
+	gp_config_describe(&c, buf, sizeof buf);
+	assert_string_equal(buf, "limit:8G");
+	env_conf = "limit:50%";
+	assert_int_equal(parse_capture(&c), 0);
+	gp_config_describe(&c, buf, sizeof buf);
+	assert_string_equal(buf, "limit:50%");
+}
+
 static void test_every_key_valid(void **state)
 {
 	(void)state;
@@ -535,6 +588,7 @@ static void test_strict(void **state)
 	assert_int_equal(log_lines(), 1);
 	assert_log_has("GPUPOOL_CONF: limit:12Q: expected a size");
 	assert_log_has("strict mode: the pool is disabled and every hooked CUDA allocation call will fail");
+	assert_string_equal(c.bad_vars, "GPUPOOL_CONF");
 
 	env_conf = "strict:yes,limit:1G";
 	assert_int_equal(parse_capture(&c), 0);
@@ -549,6 +603,13 @@ static void test_strict(void **state)
 	assert_int_equal(log_lines(), 1);
 	assert_log_has("GPUPOOL_DISABLE=perhaps: expected a boolean");
 	assert_log_has("strict mode");
+	assert_string_equal(c.bad_vars, "GPUPOOL_DISABLE");
+	/* each variable named once, in the order they were read */
+	env_conf = "strict:1,limit:12Q,round:3";
+	assert_int_equal(parse_capture(&c), -EINVAL);
+	assert_int_equal(log_lines(), 3);
+	assert_string_equal(c.bad_vars, "GPUPOOL_CONF, GPUPOOL_DISABLE");
+	env_conf = "strict:true";
 
 	/* A geometry conflict too. */
 	env_disable = NULL;
@@ -749,6 +810,26 @@ static void test_group_knobs(void **state)
 	assert_log_has("group_limit:12Q: expected a size up to 256T");
 	assert_int_equal(c.group_limit_bytes, 0);
 	assert_string_equal(c.group, "/a");
+
+	/* a budget with no group: one line, not a bad value (GPUPOOL_GROUP may come per process) */
+	env_conf = "group_limit:1G,strict:1";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_false(c.bad);
+	assert_int_equal(log_lines(), 1);
+	assert_string_equal(logbuf, "gpupool: warning: GPUPOOL_CONF: group_limit:1G has no group to apply to; set "
+				    "group:FILE or GPUPOOL_GROUP\n");
+	env_conf = "group_limit:50%,group:none";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_int_equal(log_lines(), 1);
+	assert_log_has("group_limit:50% has no group to apply to");
+	env_conf = "group_limit:50%";
+	env_more = more;
+	assert_int_equal(parse_capture(&c), 0);
+	assert_int_equal(log_lines(), 0);
+	env_conf = "group_limit:none";
+	env_more = NULL;
+	assert_int_equal(parse_capture(&c), 0);
+	assert_int_equal(log_lines(), 0);
 }
 
 /* HAMi-core's units, exactly: k, m, g (any case) or bytes; what it would read otherwise is refused. */
@@ -782,8 +863,12 @@ static void test_sched_vars(void **state)
 					  "CUDA_DEVICE_MEMORY_LIMIT_15=1g", "CUDA_DEVICE_MEMORY_LIMIT_16=8g", NULL};
 	env_more = all;
 	assert_int_equal(parse_capture(&c), 0);
-	assert_false(c.bad);
-	assert_int_equal(log_lines(), 0); /* notes, not log lines: the caller logs them */
+	/* notes, not log lines: the caller logs them; the one line is device 16's, which has none */
+	assert_int_equal(log_lines(), 1);
+	assert_log_has("gpupool: warning: CUDA_DEVICE_MEMORY_LIMIT_16=8g: expected a device index from 0 to 15 after "
+		       "CUDA_DEVICE_MEMORY_LIMIT_; device 16 gets no limit from it\n");
+	assert_true(c.bad);
+	assert_string_equal(c.bad_vars, "CUDA_DEVICE_MEMORY_LIMIT_16");
 	assert_int_equal(c.limit_bytes, (size_t)2 << 30);
 	assert_int_equal(gp_config_device_limit(&c, 0, 0), (size_t)2 << 30);
 	assert_int_equal(gp_config_device_limit(&c, 1, 0), (size_t)4 << 30);
@@ -804,7 +889,7 @@ static void test_sched_vars(void **state)
 	logbuf[n] = '\0';
 	fclose(tmp);
 	gp_log_set_level(GP_LOG_WARN);
-	assert_int_equal(log_lines(), 3);
+	assert_int_equal(log_lines(), 3); /* none for device 16 */
 	assert_log_has("gpupool: info: CUDA_DEVICE_MEMORY_LIMIT_15=1g: device 15's limit is 1G\n");
 
 	/* only a device's own, as HAMi sets them */
@@ -832,16 +917,37 @@ static void test_sched_vars(void **state)
 	assert_int_equal(parse_capture(&c), 0);
 	assert_true(c.bad);
 	assert_int_equal(log_lines(), 2);
-	assert_log_has("CUDA_DEVICE_MEMORY_LIMIT=0x100000: expected bytes, or a number with k, m or g");
+	assert_log_has("CUDA_DEVICE_MEMORY_LIMIT=0x100000: expected bytes, or a number with k, m or g (e.g. 4096m, "
+		       "4g), from 1 to 262144g, as HAMi-core reads it; no limit from it\n");
 	assert_log_has("CUDA_DEVICE_MEMORY_LIMIT_2=4gb: expected");
-	assert_log_has("no limit from it\n");
+	assert_string_equal(c.bad_vars, "CUDA_DEVICE_MEMORY_LIMIT, CUDA_DEVICE_MEMORY_LIMIT_2");
 	assert_int_equal(c.limit_bytes, 0);
 	assert_int_equal(gp_config_device_limit(&c, 2, 0), 0);
 	assert_int_equal(gp_config_device_limit(&c, 3, 0), (size_t)2 << 30);
 	assert_int_equal(gp_config_device_limit(&c, 4, 0), 0);
-	/* strict mode stops on them like on any bad value */
+	/* strict mode stops on them like on any bad value, and names them */
 	env_conf = "strict:1";
 	assert_int_equal(parse_capture(&c), -EINVAL);
+	assert_string_equal(c.bad_vars, "CUDA_DEVICE_MEMORY_LIMIT, CUDA_DEVICE_MEMORY_LIMIT_2");
+	static const char *const beyond[] = {"CUDA_DEVICE_MEMORY_LIMIT_255=1g", NULL};
+	env_more = beyond;
+	assert_int_equal(parse_capture(&c), -EINVAL);
+	assert_int_equal(log_lines(), 1);
+	assert_log_has("CUDA_DEVICE_MEMORY_LIMIT_255=1g: expected a device index from 0 to 15");
+	assert_string_equal(c.bad_vars, "CUDA_DEVICE_MEMORY_LIMIT_255");
+	/* more than the list holds: cut with ", ..." */
+	static const char *const many[] = {"CUDA_DEVICE_MEMORY_LIMIT_0=x", "CUDA_DEVICE_MEMORY_LIMIT_1=x",
+					   "CUDA_DEVICE_MEMORY_LIMIT_2=x", "CUDA_DEVICE_MEMORY_LIMIT_3=x",
+					   "CUDA_DEVICE_MEMORY_LIMIT_4=x", NULL};
+	env_more = many;
+	assert_int_equal(parse_capture(&c), -EINVAL);
+	assert_int_equal(log_lines(), 5);
+	assert_string_equal(c.bad_vars, "CUDA_DEVICE_MEMORY_LIMIT_0, CUDA_DEVICE_MEMORY_LIMIT_1, "
+					"CUDA_DEVICE_MEMORY_LIMIT_2, CUDA_DEVICE_MEMORY_LIMIT_3, ...");
+	/* an explicit limit wins over that one too: nothing said, nothing bad */
+	env_conf = "strict:1,limit:8G";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_int_equal(log_lines(), 0);
 	/* not keys of GPUPOOL_CONF */
 	env_more = NULL;
 	env_conf = "CUDA_DEVICE_MEMORY_LIMIT:4g";
@@ -860,6 +966,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_defaults, reset_env),
 		cmocka_unit_test_setup(test_describe, reset_env),
+		cmocka_unit_test_setup(test_describe_sched, reset_env),
 		cmocka_unit_test_setup(test_group_knobs, reset_env),
 		cmocka_unit_test_setup(test_hami_size, reset_env),
 		cmocka_unit_test_setup(test_sched_vars, reset_env),
