@@ -104,8 +104,9 @@ static void usage(FILE *f)
 	      "                     (JSON and Prometheus: the documents one after the other). The\n"
 	      "                     table and PID views add allocations and bytes asked for per\n"
 	      "                     second since the last refresh, and a line for each process\n"
-	      "                     that gave or received memory in a reclaim or gave idle memory\n"
-	      "                     back (decay), kept for 5 refreshes and at least 10 s\n"
+	      "                     that gave, received or waited for memory in a reclaim or gave\n"
+	      "                     idle memory back (decay): on a terminal kept for 5 refreshes\n"
+	      "                     and at least 10 s, otherwise once, in the frame that found it\n"
 	      "  --count N          with --watch: stop after N refreshes (1-1000000000)\n"
 	      "  --release [PID]    ask PID, or every process whose page you can read, to release\n"
 	      "                     its cached memory, and wait for the answers (all at once);\n"
@@ -288,17 +289,17 @@ static int load(const char *dir, int want_pid, struct listing *l)
 	return n;
 }
 
-/* At most this many event lines under a view (--watch). */
+/* At most this many event lines under a view on a terminal (--watch). */
 #define MAX_EVENT_LINES 8
 
 /* width: the table's bound in characters (0: every column); rows: the table's or the PID
  * view's bound in lines (0: none); rates: the listing's, one row of slots per page, or NULL;
- * ev: the events to show under the table or PID view (--watch), or NULL. The table has the
- * GPU lines above it, and in a box they and the events take their lines from the table's,
- * leaving it three at least (else they are left out). */
+ * ev: the events under the table or PID view (--watch), or NULL, of which the newest ev_max
+ * are shown. The table has the GPU lines above it, and in a box they and the events take
+ * their lines from the table's, leaving it three at least (else they are left out). */
 static void render(struct gp_format_out *o, enum mode mode, int pid, unsigned width, unsigned rows,
 		   const struct listing *l, struct gp_format_rate (*rates)[GPUPOOL_MAX_DEVICES],
-		   const struct gp_stat_events *ev)
+		   const struct gp_stat_events *ev, unsigned ev_max)
 {
 	static struct gp_format_proc procs[MAX_PAGES];
 	struct gp_format_skip skips[GP_SKIP_COUNT];
@@ -318,7 +319,7 @@ static void render(struct gp_format_out *o, enum mode mode, int pid, unsigned wi
 		return;
 	}
 	/* the lines around the view: GPUs above the table, events (and a blank line) below */
-	unsigned gpu_lines = 0, ev_lines = ev ? (ev->nev < MAX_EVENT_LINES ? ev->nev : MAX_EVENT_LINES) : 0;
+	unsigned gpu_lines = 0, ev_lines = ev ? (ev->nev < ev_max ? ev->nev : ev_max) : 0;
 	if (pid <= 0) {
 		struct gp_format_gpu gpus[GP_FORMAT_MAX_GPUS];
 		size_t left = 0, k = gp_format_gpus(procs, (size_t)n, gpus, GP_FORMAT_MAX_GPUS, &left);
@@ -504,14 +505,14 @@ static bool watch_rates(const struct listing *l, struct gp_format_rate (*rates)[
 	return true;
 }
 
-/* The events of l since the last refresh (stat_events.h), into e. Out of memory: none this
- * time, and the next refresh starts afresh. */
-static void watch_events(struct gp_stat_events *e, const struct listing *l)
+/* The events of l since the last refresh (stat_events.h), into e; wall_ns: CLOCK_REALTIME
+ * before l was read. Out of memory: none this time, and the next refresh starts afresh. */
+static void watch_events(struct gp_stat_events *e, const struct listing *l, uint64_t wall_ns)
 {
 	static struct gp_format_proc procs[MAX_PAGES];
 	for (int i = 0; i < l->n; i++)
 		procs[i] = (struct gp_format_proc){&l->infos[i].page, l->infos[i].stale, l->infos[i].inconsistent, NULL};
-	(void)gp_stat_events_update(e, procs, (size_t)l->n, time(NULL), gp_clock_ns(CLOCK_MONOTONIC));
+	(void)gp_stat_events_update(e, procs, (size_t)l->n, wall_ns, gp_clock_ns(CLOCK_MONOTONIC));
 }
 
 /* Prints the listing (or one process) once, or every `watch` seconds `count` times (0: until
@@ -555,6 +556,8 @@ static int show(enum mode mode, int pid, double watch, long count, bool wide)
 	}
 	sigprocmask(SIG_BLOCK, &watched, &unblocked);
 	for (long round = 0; !interrupted;) {
+		/* before the read: a page made after it is new to the watch (stat_events.h) */
+		uint64_t wall_ns = gp_clock_ns(CLOCK_REALTIME);
 		int n = load(dir, pid, &l);
 		if (text)
 			report_skips(&l);
@@ -593,9 +596,12 @@ static int show(enum mode mode, int pid, double watch, long count, bool wide)
 		}
 		bool have_rates = rates && n >= 0 && watch_rates(&l, rates);
 		if (events && n >= 0)
-			watch_events(events, &l);
+			watch_events(events, &l, wall_ns);
+		/* on a terminal the last lines stay in view a while; appended frames (a log) show
+		 * each line once, in the frame that found it */
+		unsigned ev_max = !events ? 0 : screen ? MAX_EVENT_LINES : gp_stat_events_fresh(events);
 		if (n >= 0 && (n > 0 || pid <= 0 || !text))
-			render(o, mode, pid, width, rows, &l, have_rates ? rates : NULL, events);
+			render(o, mode, pid, width, rows, &l, have_rates ? rates : NULL, events, ev_max);
 		errno = 0;
 		if (gp_format_flush(o) != 0) {
 			/* a reader that stopped reading (| head) is no error: stop quietly */
@@ -644,7 +650,7 @@ static void scrape(struct gp_format_out *o, bool openmetrics, void *arg)
 {
 	struct scrape *s = arg;
 	load(gp_statpage_dir(), s->pid, &s->l);
-	render(o, openmetrics ? MODE_OPENMETRICS : MODE_PROMETHEUS, s->pid, 0, 0, &s->l, NULL, NULL);
+	render(o, openmetrics ? MODE_OPENMETRICS : MODE_PROMETHEUS, s->pid, 0, 0, &s->l, NULL, NULL, 0);
 }
 
 static int listen_http(const char *spec, int pid)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* The counters compared, in the order of gp_stat_event_seen.c[]. */
 enum { C_SERVED, C_REFUSED, C_GIVEN, C_EMPTIES, C_ASKS, C_ANSWERS, C_RECEIVED, C_WAIT, C_DECAYS, C_DECAYED, C_COUNT };
@@ -112,6 +113,9 @@ static void process_events(struct gp_stat_events *e, const struct gpupool_page *
 		event_add(e, mono_ns, "%s pid %d (%s) asked other processes for memory %llu %s, waited %.2f s, received nothing",
 			  at, pid, comm, (unsigned long long)d[C_ASKS], plural(d[C_ASKS], "time", "times"),
 			  (double)d[C_WAIT] / 1e9);
+	} else if (d[C_WAIT]) { /* a round that found no one to ask counts its wait only */
+		event_add(e, mono_ns, "%s pid %d (%s) waited %.2f s for a reclaim and received nothing", at, pid, comm,
+			  (double)d[C_WAIT] / 1e9);
 	}
 	if (d[C_DECAYS] || d[C_DECAYED])
 		event_add(e, mono_ns, "%s pid %d (%s) gave back %s that sat unused (%llu %s)", at, pid, comm,
@@ -119,19 +123,54 @@ static void process_events(struct gp_stat_events *e, const struct gpupool_page *
 			  plural(d[C_DECAYS], "segment", "segments"));
 }
 
-int gp_stat_events_update(struct gp_stat_events *e, const struct gp_format_proc *procs, size_t n, time_t wall,
+/* The first of e's records of pid and start_ns: where they would go when there is none. */
+static size_t first_of(const struct gp_stat_events *e, int32_t pid, uint64_t start_ns)
+{
+	size_t lo = 0, hi = e->nseen;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct gp_stat_event_seen *r = &e->seen[mid];
+		if (r->pid < pid || (r->pid == pid && r->start_ns < start_ns))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The records of p's slots not readable now (p gone, a slot mid-update) go on to next: once
+ * readable again a slot is compared with what was last seen, not taken for a new one. */
+static void carry_over(const struct gp_stat_events *e, const struct gp_format_proc *p, struct gp_stat_event_seen *next,
+		       size_t *k, size_t cap)
+{
+	const struct gpupool_page *pg = p->page;
+	for (size_t i = first_of(e, pg->pid, pg->start_time_ns);
+	     i < e->nseen && e->seen[i].pid == pg->pid && e->seen[i].start_ns == pg->start_time_ns && *k < cap; i++) {
+		bool readable = false;
+		for (uint32_t d = 0; d < pg->ndevices && d < GPUPOOL_MAX_DEVICES; d++)
+			readable |= slot_ok(p, d) && pg->dev[d].device == e->seen[i].device;
+		if (!readable)
+			next[(*k)++] = e->seen[i];
+	}
+}
+
+int gp_stat_events_update(struct gp_stat_events *e, const struct gp_format_proc *procs, size_t n, uint64_t wall_ns,
 			  uint64_t mono_ns)
 {
-	e->round++;
+	if (e->round++ == 0)
+		e->since_ns = wall_ns;
 	char at[16];
 	struct tm tm;
+	time_t wall = (time_t)(wall_ns / 1000000000u);
 	if (!localtime_r(&wall, &tm) || !strftime(at, sizeof at, "%H:%M:%S", &tm))
 		snprintf(at, sizeof at, "--:--:--");
-	size_t slots = 0;
+	/* room for every readable slot and every record carried over */
+	size_t cap = e->nseen;
 	for (size_t i = 0; i < n; i++)
 		for (uint32_t d = 0; d < procs[i].page->ndevices && d < GPUPOOL_MAX_DEVICES; d++)
-			slots += slot_ok(&procs[i], d);
-	struct gp_stat_event_seen *next = slots ? malloc(slots * sizeof *next) : NULL;
+			cap += slot_ok(&procs[i], d);
+	struct gp_stat_event_seen *next = cap ? malloc(cap * sizeof *next) : NULL;
+	static const struct gp_stat_event_seen none; /* a new process's counters before it began */
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct gpupool_page *pg = procs[i].page;
@@ -146,6 +185,9 @@ int gp_stat_events_update(struct gp_stat_events *e, const struct gp_format_proc 
 				next[k++] = cur;
 			const struct gp_stat_event_seen *was =
 				e->nseen ? bsearch(&cur, e->seen, e->nseen, sizeof *e->seen, seen_cmp) : NULL;
+			/* first seen: a page made since the watch began has no history before it */
+			if (!was && pg->start_time_ns > e->since_ns)
+				was = &none;
 			if (!was)
 				continue;
 			bool back = false;
@@ -158,6 +200,8 @@ int gp_stat_events_update(struct gp_stat_events *e, const struct gp_format_proc 
 				moved |= cur.c[c] != was->c[c];
 			}
 		}
+		if (next)
+			carry_over(e, &procs[i], next, &k, cap);
 		if (moved)
 			process_events(e, pg, sum, at, mono_ns);
 	}
@@ -176,7 +220,19 @@ int gp_stat_events_update(struct gp_stat_events *e, const struct gp_format_proc 
 	e->nseen = next ? k : 0;
 	if (next)
 		qsort(e->seen, e->nseen, sizeof *e->seen, seen_cmp);
-	return slots && !next ? -ENOMEM : 0;
+	if (cap && !next) { /* nothing known: begin again, so that no history counts as new */
+		e->since_ns = wall_ns;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+unsigned gp_stat_events_fresh(const struct gp_stat_events *e)
+{
+	unsigned k = 0;
+	while (k < e->nev && e->ev[e->nev - 1 - k].round == e->round)
+		k++;
+	return k;
 }
 
 unsigned gp_stat_events_print(const struct gp_stat_events *e, struct gp_format_out *o, unsigned max, unsigned cut)

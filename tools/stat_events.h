@@ -6,7 +6,6 @@
 #define GP_STAT_EVENTS_H
 
 #include <stdint.h>
-#include <time.h>
 
 #include "format.h"
 
@@ -32,7 +31,8 @@ struct gp_stat_event_seen {
 };
 
 struct gp_stat_events {
-	uint64_t round; /* refreshes so far */
+	uint64_t round;    /* refreshes so far */
+	uint64_t since_ns; /* CLOCK_REALTIME when the watch began (the first refresh) */
 	struct gp_stat_event_seen *seen; /* malloc'd, sorted by (pid, start_ns, device) */
 	size_t nseen;
 	struct gp_stat_event ev[GP_STAT_EVENTS_MAX]; /* oldest first */
@@ -40,13 +40,17 @@ struct gp_stat_events {
 };
 
 /* Compares the listing procs[n] (stale processes and inconsistent slots left out) with the
- * last call's: one line per process whose counters moved, stamped with `wall` (local time,
- * HH:MM:SS) and mono_ns; a process or device new since then, or a counter that went back
- * (another process got the pid), gives none. Then forgets the lines old enough and
- * remembers the listing. Returns 0, or -ENOMEM (nothing remembered: the next call finds no
- * events). */
-int gp_stat_events_update(struct gp_stat_events *e, const struct gp_format_proc *procs, size_t n, time_t wall,
+ * last call's: one line per process whose counters moved, stamped with the local time of
+ * wall_ns (CLOCK_REALTIME, HH:MM:SS) and with mono_ns. A slot first seen counts from zero when
+ * its page was created after the watch began (the first call's wall_ns): all it did happened
+ * since; one of an older process, or a counter that went back (another process got the pid),
+ * gives none. A slot not readable now keeps its last counters for the next comparison. Then
+ * forgets the lines old enough and remembers the listing. Returns 0, or -ENOMEM (nothing
+ * remembered: the next call starts afresh, as the first). */
+int gp_stat_events_update(struct gp_stat_events *e, const struct gp_format_proc *procs, size_t n, uint64_t wall_ns,
 			  uint64_t mono_ns);
+/* How many of the lines kept the last update found (the newest). */
+unsigned gp_stat_events_fresh(const struct gp_stat_events *e);
 /* The lines kept, at most `max` (the newest), each cut at `cut` characters unless 0.
  * Returns the count written. */
 unsigned gp_stat_events_print(const struct gp_stat_events *e, struct gp_format_out *o, unsigned max, unsigned cut);

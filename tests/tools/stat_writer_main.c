@@ -1,13 +1,15 @@
 /* Helper process for the gpupool-stat CLI test: opens its page in $GPUPOOL_SHM_DIR, runs
  * N steps of pool work (tests/lib/stat_writer.h), prints "ready <pid>", then keeps answering release
- * requests (one step every 2 ms; "idle" as argv[2]: no steps, so requests time out) until
+ * requests (one step every 2 ms; "idle" as argv[2]: no steps, so requests time out;
+ * "reclaimed": the SIGUSR1 reclaim below already done when it prints "ready") until
  * SIGTERM, when it prints the exit report to stderr and unlinks its page. As the library's
  * release thread does, it writes each device's total and free memory about once a second
  * (80 GiB, free what its segments leave), the bytes it could release (the pool's decay pass,
  * handing nothing back), and memory held
  * outside its pools on device 1 (256 MiB of cuMemCreate memory); on SIGUSR1, one reclaim:
  * device 0 gives 2 GiB to another process and gives 1 GiB back idle (3 segments), device 1
- * receives 2 GiB after waiting 0.41 s. The pool does not make these figures: the test sets
+ * receives 2 GiB after waiting 0.41 s; on SIGUSR2, a reclaim that found no one to ask: device 1
+ * waits 0.05 s and receives nothing. The pool does not make these figures: the test sets
  * them, as pages of other versions would show them.
  * "forge even|odd NDEV PID...": writes a page for each PID instead (comm "forged", NDEV
  * devices with 80 GiB reserved each; "odd": every slot's counter left odd, as by a writer
@@ -26,16 +28,19 @@
 #include "stat_writer.h"
 #include "stats.h"
 
-static volatile sig_atomic_t stop, reclaim;
+static volatile sig_atomic_t stop, reclaim, waited;
 
-static void on_usr1(int sig)
+static void on_usr(int sig)
 {
-	(void)sig;
-	reclaim = 1;
+	if (sig == SIGUSR1)
+		reclaim = 1;
+	else
+		waited = 1;
 }
 
-/* What the library's release thread and the reclaims would write (see the top). */
-static void sharing_figures(struct gp_test_writer *w, struct gpupool_page *pg, bool reclaimed)
+/* What the library's release thread and the reclaims would write (see the top); nobody: a
+ * reclaim that found no one to ask. */
+static void sharing_figures(struct gp_test_writer *w, struct gpupool_page *pg, bool reclaimed, bool nobody)
 {
 	for (uint32_t d = 0; d < 2 && d < pg->ndevices; d++) {
 		struct gpupool_device_stats *s = &pg->dev[d];
@@ -64,6 +69,8 @@ static void sharing_figures(struct gp_test_writer *w, struct gpupool_page *pg, b
 			s->reclaim_received_bytes += 2ull << 30;
 			s->reclaim_wait_ns += 410000000ull;
 		}
+		if (nobody && d == 1)
+			s->reclaim_wait_ns += 50000000ull;
 		gp_stats_end(s);
 	}
 }
@@ -106,9 +113,11 @@ int main(int argc, char **argv)
 		return forge(strcmp(argv[2], "odd") == 0, atoi(argv[3]), argc - 4, argv + 4);
 	long steps = argc > 1 ? atol(argv[1]) : 2000;
 	bool idle = argc > 2 && strcmp(argv[2], "idle") == 0;
+	bool reclaimed = argc > 2 && strcmp(argv[2], "reclaimed") == 0;
 	signal(SIGTERM, on_term);
 	signal(SIGINT, on_term);
-	signal(SIGUSR1, on_usr1);
+	signal(SIGUSR1, on_usr);
+	signal(SIGUSR2, on_usr);
 	struct gpupool_page *pg = gp_statpage_open();
 	static struct gp_test_writer w;
 	if (!pg || gp_test_writer_init(&w, pg, 1) != 0) {
@@ -117,15 +126,15 @@ int main(int argc, char **argv)
 	}
 	for (long i = 0; i < steps; i++)
 		gp_test_writer_step(&w, pg);
-	sharing_figures(&w, pg, false);
+	sharing_figures(&w, pg, reclaimed, false);
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
 	for (unsigned tick = 1; !stop; tick++) {
 		if (!idle)
 			gp_test_writer_step(&w, pg);
-		if (reclaim || tick % 500 == 0) { /* about once a second, as the library */
-			sharing_figures(&w, pg, reclaim);
-			reclaim = 0;
+		if (reclaim || waited || tick % 500 == 0) { /* about once a second, as the library */
+			sharing_figures(&w, pg, reclaim, waited);
+			reclaim = waited = 0;
 		}
 		struct timespec nap = {0, 2000000};
 		nanosleep(&nap, NULL);
