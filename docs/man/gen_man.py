@@ -17,13 +17,14 @@ def scd(text):
     return text.replace("`", "").replace("\\", "\\\\").replace("*", "\\*").replace("_", "\\_")
 
 
-def knobs(readme):
+def knobs(readme, docdir):
     with open(readme) as f:
         md = f.read()
     rows = md.split("<!-- knobs:begin -->", 1)[1].split("<!-- knobs:end -->", 1)[0].strip().splitlines()[2:]
     out = []
     for row in rows:
         name, default, rng, effect = [c.strip() for c in row.strip().strip("|").split(" | ")]
+        effect = effect.replace("docs/", docdir.rstrip("/") + "/")  # where the docs are installed
         out += ["*%s* (default %s)" % (scd(name), scd(default)), "\t%s" % scd(effect),
                 "", "\tValues: %s" % scd(rng), ""]
     return "\n".join(out)
@@ -37,7 +38,7 @@ def main():
     with open(src) as f:
         text = f.read()
     if "@KNOBS@" in text:
-        text = text.replace("@KNOBS@", knobs(readme))
+        text = text.replace("@KNOBS@", knobs(readme, docdir))
     text = text.replace("@DOCDIR_WHERE@", scd(WHEEL_WHERE) if sys.argv[6:] else "")
     text = text.replace("@DOCDIR@", scd(docdir))
     with open(out, "wb") as f:
