@@ -237,3 +237,25 @@ size_t gp_group_budget_describe(int device, char *buf, size_t cap)
 			 gp_format_bytes(b[2], sizeof b[2], mine));
 	return n > 0 ? (size_t)n : 0;
 }
+
+void gp_group_budget_clamp(int device, size_t cached, size_t *free_bytes, size_t *total_bytes)
+{
+	if (device < 0 || device >= GPUPOOL_MAX_DEVICES || atomic_load(&state) != JOIN_DONE || atomic_load(&lost))
+		return;
+	int s = atomic_load_explicit(&slot[device], memory_order_acquire);
+	if (s < 0)
+		return;
+	uint64_t budget = 0, used = 0, mine = 0;
+	gp_group_total(&group, s, &budget, &used, &mine);
+	if (!budget)
+		return;
+	if (*total_bytes > budget)
+		*total_bytes = (size_t)budget;
+	/* what this process could still get: the group's room, and its own cache (counted in
+	 * the group already) */
+	uint64_t can = (used < budget ? budget - used : 0) + cached;
+	if (*free_bytes > can)
+		*free_bytes = (size_t)can;
+	if (*free_bytes > *total_bytes)
+		*free_bytes = *total_bytes;
+}

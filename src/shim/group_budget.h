@@ -25,6 +25,11 @@ void gp_group_budget_give(int device, size_t bytes);
  * out-of-memory message, into buf; "" (returns 0) when the process is in no group there. */
 size_t gp_group_budget_describe(int device, char *buf, size_t cap);
 
+/* cudaMemGetInfo/cuMemGetInfo as a member sees them: total at most the group's budget on
+ * `device`, free at most the group's room plus `cached` (this process's own cache, counted
+ * in the group already). Left alone with no group there. No lock, no CUDA. */
+void gp_group_budget_clamp(int device, size_t cached, size_t *free_bytes, size_t *total_bytes);
+
 /* In a forked child: the parent's membership is not the child's (it joins anew). */
 void gp_group_budget_after_fork(void);
 

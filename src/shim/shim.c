@@ -11,6 +11,7 @@
 #include "backend_cuda.h"
 #include "capture.h"
 #include "fence_thread.h"
+#include "group_budget.h"
 #include "last_error.h"
 #include "log.h"
 #include "pool.h"
@@ -623,6 +624,8 @@ cudaError_t gp_shim_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 	if (p) {
 		size_t f, t;
 		if (gp_pool_mem_info(p, &f, &t) == 0) {
+			const struct gpupool_device_stats *st = r->slots[dev];
+			gp_group_budget_clamp(dev, st ? (size_t)__atomic_load_n(&st->cached_bytes, __ATOMIC_RELAXED) : 0, &f, &t);
 			*free_bytes = f;
 			*total_bytes = t;
 			return cudaSuccess;

@@ -174,12 +174,18 @@ static int percent(const char *self, const char *ondriver)
 	return 0;
 }
 
-/* Takes `mib` MiB, then as much again, which the group refuses. */
+/* Takes `mib` MiB, then as much again, which the group refuses: cudaMemGetInfo says as much
+ * (less than that free, the group's budget at most in all). */
 static int fill(size_t mib)
 {
 	void *a = NULL, *b = NULL;
 	CK(cudaMalloc(&a, mib * MB));
 	CKE(cudaMalloc(&b, mib * MB), cudaErrorMemoryAllocation);
+	uint64_t used, budget;
+	look(&used, &budget);
+	size_t f = 0, t = 0;
+	CK(cudaMemGetInfo(&f, &t));
+	CHECK(f < mib * MB && t <= budget);
 	return 0;
 }
 
