@@ -76,6 +76,26 @@ static uint64_t pool_reserved(cudaMemPool_t p)
 	return v;
 }
 
+/* gpupool-stat --json of this process (the tool named by E2E_STAT, where the test gives it)
+ * shows the memory held outside the pool while it is held. */
+static void json_shows(uint64_t managed, uint64_t pitched)
+{
+	const char *stat = getenv("E2E_STAT");
+	if (!stat)
+		return;
+	char cmd[4200], want[2][96];
+	snprintf(cmd, sizeof cmd, "%s --json %d", stat, (int)getpid());
+	FILE *f = popen(cmd, "r");
+	CHECK(f != NULL);
+	static char out[1 << 16];
+	size_t n = fread(out, 1, sizeof out - 1, f);
+	out[n] = '\0';
+	CHECK(pclose(f) == 0);
+	snprintf(want[0], sizeof want[0], "\"unpooled_managed_bytes\":%llu,", (unsigned long long)managed);
+	snprintf(want[1], sizeof want[1], "\"unpooled_pitched_bytes\":%llu,", (unsigned long long)pitched);
+	CHECK(strstr(out, want[0]) != NULL && strstr(out, want[1]) != NULL);
+}
+
 int main(int argc, char **argv)
 {
 	e2e_shm_dir();
@@ -104,6 +124,7 @@ int main(int argc, char **argv)
 	st = e2e_stats(0);
 	CHECK(st.unpooled_pitched_bytes == 2 * 1024000);
 	CHECK(st.unpooled_bytes == 10 * MB + 2 * 1024000 && st.unpooled_allocs == 3);
+	json_shows(st.unpooled_managed_bytes, st.unpooled_pitched_bytes);
 	REFUSED(f.MallocPitch(&x, &pitch, 60 * MB, 1), "cudaMallocPitch");
 	REFUSED(f.Malloc3D(&p3, extent(1 * MB, 60, 1)), "cudaMalloc3D");
 
