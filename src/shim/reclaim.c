@@ -62,12 +62,22 @@ static int device_of(const unsigned char *uuid, gp_pool **pool)
 	return -1;
 }
 
-static int device_free(gp_pool *p, size_t *free_bytes)
+static int device_mem(gp_pool *p, size_t *free_bytes, size_t *total)
 {
 	const struct gp_backend *be = gp_pool_backend(p);
-	size_t total = 0;
-	return be->mem_info(be->ctx, gp_pool_device(p), free_bytes, &total);
+	return be->mem_info(be->ctx, gp_pool_device(p), free_bytes, total);
 }
+
+static int device_free(gp_pool *p, size_t *free_bytes)
+{
+	size_t total = 0;
+	return device_mem(p, free_bytes, &total);
+}
+
+/* A framework's cache is emptied at most this often: each empty costs the program a device
+ * synchronisation and every block it then allocates again, and one empty gives all there is. */
+#define FRAMEWORK_EVERY_NS (1000 * 1000 * 1000ull)
+static uint64_t framework_last_ns; /* the release thread's only */
 
 /* ---- the holder ------------------------------------------------------------------------ */
 
@@ -107,16 +117,19 @@ static void answer_ask(int fd, const struct gp_share_msg *m, const struct gp_sha
 	}
 	uint64_t t0 = now_ns();
 	const struct gpupool_device_stats *st = R->slots[dev];
-	size_t free0 = 0, freed = 0, given = 0;
+	size_t free0 = 0, total = 0, freed = 0, given = 0;
 	int frameworks = 0;
 	char why[192] = "";
 	/* honoured only while the driver reports the GPU short of what the asker needs: an ask
-	 * for memory that is there, or a forged one, costs nothing */
-	if (device_free(p, &free0) == 0 && free0 < m->bytes) {
+	 * for memory that is there costs nothing; one for more than the whole GPU (a forged
+	 * one: no allocation can need it) is refused */
+	if (device_mem(p, &free0, &total) == 0 && free0 < m->bytes && m->bytes <= total) {
 		size_t need = m->bytes - free0;
 		need += SLACK(need);
 		given = give_idle(p, st, need);
-		if (given < need && gp_framework_present() && !atomic_load(&R->exiting)) {
+		if (given < need && gp_framework_present() && !atomic_load(&R->exiting) &&
+		    (!framework_last_ns || t0 - framework_last_ns >= FRAMEWORK_EVERY_NS)) {
+			framework_last_ns = t0;
 			frameworks = gp_framework_empty(why, sizeof why);
 			if (frameworks > 0) {
 				COUNT(dev, framework_empties, (uint64_t)frameworks);

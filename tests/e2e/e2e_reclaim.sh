@@ -161,6 +161,24 @@ EOF
 	[ $arc = 0 ] || bad "junk: A's exit status $arc"
 }
 
+# forged: an ask for more than the whole GPU (no allocation needs it) gets nothing, though the
+# GPU is "short" of it; A keeps its idle memory and its framework's cache
+start_a GPUPOOL_REPORT="$dir/a.json" PYTHONPATH="$here/reclaim_framework" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" -- \
+	"$py" "$here/reclaim_framework/hold.py" 256 && {
+	"$py" - "$apid" <<'EOF' || bad "forged: A gave memory to an ask for 1 TiB"
+import socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(b"")
+s.settimeout(3)
+uuid = bytes.fromhex("66616b65677075000000000000000001")  # the fake device's
+s.sendto(struct.pack("=IHHQ16sQQII", 0x48535047, 1, 4, 7, uuid, 1 << 40, 0, 0, 0), b"\0gpupool.%d" % int(sys.argv[1]))
+r = struct.unpack("=IHHQ16sQQII", s.recv(64))
+sys.exit(0 if r[2] == 5 and r[5] == 0 else 1)
+EOF
+	stop_a
+	grep -q "emptied=0 cached=" "$a_out" || bad "forged: A's framework cache was emptied"
+}
+
 # framework: A's memory in a framework's cache above gpupool
 start_a GPUPOOL_REPORT="$dir/a.json" PYTHONPATH="$here/reclaim_framework" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" -- \
 	"$py" "$here/reclaim_framework/hold.py" 768 && {
