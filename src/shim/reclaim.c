@@ -106,6 +106,22 @@ static void answer_query(int fd, const struct gp_share_msg *m, const struct gp_s
 	(void)gp_share_reply(fd, from, &a); /* an asker gone meanwhile: nothing to do */
 }
 
+/* An ask still worth a framework's cache once the interpreter's lock is held: the asker
+ * still waits (this process's own reclaim_wait_ms since the ask came), and the GPU is still
+ * short of what it needs. */
+struct still_ask {
+	gp_pool *p;
+	uint64_t t0, bytes;
+};
+
+static bool ask_still(void *arg)
+{
+	const struct still_ask *a = arg;
+	size_t free_now = 0;
+	return now_ns() - a->t0 < (uint64_t)R->cfg.reclaim_wait_ms * 1000000u && device_free(a->p, &free_now) == 0 &&
+	       free_now < a->bytes;
+}
+
 static void answer_ask(int fd, const struct gp_share_msg *m, const struct gp_share_peer *from)
 {
 	struct gp_share_msg a = gp_share_msg_make(GP_SHARE_GAVE, m->id, m->uuid);
@@ -130,7 +146,8 @@ static void answer_ask(int fd, const struct gp_share_msg *m, const struct gp_sha
 		if (given < need && gp_framework_present() && !atomic_load(&R->exiting) &&
 		    (!framework_last_ns || t0 - framework_last_ns >= FRAMEWORK_EVERY_NS)) {
 			framework_last_ns = t0;
-			frameworks = gp_framework_empty(why, sizeof why);
+			struct still_ask sa = {p, t0, m->bytes};
+			frameworks = gp_framework_empty(why, sizeof why, ask_still, &sa);
 			if (frameworks > 0) {
 				COUNT(dev, framework_empties, (uint64_t)frameworks);
 				/* what the framework freed waits for a fence (its cudaFree): the

@@ -11,6 +11,7 @@
 #   user         B another user (as root only): A answers it
 #   junk         datagrams of every wrong shape on A's socket: A stays, and answers B
 #   framework    A's memory in a framework's cache (a stand-in for PyTorch) goes to B
+#   gil          A keeps the interpreter's lock past B's wait: nothing emptied for nobody
 #   raises       the framework's empty_cache raises: caught, named, A lives on, B fails cleanly
 # Arguments: the preloaded library, e2e_reclaim, the page directory, python3.
 . "$(dirname "$0")/e2e_lib.sh"
@@ -189,6 +190,17 @@ start_a GPUPOOL_REPORT="$dir/a.json" PYTHONPATH="$here/reclaim_framework" LD_LIB
 	grep -q "framework caches emptied" "$a_err" || bad "framework: A's info line"
 	[ "$(json "$dir/a.json" "d['framework_empties'] == 1 and d['reclaim_given_bytes'] >= 256 << 20")" = True ] ||
 		bad "framework: A's counters"
+}
+
+# gil: A's program keeps the interpreter's lock for 4 s; B gives up after 2 s; A's release
+# thread, once it has the lock, finds the ask stale and empties nothing
+start_a GPUPOOL_REPORT="$dir/a.json" RECLAIM_HOLD_GIL=4 PYTHONPATH="$here/reclaim_framework" \
+	LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" -- "$py" "$here/reclaim_framework/hold.py" 768 && {
+	ask 512
+	[ $brc = 3 ] || bad "gil: B should fail with out of memory ($brc)"
+	sleep 3
+	stop_a
+	grep -q "emptied=0 cached=12" "$a_out" || bad "gil: A emptied its cache for an asker long gone"
 }
 
 # raises: empty_cache raises; named in A's line, never printed as a traceback; B fails
