@@ -288,6 +288,9 @@ static size_t round_of_asks(int fd, const unsigned char *uuid, size_t want, gp_p
 		if (gp_share_send(fd, o[i].pid, &ask) != 0)
 			continue;
 		(*asked)++;
+		uint64_t sent = now_ns();
+		size_t free_before = 0;
+		(void)device_free(p, &free_before);
 		for (;;) {
 			struct gp_share_msg m;
 			struct gp_share_peer from;
@@ -296,6 +299,15 @@ static size_t round_of_asks(int fd, const unsigned char *uuid, size_t want, gp_p
 				break;
 			if (rc != 0 || m.kind != GP_SHARE_GAVE || m.id != id || from.pid != o[i].pid)
 				continue; /* a late offer, or anyone else's datagram */
+			/* a holder's word is not taken for more than the GPU gained meanwhile, nor
+			 * its time for more than the wait (a hostile one says 16 EiB in 584 years) */
+			size_t free_after = 0;
+			if (device_free(p, &free_after) != 0 || free_after < free_before)
+				free_after = free_before;
+			if (m.bytes > free_after - free_before)
+				m.bytes = free_after - free_before;
+			if (m.held > now_ns() - sent)
+				m.held = now_ns() - sent;
 			if (m.bytes) {
 				(*answers)++;
 				got += m.bytes;

@@ -180,6 +180,30 @@ EOF
 	grep -q "emptied=0 cached=" "$a_out" || bad "forged: A's framework cache was emptied"
 }
 
+# liar: a peer (no gpupool: a page name and a socket) that says it gave 16 EiB: B fails as it
+# would have, and counts nothing received
+"$py" - "$pdir" >"$dir/liar.out" <<'EOF' &
+import socket, struct, os, sys
+open(os.path.join(sys.argv[1], "gpupool.%d" % os.getpid()), "w").close()
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(b"\0gpupool.%d" % os.getpid())
+print("ready", flush=True)
+while True:
+    m, addr = s.recvfrom(64)
+    mg, v, k, i, u, b, h, f, p = struct.unpack("=IHHQ16sQQII", m)
+    if k in (2, 4):
+        s.sendto(struct.pack("=IHHQ16sQQII", mg, 1, k + 1, i, u, (1 << 64) - 1, (1 << 64) - 1, 1, 0), addr)
+EOF
+lpid=$!
+for _ in $(seq 100); do grep -q ready "$dir/liar.out" 2>/dev/null && break; sleep 0.05; done
+ask 2048
+[ $brc = 3 ] || bad "liar: B should fail with out of memory ($brc)"
+[ "$(json "$dir/b.json" "d['reclaim_received_bytes'] == 0 and d['reclaim_answers'] == 0")" = True ] ||
+	bad "liar: B counted what the liar said"
+kill $lpid
+wait $lpid 2>/dev/null
+rm -f "$pdir/gpupool.$lpid"
+
 # framework: A's memory in a framework's cache above gpupool
 start_a GPUPOOL_REPORT="$dir/a.json" PYTHONPATH="$here/reclaim_framework" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" -- \
 	"$py" "$here/reclaim_framework/hold.py" 768 && {
