@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -74,10 +75,68 @@ static uint64_t start_ms_of(uint64_t since_boot_ns)
 	return since_boot_ns / 1000000u & START_MASK;
 }
 
-/* Whether the process `id` names still runs (in this pid namespace). A pid that signal 0
- * cannot reach (ESRCH), a zombie, or a pid now held by a process started at another time is
- * dead; a process this one may not see (hidepid, EPERM) counts as alive. */
-static bool id_alive(uint64_t id)
+/* Whether process `pid` maps the file of device `dev`, inode `ino` (/proc/<pid>/maps): 1, 0,
+ * or -1 when its maps cannot be read (another user's process, hidepid). Reads in pieces of
+ * a small buffer (a hooked call's stack); a line longer than it is judged by its head, where
+ * the device and the inode are. */
+static bool maps_line(const char *line, uint64_t dev, uint64_t ino)
+{
+	unsigned maj, min;
+	unsigned long long in;
+	return sscanf(line, "%*s %*s %*s %x:%x %llu", &maj, &min, &in) == 3 && maj == major((dev_t)dev) &&
+	       min == minor((dev_t)dev) && in == ino;
+}
+
+static int maps_file(int pid, uint64_t dev, uint64_t ino)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/maps", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t have = 0;
+	bool any = false, skip = false; /* skip: the rest of a long line already judged */
+	int found = 0;
+	while (!found) {
+		ssize_t r = read(fd, buf + have, sizeof buf - 1 - have);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			close(fd);
+			return -1;
+		}
+		if (r == 0)
+			break;
+		any = true;
+		have += (size_t)r;
+		buf[have] = '\0';
+		size_t pos = 0;
+		char *nl;
+		while (!found && (nl = memchr(buf + pos, '\n', have - pos))) {
+			*nl = '\0';
+			found = !skip && maps_line(buf + pos, dev, ino);
+			skip = false;
+			pos = (size_t)(nl - buf) + 1;
+		}
+		if (pos == 0 && have == sizeof buf - 1) { /* a line longer than the buffer */
+			found = !skip && maps_line(buf, dev, ino);
+			skip = true;
+			have = 0;
+			continue;
+		}
+		memmove(buf, buf + pos, have - pos);
+		have -= pos;
+	}
+	close(fd);
+	return found ? 1 : any ? 0 : -1;
+}
+
+/* Whether the process `id` names still runs (in this pid namespace) as a member of the
+ * group of file `dev`/`ino` (0: not checked). A pid that signal 0 cannot reach (ESRCH), a
+ * zombie, a pid now held by a process started at another time, or a process that no longer
+ * maps the file (it called exec: its device memory went with the old image) is dead; a
+ * process this one may not see (hidepid, EPERM, maps unreadable) counts as alive. */
+static bool id_alive(uint64_t id, uint64_t dev, uint64_t ino)
 {
 	int pid = (int)(id & PID_MASK);
 	if (pid <= 0)
@@ -88,7 +147,9 @@ static bool id_alive(uint64_t id)
 	bool zombie;
 	if (gp_proc_start(pid, &ns, &zombie) != 0)
 		return true; /* hidden from this /proc, or it died just now: the next look decides */
-	return !zombie && start_ms_of(ns) == id >> GP_GROUP_PID_BITS;
+	if (zombie || start_ms_of(ns) != id >> GP_GROUP_PID_BITS)
+		return false;
+	return !ino || maps_file(pid, dev, ino) != 0;
 }
 
 /* ---- the file ---- */
@@ -247,7 +308,7 @@ int gp_group_recover(struct gp_group *g)
 			continue;
 		/* this process's own id in another slot: its image before an exec, whose device
 		 * memory went with the old address space */
-		if ((id == g->id || !id_alive(id)) && reclaim(f, m, id))
+		if ((id == g->id || !id_alive(id, g->fdev, g->fino)) && reclaim(f, m, id))
 			n++;
 	}
 	return n;
@@ -330,6 +391,8 @@ int gp_group_join(struct gp_group *g, const char *path, char *why, size_t cap)
 	g->f = f;
 	g->id = (uint64_t)pid | start_ms_of(start) << GP_GROUP_PID_BITS;
 	g->pidns = own_pidns();
+	g->fdev = (uint64_t)st.st_dev;
+	g->fino = (uint64_t)st.st_ino;
 	g->me = GP_GROUP_MEMBERS;
 	(void)gp_group_recover(g);
 	if (claim_slot(g) != 0) {
@@ -625,7 +688,7 @@ int gp_group_read(const char *path, struct gp_group_view *v, char *why, size_t c
 		if (!id)
 			continue;
 		if (ns && rd64(buf, MEM_OFF(i, pidns)) == ns)
-			v->member[j].alive = id_alive(id);
+			v->member[j].alive = id_alive(id, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
 		j++;
 	}
 	free(buf);

@@ -71,6 +71,7 @@ struct gp_group {
 	struct gp_group_file *f; /* the shared mapping; NULL: not a member */
 	unsigned me;             /* this process's member slot */
 	uint64_t id, gen, pidns;
+	uint64_t fdev, fino; /* the file's identity: a live member maps it */
 	_Atomic uint64_t recover_ns; /* CLOCK_MONOTONIC of the last recovery a failed take made */
 };
 

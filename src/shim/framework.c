@@ -99,7 +99,7 @@ static const char script[] =
 	"    msg += 'cupy: %s: %s; ' % (type(e).__name__, e)\n"
 	"del t, c\n";
 
-int gp_framework_empty(char *what, size_t cap)
+int gp_framework_empty(char *what, size_t cap, bool (*still)(void *), void *arg)
 {
 	if (cap)
 		what[0] = '\0';
@@ -107,7 +107,11 @@ int gp_framework_empty(char *what, size_t cap)
 		return -ENOSYS;
 	int g = py.GILState_Ensure();
 	int n = -ENOSYS;
-	if (running()) {
+	if (running() && still && !still(arg)) {
+		n = 0;
+		if (cap)
+			snprintf(what, cap, "; the interpreter's lock came too late, nothing emptied");
+	} else if (running()) {
 		PyObject *ns = py.Dict_New();
 		if (ns && py.Dict_SetItemString(ns, "__builtins__", py.Eval_GetBuiltins()) == 0) {
 			PyObject *r = py.Run_String(script, PY_FILE_INPUT, ns, ns);

@@ -17,7 +17,9 @@ bool gp_framework_present(void);
  * interpreter runs (never during finalisation). An exception a framework raises is caught
  * and named in what[] ("torch: RuntimeError: ..."), never printed. Returns the number of
  * caches emptied, or -ENOSYS (no interpreter, or it is finalising). Never call it with a
- * lock of gpupool held: the frameworks' frees come back through the hooks. */
-int gp_framework_empty(char *what, size_t cap);
+ * lock of gpupool held: the frameworks' frees come back through the hooks. still(arg), when
+ * given, is asked once the interpreter's lock is held (a busy program may have kept it for
+ * seconds): false, and nothing is emptied (returns 0, "too late" in what[]). */
+int gp_framework_empty(char *what, size_t cap, bool (*still)(void *), void *arg);
 
 #endif

@@ -62,12 +62,22 @@ static int device_of(const unsigned char *uuid, gp_pool **pool)
 	return -1;
 }
 
-static int device_free(gp_pool *p, size_t *free_bytes)
+static int device_mem(gp_pool *p, size_t *free_bytes, size_t *total)
 {
 	const struct gp_backend *be = gp_pool_backend(p);
-	size_t total = 0;
-	return be->mem_info(be->ctx, gp_pool_device(p), free_bytes, &total);
+	return be->mem_info(be->ctx, gp_pool_device(p), free_bytes, total);
 }
+
+static int device_free(gp_pool *p, size_t *free_bytes)
+{
+	size_t total = 0;
+	return device_mem(p, free_bytes, &total);
+}
+
+/* A framework's cache is emptied at most this often: each empty costs the program a device
+ * synchronisation and every block it then allocates again, and one empty gives all there is. */
+#define FRAMEWORK_EVERY_NS (1000 * 1000 * 1000ull)
+static uint64_t framework_last_ns; /* the release thread's only */
 
 /* ---- the holder ------------------------------------------------------------------------ */
 
@@ -96,6 +106,22 @@ static void answer_query(int fd, const struct gp_share_msg *m, const struct gp_s
 	(void)gp_share_reply(fd, from, &a); /* an asker gone meanwhile: nothing to do */
 }
 
+/* An ask still worth a framework's cache once the interpreter's lock is held: the asker
+ * still waits (this process's own reclaim_wait_ms since the ask came), and the GPU is still
+ * short of what it needs. */
+struct still_ask {
+	gp_pool *p;
+	uint64_t t0, bytes;
+};
+
+static bool ask_still(void *arg)
+{
+	const struct still_ask *a = arg;
+	size_t free_now = 0;
+	return now_ns() - a->t0 < (uint64_t)R->cfg.reclaim_wait_ms * 1000000u && device_free(a->p, &free_now) == 0 &&
+	       free_now < a->bytes;
+}
+
 static void answer_ask(int fd, const struct gp_share_msg *m, const struct gp_share_peer *from)
 {
 	struct gp_share_msg a = gp_share_msg_make(GP_SHARE_GAVE, m->id, m->uuid);
@@ -107,17 +133,21 @@ static void answer_ask(int fd, const struct gp_share_msg *m, const struct gp_sha
 	}
 	uint64_t t0 = now_ns();
 	const struct gpupool_device_stats *st = R->slots[dev];
-	size_t free0 = 0, freed = 0, given = 0;
+	size_t free0 = 0, total = 0, freed = 0, given = 0;
 	int frameworks = 0;
 	char why[192] = "";
 	/* honoured only while the driver reports the GPU short of what the asker needs: an ask
-	 * for memory that is there, or a forged one, costs nothing */
-	if (device_free(p, &free0) == 0 && free0 < m->bytes) {
+	 * for memory that is there costs nothing; one for more than the whole GPU (a forged
+	 * one: no allocation can need it) is refused */
+	if (device_mem(p, &free0, &total) == 0 && free0 < m->bytes && m->bytes <= total) {
 		size_t need = m->bytes - free0;
 		need += SLACK(need);
 		given = give_idle(p, st, need);
-		if (given < need && gp_framework_present() && !atomic_load(&R->exiting)) {
-			frameworks = gp_framework_empty(why, sizeof why);
+		if (given < need && gp_framework_present() && !atomic_load(&R->exiting) &&
+		    (!framework_last_ns || t0 - framework_last_ns >= FRAMEWORK_EVERY_NS)) {
+			framework_last_ns = t0;
+			struct still_ask sa = {p, t0, m->bytes};
+			frameworks = gp_framework_empty(why, sizeof why, ask_still, &sa);
 			if (frameworks > 0) {
 				COUNT(dev, framework_empties, (uint64_t)frameworks);
 				/* what the framework freed waits for a fence (its cudaFree): the
@@ -258,6 +288,9 @@ static size_t round_of_asks(int fd, const unsigned char *uuid, size_t want, gp_p
 		if (gp_share_send(fd, o[i].pid, &ask) != 0)
 			continue;
 		(*asked)++;
+		uint64_t sent = now_ns();
+		size_t free_before = 0;
+		(void)device_free(p, &free_before);
 		for (;;) {
 			struct gp_share_msg m;
 			struct gp_share_peer from;
@@ -266,6 +299,15 @@ static size_t round_of_asks(int fd, const unsigned char *uuid, size_t want, gp_p
 				break;
 			if (rc != 0 || m.kind != GP_SHARE_GAVE || m.id != id || from.pid != o[i].pid)
 				continue; /* a late offer, or anyone else's datagram */
+			/* a holder's word is not taken for more than the GPU gained meanwhile, nor
+			 * its time for more than the wait (a hostile one says 16 EiB in 584 years) */
+			size_t free_after = 0;
+			if (device_free(p, &free_after) != 0 || free_after < free_before)
+				free_after = free_before;
+			if (m.bytes > free_after - free_before)
+				m.bytes = free_after - free_before;
+			if (m.held > now_ns() - sent)
+				m.held = now_ns() - sent;
 			if (m.bytes) {
 				(*answers)++;
 				got += m.bytes;

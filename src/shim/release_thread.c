@@ -92,6 +92,12 @@ static bool pass(void)
 
 static void drain(void)
 {
+	/* before any read: a number the program reused for a socket of its own would otherwise
+	 * have its bytes read here (and a stream at end of file polls readable for ever) */
+	if (!sock_ours()) {
+		sock_lost();
+		return;
+	}
 	for (int i = 0; i < BATCH && !atomic_load(&stopping); i++) {
 		struct gp_share_msg m;
 		struct gp_share_peer from;

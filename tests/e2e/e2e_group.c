@@ -6,6 +6,9 @@
  *                          than its budget, the killed member's share is returned by one of
  *                          them, and the members that exit return theirs at exit.
  *   e2e_group percent DIR  group_limit:25% sets a 64 MiB budget on a 256 MiB device.
+ *   e2e_group exec DIR     a member takes 48 MiB of a 64 MiB group budget and calls exec
+ *                          (the new image, gpupool loaded, never allocates): its device
+ *                          memory went with the old image, so another member's 40 MiB fit.
  *   e2e_group sched MIB    the process's limit is MIB MiB: CUDA_DEVICE_MEMORY_LIMIT_0 (a
  *                          scheduler's), or gpupool's own limit, which wins over it.
  * This process never calls CUDA in `run`: it reads the file with the group layer's reader and
@@ -174,6 +177,51 @@ static int percent(const char *self, const char *ondriver)
 	return 0;
 }
 
+/* Takes 48 MiB, then becomes a program that never allocates: says so on fd, and waits. */
+static int execer(const char *self, const char *fd)
+{
+	void *p = NULL;
+	CK(cudaMalloc(&p, 48 * MB));
+	execl(self, self, "idle", fd, (char *)NULL);
+	return 127;
+}
+
+static int idle(int fd)
+{
+	CHECK(write(fd, "y", 1) == 1);
+	for (;;)
+		pause();
+}
+
+static int exec_test(const char *self, const char *ondriver)
+{
+	uint64_t used, budget;
+	char conf[600], fd_text[16], libs[4096];
+	const char *old = getenv("LD_LIBRARY_PATH");
+	snprintf(libs, sizeof libs, "%s:%s", ondriver, old ? old : "");
+	setenv("LD_LIBRARY_PATH", libs, 1);
+	snprintf(conf, sizeof conf, "group:%s,group_limit:64M", path);
+	setenv("GPUPOOL_CONF", conf, 1);
+	unlink(path);
+	int ready[2];
+	CHECK(pipe(ready) == 0);
+	snprintf(fd_text, sizeof fd_text, "%d", ready[1]);
+	pid_t ex = spawn(self, "exec1", fd_text);
+	char c;
+	CHECK(read(ready[0], &c, 1) == 1);
+	look(&used, &budget);
+	CHECK(budget == BUDGET && used >= 48 * MB && v.nmembers == 1 && v.member[0].pid == ex);
+	fprintf(stderr, "e2e_group: pid %d called exec; the group still counts %llu MiB of it, alive=%d\n", (int)ex,
+		(unsigned long long)(used >> 20), v.member[0].alive);
+	pid_t f = spawn(self, "fill", "40");
+	int st;
+	CHECK(waitpid(f, &st, 0) == f);
+	CHECK(kill(ex, SIGKILL) == 0 && waitpid(ex, NULL, 0) == ex);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* 40 MiB fit: the old image's 48 came back */
+	unlink(path);
+	return 0;
+}
+
 /* Takes `mib` MiB, then as much again, which the group refuses: cudaMemGetInfo says as much
  * (less than that free, the group's budget at most in all). */
 static int fill(size_t mib)
@@ -213,7 +261,8 @@ int main(int argc, char **argv)
 	snprintf(path, sizeof path, "%s.group", dir); /* beside the test's page directory */
 	/* the driver loaded before the first allocation, as the real runtime has it from its first
 	 * call (the fake one loads it at its first allocation): it names the device by UUID */
-	if (strcmp(argv[1], "hammer") == 0 || strcmp(argv[1], "hold") == 0 || strcmp(argv[1], "fill") == 0)
+	if (strcmp(argv[1], "hammer") == 0 || strcmp(argv[1], "hold") == 0 || strcmp(argv[1], "fill") == 0 ||
+	    strcmp(argv[1], "exec1") == 0)
 		CHECK(dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL) != NULL);
 	if (strcmp(argv[1], "hammer") == 0 && argc == 3)
 		return hammer((unsigned)atoi(argv[2]));
@@ -221,9 +270,15 @@ int main(int argc, char **argv)
 		return fill((size_t)atoi(argv[2]));
 	if (strcmp(argv[1], "hold") == 0 && argc == 3)
 		return holder(atoi(argv[2]));
+	if (strcmp(argv[1], "exec1") == 0 && argc == 3)
+		return execer("/proc/self/exe", argv[2]);
+	if (strcmp(argv[1], "idle") == 0 && argc == 3)
+		return idle(atoi(argv[2]));
 	e2e_shm_dir();
 	if (strcmp(argv[1], "run") == 0 && argc == 3)
 		return run("/proc/self/exe", argv[2]);
+	if (strcmp(argv[1], "exec") == 0 && argc == 3)
+		return exec_test("/proc/self/exe", argv[2]);
 	if (strcmp(argv[1], "percent") == 0 && argc == 3)
 		return percent("/proc/self/exe", argv[2]);
 	if (strcmp(argv[1], "sched") == 0 && argc == 3)

@@ -11,6 +11,7 @@
 #   user         B another user (as root only): A answers it
 #   junk         datagrams of every wrong shape on A's socket: A stays, and answers B
 #   framework    A's memory in a framework's cache (a stand-in for PyTorch) goes to B
+#   gil          A keeps the interpreter's lock past B's wait: nothing emptied for nobody
 #   raises       the framework's empty_cache raises: caught, named, A lives on, B fails cleanly
 # Arguments: the preloaded library, e2e_reclaim, the page directory, python3.
 . "$(dirname "$0")/e2e_lib.sh"
@@ -168,6 +169,48 @@ EOF
 # LeakSanitizer's tracer is not reliable in a process of its threads under a preloaded ASan)
 pyasan=ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
 
+# forged: an ask for more than the whole GPU (no allocation needs it) gets nothing, though the
+# GPU is "short" of it; A keeps its idle memory and its framework's cache
+start_a GPUPOOL_REPORT="$dir/a.json" "$pyasan" PYTHONPATH="$here/reclaim_framework" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" -- \
+	"$py" "$here/reclaim_framework/hold.py" 256 && {
+	"$py" - "$apid" <<'EOF' || bad "forged: A gave memory to an ask for 1 TiB"
+import socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(b"")
+s.settimeout(3)
+uuid = bytes.fromhex("66616b65677075000000000000000001")  # the fake device's
+s.sendto(struct.pack("=IHHQ16sQQII", 0x48535047, 1, 4, 7, uuid, 1 << 40, 0, 0, 0), b"\0gpupool.%d" % int(sys.argv[1]))
+r = struct.unpack("=IHHQ16sQQII", s.recv(64))
+sys.exit(0 if r[2] == 5 and r[5] == 0 else 1)
+EOF
+	stop_a
+	grep -q "emptied=0 cached=" "$a_out" || bad "forged: A's framework cache was emptied"
+}
+
+# liar: a peer (no gpupool: a page name and a socket) that says it gave 16 EiB: B fails as it
+# would have, and counts nothing received
+"$py" - "$pdir" >"$dir/liar.out" <<'EOF' &
+import socket, struct, os, sys
+open(os.path.join(sys.argv[1], "gpupool.%d" % os.getpid()), "w").close()
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(b"\0gpupool.%d" % os.getpid())
+print("ready", flush=True)
+while True:
+    m, addr = s.recvfrom(64)
+    mg, v, k, i, u, b, h, f, p = struct.unpack("=IHHQ16sQQII", m)
+    if k in (2, 4):
+        s.sendto(struct.pack("=IHHQ16sQQII", mg, 1, k + 1, i, u, (1 << 64) - 1, (1 << 64) - 1, 1, 0), addr)
+EOF
+lpid=$!
+for _ in $(seq 100); do grep -q ready "$dir/liar.out" 2>/dev/null && break; sleep 0.05; done
+ask 2048
+[ $brc = 3 ] || bad "liar: B should fail with out of memory ($brc)"
+[ "$(json "$dir/b.json" "d['reclaim_received_bytes'] == 0 and d['reclaim_answers'] == 0")" = True ] ||
+	bad "liar: B counted what the liar said"
+kill $lpid
+wait $lpid 2>/dev/null
+rm -f "$pdir/gpupool.$lpid"
+
 # framework: A's memory in a framework's cache above gpupool
 start_a GPUPOOL_REPORT="$dir/a.json" "$pyasan" PYTHONPATH="$here/reclaim_framework" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" -- \
 	"$py" "$here/reclaim_framework/hold.py" 768 && {
@@ -178,6 +221,17 @@ start_a GPUPOOL_REPORT="$dir/a.json" "$pyasan" PYTHONPATH="$here/reclaim_framewo
 	grep -q "framework caches emptied" "$a_err" || bad "framework: A's info line"
 	[ "$(json "$dir/a.json" "d['framework_empties'] == 1 and d['reclaim_given_bytes'] >= 256 << 20")" = True ] ||
 		bad "framework: A's counters"
+}
+
+# gil: A's program keeps the interpreter's lock for 4 s; B gives up after 2 s; A's release
+# thread, once it has the lock, finds the ask stale and empties nothing
+start_a GPUPOOL_REPORT="$dir/a.json" "$pyasan" RECLAIM_HOLD_GIL=4 PYTHONPATH="$here/reclaim_framework" \
+	LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" -- "$py" "$here/reclaim_framework/hold.py" 768 && {
+	ask 512
+	[ $brc = 3 ] || bad "gil: B should fail with out of memory ($brc)"
+	sleep 3
+	stop_a
+	grep -q "emptied=0 cached=12" "$a_out" || bad "gil: A emptied its cache for an asker long gone"
 }
 
 # raises: empty_cache raises; named in A's line, never printed as a traceback; B fails

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -492,6 +493,72 @@ static void test_killed_member(void **state)
 	close(ready[1]);
 }
 
+/* A live process that maps the group file `p` (as a member does), until killed; its id. */
+static pid_t mapper(const char *p, uint64_t *id)
+{
+	int ready[2];
+	assert_int_equal(pipe(ready), 0);
+	pid_t kid = fork();
+	if (kid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* none left behind by a failed assertion */
+		int fd = open(p, O_RDONLY | O_CLOEXEC);
+		void *m = fd < 0 ? MAP_FAILED : mmap(NULL, sizeof(struct gp_group_file), PROT_READ, MAP_SHARED, fd, 0);
+		if (m == MAP_FAILED || write(ready[1], "y", 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	char c;
+	assert_int_equal(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	close(ready[1]);
+	uint64_t start;
+	bool zombie;
+	assert_int_equal(gp_proc_start(kid, &start, &zombie), 0);
+	*id = (uint64_t)kid | (start / 1000000u) << GP_GROUP_PID_BITS;
+	return kid;
+}
+
+static void unmapper(pid_t kid)
+{
+	kill(kid, SIGKILL);
+	waitpid(kid, NULL, 0);
+}
+
+/* A process that called exec (it runs at its start time but no longer maps the file): its
+ * device memory went with its old image, its slot is dead. */
+static void test_exec_member(void **state)
+{
+	(void)state;
+	unsigned char u[GP_GROUP_UUID_LEN];
+	uuid_of(7, u);
+	const char *p = at("exec");
+	struct gp_group g;
+	assert_int_equal(gp_group_join(&g, p, why, sizeof why), 0);
+	int d = gp_group_device(&g, u, BUDGET);
+	pid_t pp = getppid(); /* runs, and maps no group file */
+	uint64_t start;
+	bool zombie;
+	assert_int_equal(gp_proc_start(pp, &start, &zombie), 0);
+	uint64_t execd = (uint64_t)pp | (start / 1000000u) << GP_GROUP_PID_BITS, live;
+	pid_t kid = mapper(p, &live);
+	uint64_t ids[2] = {execd, live};
+	struct gp_group_member_slot *m[2] = {&g.f->member[20], &g.f->member[21]};
+	for (int i = 0; i < 2; i++) {
+		atomic_store(&m[i]->id, ids[i]);
+		atomic_store(&m[i]->pidns, g.pidns);
+		atomic_store(&m[i]->held[d], (atomic_load(&m[i]->gen) & GP_GROUP_GEN_MASK) << GP_GROUP_HELD_BITS | 300);
+	}
+	atomic_store(&g.f->dev[d].used, 600);
+	assert_int_equal(gp_group_recover(&g), 1);
+	assert_int_equal(atomic_load(&m[0]->id), 0);
+	assert_int_equal(atomic_load(&m[1]->id), live);
+	assert_int_equal(atomic_load(&g.f->dev[d].used), 300);
+	atomic_store(&m[1]->id, 0);
+	unmapper(kid);
+	gp_group_leave(&g);
+}
+
 /* A slot whose pid now names another process (its start time differs) is dead; one that
  * names a live process at its start time is not; a joining member returns the first. */
 static void test_reused_pid(void **state)
@@ -503,12 +570,9 @@ static void test_reused_pid(void **state)
 	struct gp_group g;
 	assert_int_equal(gp_group_join(&g, p, why, sizeof why), 0);
 	int d = gp_group_device(&g, u, BUDGET);
-	pid_t pp = getppid();
-	uint64_t start;
-	bool zombie;
-	assert_int_equal(gp_proc_start(pp, &start, &zombie), 0);
-	uint64_t live = (uint64_t)pp | (start / 1000000u) << GP_GROUP_PID_BITS;
-	uint64_t reused = (uint64_t)pp | (start / 1000000u + 5000) << GP_GROUP_PID_BITS;
+	uint64_t live;
+	pid_t pp = mapper(p, &live);
+	uint64_t reused = live + ((uint64_t)5000 << GP_GROUP_PID_BITS);
 	uint64_t ids[2] = {live, reused};
 	struct gp_group_member_slot *m[2] = {&g.f->member[10], &g.f->member[11]};
 	for (int i = 0; i < 2; i++) {
@@ -529,6 +593,7 @@ static void test_reused_pid(void **state)
 	assert_int_equal(gp_group_recover(&g), 0);
 	atomic_store(&g.f->member[10].id, 0);
 	atomic_store(&g.f->member[12].id, 0);
+	unmapper(pp);
 	gp_group_leave(&g);
 }
 
@@ -539,11 +604,8 @@ static void test_full(void **state)
 	const char *p = at("full");
 	struct gp_group g;
 	assert_int_equal(gp_group_join(&g, p, why, sizeof why), 0);
-	pid_t pp = getppid();
-	uint64_t start;
-	bool zombie;
-	assert_int_equal(gp_proc_start(pp, &start, &zombie), 0);
-	uint64_t live = (uint64_t)pp | (start / 1000000u) << GP_GROUP_PID_BITS;
+	uint64_t live;
+	pid_t pp = mapper(p, &live);
 	for (unsigned i = 0; i < GP_GROUP_MEMBERS; i++) {
 		if (i == g.me)
 			continue;
@@ -562,6 +624,7 @@ static void test_full(void **state)
 	for (unsigned i = 0; i < GP_GROUP_MEMBERS; i++)
 		if (i != g.me)
 			atomic_store(&g.f->member[i].id, 0);
+	unmapper(pp);
 	gp_group_leave(&g);
 }
 
@@ -581,6 +644,7 @@ int main(void)
 		cmocka_unit_test(test_killed_member),
 		cmocka_unit_test(test_reused_pid),
 		cmocka_unit_test(test_full),
+		cmocka_unit_test(test_exec_member),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,5 +1,7 @@
 """A process whose idle memory sits in a framework's cache (torch, the stand-in next to this
 file): takes MIB through it, prints "ready", idles until SIGINT. e2e_reclaim.sh."""
+import ctypes
+import os
 import signal
 import sys
 import time
@@ -8,6 +10,9 @@ import torch
 
 torch.cuda.hold(int(sys.argv[1]))
 print("ready", flush=True)
+if os.environ.get("RECLAIM_HOLD_GIL"):
+    # a C call that keeps the interpreter's lock (ctypes.PyDLL does not release it)
+    ctypes.PyDLL(None).sleep(int(os.environ["RECLAIM_HOLD_GIL"]))
 stop = []
 signal.signal(signal.SIGINT, lambda *a: stop.append(1))
 end = time.time() + float(sys.argv[2] if len(sys.argv) > 2 else 60)
