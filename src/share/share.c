@@ -7,10 +7,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,12 +20,32 @@
 #include "proc.h"
 #include "statpage.h"
 
-/* "\0gpupool.<pid>": the abstract name of a process's socket, and its length. */
+/* The inode of this process's pid namespace (0 where /proc does not say): pids are only
+ * names within one, and containers that share a network namespace (where abstract sockets
+ * live) often have pid namespaces of their own with the same small pids. */
+static unsigned long pidns(void)
+{
+	static _Atomic unsigned long ino; /* 1 + the inode once known */
+	unsigned long v = atomic_load_explicit(&ino, memory_order_relaxed);
+	if (!v) {
+		struct stat st;
+		v = 1 + (stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long)st.st_ino : 0);
+		atomic_store_explicit(&ino, v, memory_order_relaxed);
+	}
+	return v - 1;
+}
+
+int gp_share_name(int pid, char *buf, size_t cap)
+{
+	return snprintf(buf, cap, "gpupool.%lu.%d", pidns(), pid);
+}
+
+/* "\0gpupool.<pidns>.<pid>": the abstract name of a process's socket, and its length. */
 static socklen_t name_of(int pid, struct sockaddr_un *sa)
 {
 	memset(sa, 0, sizeof *sa);
 	sa->sun_family = AF_UNIX;
-	int n = snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "gpupool.%d", pid);
+	int n = gp_share_name(pid, sa->sun_path + 1, sizeof sa->sun_path - 1);
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 

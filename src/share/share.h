@@ -1,6 +1,6 @@
 /* The channel between the processes that share a GPU (docs/sharing.md): each process with a
- * pool listens on an abstract Unix datagram socket, "\0gpupool.<pid>", in its network
- * namespace. Datagrams of one fixed size, whose sender the kernel names (SCM_CREDENTIALS:
+ * pool listens on an abstract Unix datagram socket, "\0gpupool.<pidns>.<pid>" (gp_share_name),
+ * in its network namespace. Datagrams of one fixed size, whose sender the kernel names (SCM_CREDENTIALS:
  * pid and uid no sender can forge), so nothing crosses users through a file in /dev/shm:
  * no file to plant, truncate or lock, and a process that is gone refuses at once
  * (ECONNREFUSED). The messages and their checks only: no pools, no CUDA, no policy (the
@@ -49,6 +49,11 @@ struct gp_share_peer {
 	unsigned addrlen;
 	char addr[110]; /* sockaddr_un.sun_path: abstract (starts with NUL) */
 };
+
+/* The abstract name (without its leading NUL) of process `pid`'s socket, into buf:
+ * "gpupool.<inode of this process's pid namespace>.<pid>", so that processes of other pid
+ * namespaces with the same pids, in one network namespace, never share a name. Its length. */
+int gp_share_name(int pid, char *buf, size_t cap);
 
 /* The listening socket of process `pid` (non-blocking, close-on-exec, credentials passed).
  * Returns the descriptor, or -EADDRINUSE (another socket has the name: a process of

@@ -9,6 +9,7 @@
 #include "fence_thread.h"
 #include "libcuda.h"
 #include "registry_internal.h"
+#include "reclaim.h"
 #include "release_thread.h"
 #include "runtime.h"
 #include "shim_driver.h"
@@ -18,7 +19,8 @@
  *      driver table's (libcuda.c), the driver backend's retained contexts likewise;
  *   2. the capture gate and count (capture.c): no capture of the parent's is the child's;
  *   3. the fence thread (fence_thread.c): gone with the fork, its lock maybe held; the
- *      release thread (release_thread.c): gone too, its socket the parent's;
+ *      release thread (release_thread.c): gone too, its socket the parent's; a reclaim
+ *      round of a parent's thread (reclaim.c);
  *   4. the streams and markers of the CUDA backend (backend_cuda.c): the parent's;
  *   5. the driver hooks' cache of primary contexts (shim_driver.c): the parent's;
  *   6. the registry: the lock of finding the runtime (init.c); pools, page slots, page and
@@ -36,6 +38,7 @@ static void at_fork_child(void)
 	gp_capture_after_fork();
 	gp_fence_thread_after_fork();
 	gp_release_thread_after_fork();
+	gp_reclaim_after_fork();
 	gp_cuda_backend_after_fork();
 	gp_shim_driver_after_fork();
 	gp_registry_init_after_fork();

@@ -226,7 +226,7 @@ static struct offer *offer_of(struct offer *o, int n, int pid)
 	return NULL;
 }
 
-static atomic_flag asking = ATOMIC_FLAG_INIT;
+static atomic_bool asking; /* a round is running: set and cleared by its thread alone */
 static _Atomic uint64_t next_id = 1;
 
 /* One round: returns the bytes given, *asked the asks sent, *answers those that gave. */
@@ -338,11 +338,10 @@ int gp_reclaim_before_oom(int dev, size_t bytes)
 		return 0;
 	uint64_t t0 = now_ns(), deadline = t0 + (uint64_t)R->cfg.reclaim_wait_ms * 1000000u;
 	/* one round at a time in a process: another thread's round serves this one too */
-	if (atomic_flag_test_and_set(&asking)) {
-		while (atomic_flag_test_and_set(&asking) && now_ns() < deadline)
+	if (atomic_exchange(&asking, true)) {
+		while (atomic_load(&asking) && now_ns() < deadline)
 			usleep(1000);
-		atomic_flag_clear(&asking);
-		return 1;
+		return 1; /* try again: the round may have made room */
 	}
 	size_t want = gp_pool_segment_for(p, bytes), free0 = 0;
 	int rc = 0;
@@ -373,6 +372,11 @@ int gp_reclaim_before_oom(int dev, size_t bytes)
 		       (double)waited / 1e9);
 	rc = got > 0 || free1 >= want;
 out:
-	atomic_flag_clear(&asking);
+	atomic_store(&asking, false);
 	return rc;
+}
+
+void gp_reclaim_after_fork(void)
+{
+	atomic_store(&asking, false); /* a round of the parent's thread, not the child's */
 }

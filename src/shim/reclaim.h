@@ -18,6 +18,9 @@
  * (or the GPU now has room: a retry may succeed), 0 otherwise. Never with a pool lock held. */
 int gp_reclaim_before_oom(int device, size_t bytes);
 
+/* In a forked child: no round of the parent's is the child's. */
+void gp_reclaim_after_fork(void);
+
 /* The holder's side: answers a QUERY (what could be given) or an ASK (give it) that came
  * on the release thread's socket fd from `from`. Other kinds are not its to answer. */
 void gp_reclaim_answer(int fd, const struct gp_share_msg *m, const struct gp_share_peer *from);

@@ -146,9 +146,9 @@ fi
 # junk: every wrong shape on A's socket, then a real request
 start_a GPUPOOL_REPORT="$dir/a.json" -- "$prog" hold 768 && {
 	"$py" - "$apid" <<'EOF' || bad "junk: the sender failed"
-import socket, struct, sys
+import os, socket, struct, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-name = b"\0gpupool.%d" % int(sys.argv[1])
+name = b"\0gpupool.%d.%d" % (os.stat("/proc/self/ns/pid").st_ino, int(sys.argv[1]))
 good = struct.pack("=IHHQ16sQQII", 0x48535047, 1, 4, 1, b"\0" * 16, 1 << 40, 0, 0, 0)
 for junk in (b"", b"x", good[:-1], good + b"y", b"\xff" * len(good),
              struct.pack("=IHHQ16sQQII", 0x48535047, 2, 4, 1, b"\0" * 16, 1, 0, 0, 0),
@@ -174,12 +174,12 @@ pyasan=ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
 start_a GPUPOOL_REPORT="$dir/a.json" "$pyasan" PYTHONPATH="$here/reclaim_framework" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" -- \
 	"$py" "$here/reclaim_framework/hold.py" 256 && {
 	"$py" - "$apid" <<'EOF' || bad "forged: A gave memory to an ask for 1 TiB"
-import socket, struct, sys
+import os, socket, struct, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(b"")
 s.settimeout(3)
 uuid = bytes.fromhex("66616b65677075000000000000000001")  # the fake device's
-s.sendto(struct.pack("=IHHQ16sQQII", 0x48535047, 1, 4, 7, uuid, 1 << 40, 0, 0, 0), b"\0gpupool.%d" % int(sys.argv[1]))
+s.sendto(struct.pack("=IHHQ16sQQII", 0x48535047, 1, 4, 7, uuid, 1 << 40, 0, 0, 0), b"\0gpupool.%d.%d" % (os.stat("/proc/self/ns/pid").st_ino, int(sys.argv[1])))
 r = struct.unpack("=IHHQ16sQQII", s.recv(64))
 sys.exit(0 if r[2] == 5 and r[5] == 0 else 1)
 EOF
@@ -193,7 +193,7 @@ EOF
 import socket, struct, os, sys
 open(os.path.join(sys.argv[1], "gpupool.%d" % os.getpid()), "w").close()
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-s.bind(b"\0gpupool.%d" % os.getpid())
+s.bind(b"\0gpupool.%d.%d" % (os.stat("/proc/self/ns/pid").st_ino, os.getpid()))
 print("ready", flush=True)
 while True:
     m, addr = s.recvfrom(64)

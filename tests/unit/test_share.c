@@ -80,7 +80,7 @@ static void send_raw(int pid, const void *buf, size_t len)
 	int s = socket(AF_UNIX, SOCK_DGRAM, 0);
 	assert_true(s >= 0);
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int n = snprintf(sa.sun_path + 1, sizeof sa.sun_path - 1, "gpupool.%d", pid);
+	int n = gp_share_name(pid, sa.sun_path + 1, sizeof sa.sun_path - 1);
 	assert_int_equal(sendto(s, buf, len, 0, (struct sockaddr *)&sa,
 				(socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)),
 			 (ssize_t)len);
