@@ -1588,10 +1588,7 @@ FC_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
 FC_API CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
 	ENTER(cuMemPoolDestroy);
-	pthread_mutex_lock(&g_lock);
-	enum fp_err e = fp_destroy(pool);
-	pthread_mutex_unlock(&g_lock);
-	return fc_pool_err(e);
+	FP_RETURN(&g_lock, fc_pool_err, fp_destroy(pool));
 }
 
 static CUresult fc_device_pool(CUmemoryPool *pool, CUdevice dev, bool current)
@@ -1622,10 +1619,7 @@ FC_API CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 FC_API CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
 {
 	ENTER(cuDeviceSetMemPool);
-	pthread_mutex_lock(&g_lock);
-	enum fp_err e = fp_set_device_pool(dev, pool);
-	pthread_mutex_unlock(&g_lock);
-	return fc_pool_err(e);
+	FP_RETURN(&g_lock, fc_pool_err, fp_set_device_pool(dev, pool));
 }
 
 static CUresult fc_alloc_from_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream h, bool ptsz)
@@ -1657,28 +1651,19 @@ FC_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t size, CUm
 FC_API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
 	ENTER(cuMemPoolGetAttribute);
-	pthread_mutex_lock(&g_lock);
-	enum fp_err e = fp_get(pool, (enum fp_attr)attr, value);
-	pthread_mutex_unlock(&g_lock);
-	return fc_pool_err(e);
+	FP_RETURN(&g_lock, fc_pool_err, fp_get(pool, (enum fp_attr)attr, value));
 }
 
 FC_API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
 	ENTER(cuMemPoolSetAttribute);
-	pthread_mutex_lock(&g_lock);
-	enum fp_err e = fp_set(pool, (enum fp_attr)attr, value);
-	pthread_mutex_unlock(&g_lock);
-	return fc_pool_err(e);
+	FP_RETURN(&g_lock, fc_pool_err, fp_set(pool, (enum fp_attr)attr, value));
 }
 
 FC_API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
 {
 	ENTER(cuMemPoolTrimTo);
-	pthread_mutex_lock(&g_lock);
-	enum fp_err e = fp_trim_to(pool, keep);
-	pthread_mutex_unlock(&g_lock);
-	return fc_pool_err(e);
+	FP_RETURN(&g_lock, fc_pool_err, fp_trim_to(pool, keep));
 }
 
 /* ---- cuGetProcAddress: the fake's own entry points, from a table, never dlsym ---- */

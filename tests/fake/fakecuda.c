@@ -1303,10 +1303,7 @@ FK_API cudaError_t cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMe
 FK_API cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool)
 {
 	ENTER(cudaMemPoolDestroy);
-	pthread_mutex_lock(&g_lock);
-	enum fp_err e = fp_destroy(memPool);
-	pthread_mutex_unlock(&g_lock);
-	return fk_pool_err(e);
+	FP_RETURN(&g_lock, fk_pool_err, fp_destroy(memPool));
 }
 
 static cudaError_t fk_device_pool(cudaMemPool_t *memPool, int device, bool current)
@@ -1337,10 +1334,7 @@ FK_API cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
 FK_API cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
 {
 	ENTER(cudaDeviceSetMemPool);
-	pthread_mutex_lock(&g_lock);
-	enum fp_err e = fp_set_device_pool(device, memPool);
-	pthread_mutex_unlock(&g_lock);
-	return fk_pool_err(e);
+	FP_RETURN(&g_lock, fk_pool_err, fp_set_device_pool(device, memPool));
 }
 
 static cudaError_t fk_malloc_from_pool(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t h,
@@ -1376,29 +1370,20 @@ FK_API cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPo
                                            void *value)
 {
 	ENTER(cudaMemPoolGetAttribute);
-	pthread_mutex_lock(&g_lock);
-	enum fp_err e = fp_get(memPool, (enum fp_attr)attr, value);
-	pthread_mutex_unlock(&g_lock);
-	return fk_pool_err(e);
+	FP_RETURN(&g_lock, fk_pool_err, fp_get(memPool, (enum fp_attr)attr, value));
 }
 
 FK_API cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,
                                            void *value)
 {
 	ENTER(cudaMemPoolSetAttribute);
-	pthread_mutex_lock(&g_lock);
-	enum fp_err e = fp_set(memPool, (enum fp_attr)attr, value);
-	pthread_mutex_unlock(&g_lock);
-	return fk_pool_err(e);
+	FP_RETURN(&g_lock, fk_pool_err, fp_set(memPool, (enum fp_attr)attr, value));
 }
 
 FK_API cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
 {
 	ENTER(cudaMemPoolTrimTo);
-	pthread_mutex_lock(&g_lock);
-	enum fp_err e = fp_trim_to(memPool, minBytesToKeep);
-	pthread_mutex_unlock(&g_lock);
-	return fk_pool_err(e);
+	FP_RETURN(&g_lock, fk_pool_err, fp_trim_to(memPool, minBytesToKeep));
 }
 
 /* Is `p` (n bytes) acceptable as the device side of a copy? Sets *dev when it is device memory. */

@@ -7,6 +7,7 @@
 #ifndef GPFAKE_FAKEPOOL_H
 #define GPFAKE_FAKEPOOL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -18,6 +19,16 @@
 #define FP_FN static __attribute__((unused))
 
 enum fp_err { FP_OK, FP_EVALUE, FP_EDEVICE, FP_ENOMEM };
+
+/* The body of an entry point: `call` (of an fp_ function) under the fake's `lock`, its fp_err
+ * returned as the fake's error by `map`. */
+#define FP_RETURN(lock, map, call)                \
+	do {                                      \
+		pthread_mutex_lock(lock);         \
+		enum fp_err fp_e_ = (call);       \
+		pthread_mutex_unlock(lock);       \
+		return map(fp_e_);                \
+	} while (0)
 
 /* Numbered as both APIs number them (CU_MEMPOOL_ATTR_*, cudaMemPool*); reuse ones are int,
  * the others 64-bit. */
