@@ -18,6 +18,7 @@
 #include "fakecu.h"
 #pragma GCC visibility pop
 #include "fakemachine.c" /* the machine file, CUDA_VISIBLE_DEVICES: static functions */
+#include "fakepool.c"    /* memory pools: static functions, on the hooks defined below */
 
 #define FC_API __attribute__((visibility("default")))
 #define FC_MAXDEV 16
@@ -26,8 +27,7 @@
 #define FC_CTX_MAGIC 0x43545821u
 #define FC_STREAM_MAGIC 0x5354524du
 #define FC_EVENT_MAGIC 0x45564e54u
-#define FC_POOL_MAGIC 0x504f4f4cu
-#define FC_GRAN ((size_t)2 << 20) /* virtual memory granularity and pool chunk: 2 MiB */
+#define FC_GRAN ((size_t)2 << 20) /* virtual memory granularity: 2 MiB */
 
 /* ---- entry point names: counters, fault rules and cuGetProcAddress ---- */
 #define FC_FUNCS(X) \
@@ -105,31 +105,8 @@ struct alloc {
 	size_t size;               /* as asked: the range the driver reports (cuMemGetAddressRange) */
 	struct CUctx_st *ctx;
 	bool free_pending;
-	struct CUmemPoolHandle_st *pool; /* cuMemAllocFromPoolAsync: base is a chunk of it */
+	struct fp_pool *pool;      /* cuMemAllocFromPoolAsync: base is a chunk of it */
 	size_t chunk;              /* pool allocations: bytes of that chunk */
-};
-
-/* A chunk of device memory a pool holds reserved (counted against the capacity). */
-struct fc_chunk {
-	struct fc_chunk *next;
-	char *mem;
-	size_t bytes;
-};
-
-/* A memory pool, modelled on the driver's: it reserves device memory in chunks (one per
- * allocation, FC_GRAN granularity), keeps freed chunks for reuse, gives back what exceeds
- * the release threshold at the next synchronize of its device, and all of it on
- * cuMemPoolTrimTo(0). reserved counts against the device's capacity, used is what
- * live allocations hold. */
-struct CUmemPoolHandle_st {
-	unsigned magic;
-	int device;
-	bool dflt, dead;           /* dead: destroyed, freed once its last allocation is */
-	cuuint64_t threshold;
-	size_t reserved, reserved_high, used, used_high;
-	int reuse[3];              /* CU_MEMPOOL_ATTR_REUSE_*: kept, not acted on */
-	struct fc_chunk *free;     /* reserved chunks no allocation holds */
-	struct CUmemPoolHandle_st *next;
 };
 
 /* Virtual memory: physical allocations (cuMemCreate), address reservations and mappings. */
@@ -178,9 +155,6 @@ static unsigned long g_calls[FN_COUNT];
 static struct rule g_rules[FC_MAXRULES];
 static int g_nrules;
 static bool g_init;
-static struct CUmemPoolHandle_st g_dpool[FC_MAXDEV];   /* default pools */
-static struct CUmemPoolHandle_st *g_cur_pool[FC_MAXDEV]; /* cuDeviceSetMemPool's; NULL: default */
-static struct CUmemPoolHandle_st *g_pools;             /* pools the program made (dead ones too) */
 static struct fc_handle *g_handles;
 static struct fc_resv *g_resvs;
 static struct fc_map *g_maps;
@@ -257,10 +231,9 @@ static void fc_init(void)
 	g_ndev = fm_visible(g_ndev, g_phys);
 	for (int d = 0; d < g_ndev; d++)
 		g_capacity[d] = caps[g_phys[d]];
-	for (int d = 0; d < FC_MAXDEV; d++) {
+	for (int d = 0; d < FC_MAXDEV; d++)
 		g_primary[d] = (struct CUctx_st){FC_CTX_MAGIC, d, true, false, 0};
-		g_dpool[d] = (struct CUmemPoolHandle_st){.magic = FC_POOL_MAGIC, .device = d, .dflt = true};
-	}
+	fp_init(g_ndev);
 	e = getenv("FAKECU_FAIL");
 	if (e && *e) {
 		char buf[512];
@@ -392,123 +365,27 @@ static CUresult fc_alloc(struct CUctx_st *c, size_t size, CUdeviceptr *out, bool
 	return CUDA_SUCCESS;
 }
 
-/* ---- pools (g_lock held) ---- */
-static bool fc_pool_ok(const struct CUmemPoolHandle_st *p)
-{
-	for (int d = 0; d < g_ndev; d++)
-		if (p == &g_dpool[d])
-			return true;
-	for (const struct CUmemPoolHandle_st *q = g_pools; q; q = q->next)
-		if (q == p && !q->dead)
-			return true;
-	return false;
-}
+/* ---- the pool model's hooks (fakepool.h; g_lock held) ---- */
+static bool fp_take(int device, size_t bytes) { return fc_charge(device, bytes); }
+static void fp_give(int device, size_t bytes) { fc_uncharge(device, bytes); }
+static char *fp_mem_get(int device, size_t bytes) { (void)device; return aligned_alloc(FC_ALIGN, bytes); }
+static void fp_mem_put(int device, char *mem) { (void)device; free(mem); }
 
-/* Gives reserved chunks nobody holds back to the device until at most `keep` bytes stay. */
-static void fc_pool_trim(struct CUmemPoolHandle_st *p, size_t keep)
+static bool fp_track(struct fp_pool *p, char *mem, size_t bytes, size_t size, size_t chunk)
 {
-	while (p->free && p->reserved > keep) {
-		struct fc_chunk *c = p->free;
-		p->free = c->next;
-		p->reserved -= c->bytes;
-		fc_uncharge(p->device, c->bytes);
-		free(c->mem);
-		free(c);
-	}
-}
-
-/* A destroyed pool goes once its last allocation is freed. */
-static void fc_pool_reap(struct CUmemPoolHandle_st *p)
-{
-	if (!p->dead || p->used)
-		return;
-	fc_pool_trim(p, 0);
-	for (struct CUmemPoolHandle_st **pp = &g_pools; *pp; pp = &(*pp)->next)
-		if (*pp == p) {
-			*pp = p->next;
-			p->magic = 0;
-			free(p);
-			return;
-		}
-}
-
-/* The release threshold applied when the device synchronizes. */
-static void fc_pools_settle(int device)
-{
-	if (g_dpool[device].threshold < g_dpool[device].reserved)
-		fc_pool_trim(&g_dpool[device], (size_t)g_dpool[device].threshold);
-	for (struct CUmemPoolHandle_st *p = g_pools; p; p = p->next)
-		if (p->device == device && p->threshold < p->reserved)
-			fc_pool_trim(p, (size_t)p->threshold);
-}
-
-/* A freed chunk of the pool that fits (the smallest), or a new one; when the device is full,
- * the pool first gives back what it keeps unused, as the driver does before failing. */
-static CUresult fc_pool_alloc(struct CUmemPoolHandle_st *p, size_t size, CUdeviceptr *out)
-{
-	if (size > SIZE_MAX - FC_GRAN)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	size_t bytes = (size + FC_ALIGN - 1) & ~(size_t)(FC_ALIGN - 1);
-	size_t want = (size + FC_GRAN - 1) & ~(FC_GRAN - 1);
-	struct fc_chunk **best = NULL;
-	for (struct fc_chunk **cc = &p->free; *cc; cc = &(*cc)->next)
-		if ((*cc)->bytes >= want && (!best || (*cc)->bytes < (*best)->bytes))
-			best = cc;
-	struct fc_chunk *c;
-	if (best) {
-		c = *best;
-		*best = c->next;
-	} else {
-		if (!fc_charge(p->device, want)) {
-			fc_pool_trim(p, 0);
-			if (!fc_charge(p->device, want))
-				return CUDA_ERROR_OUT_OF_MEMORY;
-		}
-		c = malloc(sizeof *c);
-		char *m = c ? aligned_alloc(FC_ALIGN, want) : NULL;
-		if (!m) {
-			free(c);
-			fc_uncharge(p->device, want);
-			return CUDA_ERROR_OUT_OF_MEMORY;
-		}
-		*c = (struct fc_chunk){NULL, m, want};
-		p->reserved += want;
-		if (p->reserved > p->reserved_high)
-			p->reserved_high = p->reserved;
-	}
-	if (!fc_track((struct alloc){c->mem, bytes, size, &g_primary[p->device], false, p, c->bytes})) {
-		c->next = p->free;
-		p->free = c;
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	free(c); /* the allocation record now stands for the chunk */
-	p->used += bytes;
-	if (p->used > p->used_high)
-		p->used_high = p->used;
-	*out = (CUdeviceptr)(uintptr_t)g_allocs[g_nallocs - 1].base;
-	return CUDA_SUCCESS;
+	return fc_track((struct alloc){mem, bytes, size, &g_primary[p->device], false, p, chunk});
 }
 
 static void fc_release(struct alloc *a)
 {
-	struct CUmemPoolHandle_st *p = a->pool;
-	struct fc_chunk *c = p ? malloc(sizeof *c) : NULL;
-	if (p && c) { /* back to its pool, still reserved */
-		*c = (struct fc_chunk){p->free, a->base, a->chunk};
-		p->free = c;
-		p->used -= a->bytes;
-	} else if (p) { /* no memory for the record: the chunk goes back to the device */
-		p->used -= a->bytes;
-		p->reserved -= a->chunk;
-		fc_uncharge(p->device, a->chunk);
-		free(a->base);
-	} else {
-		fc_uncharge(a->ctx->device, a->bytes);
-		free(a->base);
-	}
+	struct alloc r = *a;
 	*a = g_allocs[--g_nallocs];
-	if (p)
-		fc_pool_reap(p);
+	if (r.pool) {
+		fp_free(r.pool, r.base, r.bytes, r.chunk);
+	} else {
+		fc_uncharge(r.ctx->device, r.bytes);
+		free(r.base);
+	}
 }
 
 static void fc_release_ctx(struct CUctx_st *c)
@@ -817,7 +694,7 @@ FC_API CUresult cuCtxSynchronize(void)
 		e = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 	else {
 		fc_wait_device(c->device);
-		fc_pools_settle(c->device);
+		fp_settle(c->device);
 	}
 	pthread_mutex_unlock(&g_lock);
 	return e;
@@ -863,15 +740,7 @@ FC_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 	pthread_mutex_lock(&g_lock);
 	fc_wait_device(dev);
 	fc_release_ctx(&g_primary[dev]);
-	/* what the device's pools keep goes with the context (their allocations went above) */
-	fc_pool_trim(&g_dpool[dev], 0);
-	for (struct CUmemPoolHandle_st *p = g_pools, *next; p; p = next) {
-		next = p->next; /* a destroyed pool may go here */
-		if (p->device == dev) {
-			fc_pool_trim(p, 0);
-			fc_pool_reap(p);
-		}
-	}
+	fp_reset(dev); /* what the device's pools keep goes with the context (their allocations went above) */
 	pthread_mutex_unlock(&g_lock);
 	return CUDA_SUCCESS;
 }
@@ -1179,7 +1048,7 @@ static CUresult fc_stream_sync(CUstream h, bool ptsz)
 	struct CUstream_st *s = fc_stream(h, ptsz);
 	if (s) {
 		fc_wait_stream(s);
-		fc_pools_settle(s->device);
+		fp_settle(s->device);
 	}
 	pthread_mutex_unlock(&g_lock);
 	return s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
@@ -1688,93 +1557,82 @@ FC_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDe
 	return at == ptr + size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-/* ---- memory pools ---- */
+/* ---- memory pools (the model: fakepool.c) ---- */
+_Static_assert(CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES == (int)FP_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
+		       CU_MEMPOOL_ATTR_USED_MEM_HIGH == (int)FP_USED_MEM_HIGH,
+	       "the driver numbers pool attributes as fakepool.h does");
+
+static CUresult fc_pool_err(enum fp_err e)
+{
+	static const CUresult map[] = {CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_INVALID_DEVICE,
+				       CUDA_ERROR_OUT_OF_MEMORY};
+	return map[e];
+}
+
 FC_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
 {
 	ENTER(cuMemPoolCreate);
 	if (!pool || !props || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
 	    props->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (props->location.id < 0 || props->location.id >= g_ndev)
-		return CUDA_ERROR_INVALID_DEVICE;
-	struct CUmemPoolHandle_st *p = calloc(1, sizeof *p);
-	if (!p)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	p->magic = FC_POOL_MAGIC;
-	p->device = props->location.id;
+	struct fp_pool *p = NULL;
 	pthread_mutex_lock(&g_lock);
-	p->next = g_pools;
-	g_pools = p;
+	enum fp_err e = fp_create(props->location.id, &p);
 	pthread_mutex_unlock(&g_lock);
-	*pool = p;
-	return CUDA_SUCCESS;
+	if (e == FP_OK)
+		*pool = (CUmemoryPool)p;
+	return fc_pool_err(e);
 }
 
-/* As the driver: returns at once; what live allocations hold goes when they are freed. A
- * device whose current pool this was goes back to its default pool. */
+/* As the driver: returns at once (fp_destroy). */
 FC_API CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
 	ENTER(cuMemPoolDestroy);
+	FP_RETURN(&g_lock, fc_pool_err, fp_destroy(pool));
+}
+
+static CUresult fc_device_pool(CUmemoryPool *pool, CUdevice dev, bool current)
+{
+	if (!pool)
+		return CUDA_ERROR_INVALID_VALUE;
+	struct fp_pool *p = NULL;
 	pthread_mutex_lock(&g_lock);
-	CUresult e = fc_pool_ok(pool) && !pool->dflt ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-	if (e == CUDA_SUCCESS) {
-		if (g_cur_pool[pool->device] == pool)
-			g_cur_pool[pool->device] = NULL;
-		pool->dead = true;
-		fc_pool_trim(pool, 0);
-		fc_pool_reap(pool);
-	}
+	enum fp_err e = fp_device_pool(dev, current, &p);
 	pthread_mutex_unlock(&g_lock);
-	return e;
+	if (e == FP_OK)
+		*pool = (CUmemoryPool)p;
+	return fc_pool_err(e);
 }
 
 FC_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
 {
 	ENTER(cuDeviceGetDefaultMemPool);
-	if (!pool)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (dev < 0 || dev >= g_ndev)
-		return CUDA_ERROR_INVALID_DEVICE;
-	*pool = &g_dpool[dev];
-	return CUDA_SUCCESS;
+	return fc_device_pool(pool, dev, false);
 }
 
 FC_API CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
 	ENTER(cuDeviceGetMemPool);
-	if (!pool)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (dev < 0 || dev >= g_ndev)
-		return CUDA_ERROR_INVALID_DEVICE;
-	pthread_mutex_lock(&g_lock);
-	*pool = g_cur_pool[dev] ? g_cur_pool[dev] : &g_dpool[dev];
-	pthread_mutex_unlock(&g_lock);
-	return CUDA_SUCCESS;
+	return fc_device_pool(pool, dev, true);
 }
 
 FC_API CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
 {
 	ENTER(cuDeviceSetMemPool);
-	if (dev < 0 || dev >= g_ndev)
-		return CUDA_ERROR_INVALID_DEVICE;
-	pthread_mutex_lock(&g_lock);
-	CUresult e = !fc_pool_ok(pool) ? CUDA_ERROR_INVALID_VALUE
-		     : pool->device != dev ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
-	if (e == CUDA_SUCCESS)
-		g_cur_pool[dev] = pool->dflt ? NULL : pool;
-	pthread_mutex_unlock(&g_lock);
-	return e;
+	FP_RETURN(&g_lock, fc_pool_err, fp_set_device_pool(dev, pool));
 }
 
 static CUresult fc_alloc_from_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream h, bool ptsz)
 {
 	if (!dptr || size == 0)
 		return CUDA_ERROR_INVALID_VALUE;
+	char *m = NULL;
 	pthread_mutex_lock(&g_lock);
-	struct CUstream_st *s = fc_stream(h, ptsz);
-	CUresult e = !s ? (fc_ctx() ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT)
-		     : !fc_pool_ok(pool) ? CUDA_ERROR_INVALID_VALUE : fc_pool_alloc(pool, size, dptr);
+	CUresult e = !fc_stream(h, ptsz) ? (fc_ctx() ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT)
+					 : fc_pool_err(fp_alloc(pool, size, &m));
 	pthread_mutex_unlock(&g_lock);
+	if (e == CUDA_SUCCESS)
+		*dptr = (CUdeviceptr)(uintptr_t)m;
 	return e;
 }
 
@@ -1793,68 +1651,19 @@ FC_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t size, CUm
 FC_API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
 	ENTER(cuMemPoolGetAttribute);
-	if (!value)
-		return CUDA_ERROR_INVALID_VALUE;
-	pthread_mutex_lock(&g_lock);
-	CUresult e = fc_pool_ok(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-	cuuint64_t *v = value;
-	if (e != CUDA_SUCCESS) {
-		/* an unknown pool */
-	} else if (attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES && attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
-		*(int *)value = pool->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
-	else if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
-		*v = pool->threshold;
-	else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)
-		*v = pool->reserved;
-	else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)
-		*v = pool->reserved_high;
-	else if (attr == CU_MEMPOOL_ATTR_USED_MEM_CURRENT)
-		*v = pool->used;
-	else if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
-		*v = pool->used_high;
-	else
-		e = CUDA_ERROR_INVALID_VALUE;
-	pthread_mutex_unlock(&g_lock);
-	return e;
+	FP_RETURN(&g_lock, fc_pool_err, fp_get(pool, (enum fp_attr)attr, value));
 }
 
-/* The high-water marks may only be set to 0, which resets them to the current value. */
 FC_API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
 	ENTER(cuMemPoolSetAttribute);
-	if (!value)
-		return CUDA_ERROR_INVALID_VALUE;
-	pthread_mutex_lock(&g_lock);
-	CUresult e = fc_pool_ok(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-	cuuint64_t v = 0;
-	if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD || attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH ||
-	    attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
-		memcpy(&v, value, sizeof v); /* these three are cuuint64_t */
-	if (e != CUDA_SUCCESS) {
-		/* an unknown pool */
-	} else if (attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES && attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
-		pool->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES] = *(int *)value != 0;
-	else if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
-		pool->threshold = v;
-	else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH && v == 0)
-		pool->reserved_high = pool->reserved;
-	else if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH && v == 0)
-		pool->used_high = pool->used;
-	else
-		e = CUDA_ERROR_INVALID_VALUE;
-	pthread_mutex_unlock(&g_lock);
-	return e;
+	FP_RETURN(&g_lock, fc_pool_err, fp_set(pool, (enum fp_attr)attr, value));
 }
 
 FC_API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
 {
 	ENTER(cuMemPoolTrimTo);
-	pthread_mutex_lock(&g_lock);
-	bool ok = fc_pool_ok(pool);
-	if (ok)
-		fc_pool_trim(pool, keep);
-	pthread_mutex_unlock(&g_lock);
-	return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	FP_RETURN(&g_lock, fc_pool_err, fp_trim_to(pool, keep));
 }
 
 /* ---- cuGetProcAddress: the fake's own entry points, from a table, never dlsym ---- */

@@ -21,6 +21,7 @@
 #include "fakecuda.h"
 #pragma GCC visibility pop
 #include "fakemachine.c" /* the machine file, CUDA_VISIBLE_DEVICES: static functions */
+#include "fakepool.c"    /* memory pools: static functions, on the hooks defined below */
 
 #define FK_API __attribute__((visibility("default")))
 #define FK_MAXDEV 16
@@ -32,8 +33,6 @@
 #define FK_GRAPH_MAGIC 0x47525048u
 #define FK_EXEC_MAGIC 0x45584543u
 #define FK_IPC_MAGIC 0x46414b49u
-#define FK_POOL_MAGIC 0x504f4f4cu
-#define FK_CHUNK ((size_t)2 << 20) /* a memory pool reserves device memory in these */
 
 /* ---- entry point names, for counters and fault rules ---- */
 #define FK_FUNCS(X) \
@@ -135,31 +134,8 @@ struct alloc {
 	int busy;                         /* stream work touching it right now */
 	int ipc_open;
 	unsigned long long id;
-	struct CUmemPoolHandle_st *pool;  /* cudaMallocFromPoolAsync: base is a chunk of it */
+	struct fp_pool *pool;             /* cudaMallocFromPoolAsync: base is a chunk of it */
 	size_t chunk;                     /* pool allocations: bytes of that chunk */
-};
-
-/* A chunk of device memory a pool holds reserved (counted against the capacity). */
-struct fk_chunk {
-	struct fk_chunk *next;
-	char *mem;
-	size_t bytes;
-};
-
-/* A memory pool, modelled on CUDA's: it reserves device memory in chunks (one per
- * allocation, FK_CHUNK granularity), keeps freed chunks for reuse, gives back what exceeds
- * the release threshold at the next synchronize of its device, and down to the size asked
- * on cudaMemPoolTrimTo. reserved counts against the device's capacity; used is what live
- * allocations hold. */
-struct CUmemPoolHandle_st {
-	unsigned magic;
-	int device;
-	bool dflt, dead;                  /* dead: destroyed, freed once its last allocation is */
-	unsigned long long threshold;
-	size_t reserved, reserved_high, used, used_high;
-	int reuse[3];                     /* cudaMemPoolReuse*: kept, not acted on */
-	struct fk_chunk *free;            /* reserved chunks no allocation holds */
-	struct CUmemPoolHandle_st *next;
 };
 
 struct fk_rule {
@@ -195,9 +171,6 @@ static unsigned g_reset_delay_us;         /* FAKECUDA_RESET_DELAY_US */
 static unsigned long long g_seq;
 static unsigned long long g_next_id = 1;
 static struct alloc **g_allocs;           /* sorted by base */
-static struct CUmemPoolHandle_st g_dpool[FK_MAXDEV];    /* default pools */
-static struct CUmemPoolHandle_st *g_cur_pool[FK_MAXDEV]; /* cudaDeviceSetMemPool's; NULL: default */
-static struct CUmemPoolHandle_st *g_pools;              /* pools the program made (dead ones too) */
 static size_t g_nallocs, g_allocs_cap;
 static unsigned long g_faults;
 static pthread_t g_workers[FK_NWORKERS];
@@ -426,10 +399,9 @@ static void fk_init(void)
 #endif
 	g_ndev = fm_visible(g_ndev, g_phys);
 	pthread_mutex_lock(&g_lock);
-	for (int d = 0; d < FK_MAXDEV; d++) {
+	for (int d = 0; d < FK_MAXDEV; d++)
 		g_capacity[d] = d < g_ndev ? caps[g_phys[d]] : cap;
-		g_dpool[d] = (struct CUmemPoolHandle_st){ .magic = FK_POOL_MAGIC, .device = d, .dflt = true };
-	}
+	fp_init(g_ndev);
 	for (int d = 0; d < g_ndev; d++)
 		g_legacy[d] = fk_stream_new(d, 0, true);
 	pthread_mutex_unlock(&g_lock);
@@ -619,7 +591,7 @@ static void fk_uncharge(int device, size_t bytes)
 }
 
 /* Records a new allocation of `bytes` at mem (g_lock held); false when out of host memory. */
-static bool fk_alloc_insert(int device, char *mem, size_t bytes, struct CUmemPoolHandle_st *pool,
+static bool fk_alloc_insert(int device, char *mem, size_t bytes, struct fp_pool *pool,
                             size_t chunk)
 {
 	if (g_nallocs == g_allocs_cap) {
@@ -666,102 +638,16 @@ static cudaError_t fk_alloc_new(int device, size_t size, void **out)
 	return cudaSuccess;
 }
 
-/* ---- memory pools (g_lock held) ---- */
-static bool fk_pool_ok(const struct CUmemPoolHandle_st *p)
-{
-	for (int d = 0; d < g_ndev; d++)
-		if (p == &g_dpool[d])
-			return true;
-	for (const struct CUmemPoolHandle_st *q = g_pools; q; q = q->next)
-		if (q == p && !q->dead)
-			return true;
-	return false;
-}
+/* ---- the pool model's hooks (fakepool.h; g_lock held) ---- */
+static bool fp_take(int device, size_t bytes) { return fk_charge(device, bytes); }
+static void fp_give(int device, size_t bytes) { fk_uncharge(device, bytes); }
+static char *fp_mem_get(int device, size_t bytes) { return fk_mem_get(device, bytes); }
+static void fp_mem_put(int device, char *mem) { fk_mem_put(device, mem); }
 
-/* Gives reserved chunks nobody holds back to the device until at most `keep` bytes stay. */
-static void fk_pool_trim(struct CUmemPoolHandle_st *p, size_t keep)
+static bool fp_track(struct fp_pool *p, char *mem, size_t bytes, size_t size, size_t chunk)
 {
-	while (p->free && p->reserved > keep) {
-		struct fk_chunk *c = p->free;
-		p->free = c->next;
-		p->reserved -= c->bytes;
-		fk_uncharge(p->device, c->bytes);
-		fk_mem_put(p->device, c->mem);
-		free(c);
-	}
-}
-
-/* A destroyed pool goes once its last allocation is freed. */
-static void fk_pool_reap(struct CUmemPoolHandle_st *p)
-{
-	if (!p->dead || p->used)
-		return;
-	fk_pool_trim(p, 0);
-	for (struct CUmemPoolHandle_st **pp = &g_pools; *pp; pp = &(*pp)->next)
-		if (*pp == p) {
-			*pp = p->next;
-			p->magic = 0;
-			free(p);
-			return;
-		}
-}
-
-/* The release threshold, applied when the device synchronizes. */
-static void fk_pools_settle(int device)
-{
-	struct CUmemPoolHandle_st *p = &g_dpool[device];
-	if (p->threshold < p->reserved)
-		fk_pool_trim(p, (size_t)p->threshold);
-	for (p = g_pools; p; p = p->next)
-		if (p->device == device && p->threshold < p->reserved)
-			fk_pool_trim(p, (size_t)p->threshold);
-}
-
-/* A freed chunk of the pool that fits (the smallest), or a new one; when the device is full,
- * the pool first gives back what it keeps unused, as CUDA does before failing. */
-static cudaError_t fk_pool_alloc(struct CUmemPoolHandle_st *p, size_t size, void **out)
-{
-	if (size > SIZE_MAX - FK_CHUNK)
-		return cudaErrorMemoryAllocation;
-	size_t bytes = (size + FK_ALIGN - 1) & ~(size_t)(FK_ALIGN - 1);
-	size_t want = (size + FK_CHUNK - 1) & ~(FK_CHUNK - 1);
-	struct fk_chunk **best = NULL;
-	for (struct fk_chunk **cc = &p->free; *cc; cc = &(*cc)->next)
-		if ((*cc)->bytes >= want && (!best || (*cc)->bytes < (*best)->bytes))
-			best = cc;
-	struct fk_chunk *c;
-	if (best) {
-		c = *best;
-		*best = c->next;
-	} else {
-		if (!fk_charge(p->device, want)) {
-			fk_pool_trim(p, 0);
-			if (!fk_charge(p->device, want))
-				return cudaErrorMemoryAllocation;
-		}
-		c = malloc(sizeof *c);
-		char *m = c ? fk_mem_get(p->device, want) : NULL;
-		if (!m) {
-			free(c);
-			fk_uncharge(p->device, want);
-			return cudaErrorMemoryAllocation;
-		}
-		*c = (struct fk_chunk){ NULL, m, want };
-		p->reserved += want;
-		if (p->reserved > p->reserved_high)
-			p->reserved_high = p->reserved;
-	}
-	if (!fk_alloc_insert(p->device, c->mem, bytes, p, c->bytes)) {
-		c->next = p->free;
-		p->free = c;
-		return cudaErrorMemoryAllocation;
-	}
-	*out = c->mem;
-	free(c); /* the allocation record now stands for the chunk */
-	p->used += bytes;
-	if (p->used > p->used_high)
-		p->used_high = p->used;
-	return cudaSuccess;
+	(void)size;
+	return fk_alloc_insert(p->device, mem, bytes, p, chunk);
 }
 
 static void fk_alloc_release(struct alloc *a)
@@ -769,24 +655,13 @@ static void fk_alloc_release(struct alloc *a)
 	size_t i = fk_alloc_slot(a->base) - 1;
 	memmove(&g_allocs[i], &g_allocs[i + 1], (g_nallocs - i - 1) * sizeof *g_allocs);
 	g_nallocs--;
-	struct CUmemPoolHandle_st *p = a->pool;
-	struct fk_chunk *c = p ? malloc(sizeof *c) : NULL;
-	if (p && c) { /* back to its pool, still reserved */
-		*c = (struct fk_chunk){ p->free, a->base, a->chunk };
-		p->free = c;
-		p->used -= a->bytes;
-	} else if (p) { /* no memory for the record: the chunk goes back to the device */
-		p->used -= a->bytes;
-		p->reserved -= a->chunk;
-		fk_uncharge(p->device, a->chunk);
-		fk_mem_put(p->device, a->base);
+	if (a->pool) {
+		fp_free(a->pool, a->base, a->bytes, a->chunk);
 	} else {
 		fk_uncharge(a->device, a->bytes);
 		fk_mem_put(a->device, a->base);
 	}
 	free(a);
-	if (p)
-		fk_pool_reap(p);
 }
 
 /* ---- streams, events, ops (g_lock held) ---- */
@@ -1222,14 +1097,7 @@ __attribute__((destructor)) static void fk_fini(void)
 		g_legacy[d] = NULL;
 	while (g_nallocs)
 		fk_alloc_release(g_allocs[g_nallocs - 1]);
-	for (int d = 0; d < FK_MAXDEV; d++)
-		fk_pool_trim(&g_dpool[d], 0);
-	while (g_pools) {
-		struct CUmemPoolHandle_st *p = g_pools;
-		g_pools = p->next;
-		fk_pool_trim(p, 0);
-		free(p);
-	}
+	fp_fini();
 	free(g_allocs);
 	g_allocs = NULL;
 	g_allocs_cap = 0;
@@ -1404,83 +1272,69 @@ FK_API cudaError_t cudaMalloc3D(struct cudaPitchedPtr *p, struct cudaExtent exte
 	return fk_ret(e);
 }
 
-/* ---- memory pools ---- */
+/* ---- memory pools (the model: fakepool.c) ---- */
+_Static_assert(cudaMemPoolReuseFollowEventDependencies == (int)FP_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
+                       cudaMemPoolAttrUsedMemHigh == (int)FP_USED_MEM_HIGH,
+               "the runtime numbers pool attributes as fakepool.h does");
+
+static cudaError_t fk_pool_err(enum fp_err e)
+{
+	static const cudaError_t map[] = { cudaSuccess, cudaErrorInvalidValue, cudaErrorInvalidDevice,
+	                                   cudaErrorMemoryAllocation };
+	return fk_ret(map[e]);
+}
+
 FK_API cudaError_t cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMemPoolProps *props)
 {
 	ENTER(cudaMemPoolCreate);
 	if (!memPool || !props || props->allocType != cudaMemAllocationTypePinned ||
 	    props->location.type != cudaMemLocationTypeDevice)
 		return fk_ret(cudaErrorInvalidValue);
-	if (props->location.id < 0 || props->location.id >= g_ndev)
-		return fk_ret(cudaErrorInvalidDevice);
-	struct CUmemPoolHandle_st *p = calloc(1, sizeof *p);
-	if (!p)
-		return fk_ret(cudaErrorMemoryAllocation);
-	p->magic = FK_POOL_MAGIC;
-	p->device = props->location.id;
+	struct fp_pool *p = NULL;
 	pthread_mutex_lock(&g_lock);
-	p->next = g_pools;
-	g_pools = p;
+	enum fp_err e = fp_create(props->location.id, &p);
 	pthread_mutex_unlock(&g_lock);
-	*memPool = p;
-	return cudaSuccess;
+	if (e == FP_OK)
+		*memPool = (cudaMemPool_t)p;
+	return fk_pool_err(e);
 }
 
-/* Returns at once; what live allocations hold goes when they are freed. A device whose
- * current pool this was goes back to its default pool. */
+/* Returns at once (fp_destroy). */
 FK_API cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool)
 {
 	ENTER(cudaMemPoolDestroy);
+	FP_RETURN(&g_lock, fk_pool_err, fp_destroy(memPool));
+}
+
+static cudaError_t fk_device_pool(cudaMemPool_t *memPool, int device, bool current)
+{
+	if (!memPool)
+		return fk_ret(cudaErrorInvalidValue);
+	struct fp_pool *p = NULL;
 	pthread_mutex_lock(&g_lock);
-	cudaError_t e = fk_pool_ok(memPool) && !memPool->dflt ? cudaSuccess : cudaErrorInvalidValue;
-	if (e == cudaSuccess) {
-		if (g_cur_pool[memPool->device] == memPool)
-			g_cur_pool[memPool->device] = NULL;
-		memPool->dead = true;
-		fk_pool_trim(memPool, 0);
-		fk_pool_reap(memPool);
-	}
+	enum fp_err e = fp_device_pool(device, current, &p);
 	pthread_mutex_unlock(&g_lock);
-	return fk_ret(e);
+	if (e == FP_OK)
+		*memPool = (cudaMemPool_t)p;
+	return fk_pool_err(e);
 }
 
 FK_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
 {
 	ENTER(cudaDeviceGetDefaultMemPool);
-	if (!memPool)
-		return fk_ret(cudaErrorInvalidValue);
-	if (device < 0 || device >= g_ndev)
-		return fk_ret(cudaErrorInvalidDevice);
-	*memPool = &g_dpool[device];
-	return cudaSuccess;
+	return fk_device_pool(memPool, device, false);
 }
 
 FK_API cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
 {
 	ENTER(cudaDeviceGetMemPool);
-	if (!memPool)
-		return fk_ret(cudaErrorInvalidValue);
-	if (device < 0 || device >= g_ndev)
-		return fk_ret(cudaErrorInvalidDevice);
-	pthread_mutex_lock(&g_lock);
-	*memPool = g_cur_pool[device] ? g_cur_pool[device] : &g_dpool[device];
-	pthread_mutex_unlock(&g_lock);
-	return cudaSuccess;
+	return fk_device_pool(memPool, device, true);
 }
 
 FK_API cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
 {
 	ENTER(cudaDeviceSetMemPool);
-	if (device < 0 || device >= g_ndev)
-		return fk_ret(cudaErrorInvalidDevice);
-	pthread_mutex_lock(&g_lock);
-	cudaError_t e = !fk_pool_ok(memPool)          ? cudaErrorInvalidValue
-	                : memPool->device != device ? cudaErrorInvalidDevice
-	                                            : cudaSuccess;
-	if (e == cudaSuccess)
-		g_cur_pool[device] = memPool->dflt ? NULL : memPool;
-	pthread_mutex_unlock(&g_lock);
-	return fk_ret(e);
+	FP_RETURN(&g_lock, fk_pool_err, fp_set_device_pool(device, memPool));
 }
 
 static cudaError_t fk_malloc_from_pool(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t h,
@@ -1488,12 +1342,14 @@ static cudaError_t fk_malloc_from_pool(void **ptr, size_t size, cudaMemPool_t po
 {
 	if (!ptr || size == 0)
 		return fk_ret(cudaErrorInvalidValue);
+	char *m = NULL;
 	pthread_mutex_lock(&g_lock);
-	cudaError_t e = !fk_stream(h, ptsz) ? cudaErrorInvalidResourceHandle
-	                : !fk_pool_ok(pool) ? cudaErrorInvalidValue
-	                                    : fk_pool_alloc(pool, size, ptr);
+	cudaError_t e = !fk_stream(h, ptsz) ? fk_ret(cudaErrorInvalidResourceHandle)
+	                                    : fk_pool_err(fp_alloc(pool, size, &m));
 	pthread_mutex_unlock(&g_lock);
-	return fk_ret(e);
+	if (e == cudaSuccess)
+		*ptr = m;
+	return e;
 }
 
 FK_API cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool,
@@ -1514,73 +1370,20 @@ FK_API cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPo
                                            void *value)
 {
 	ENTER(cudaMemPoolGetAttribute);
-	if (!value)
-		return fk_ret(cudaErrorInvalidValue);
-	pthread_mutex_lock(&g_lock);
-	cudaError_t e = fk_pool_ok(memPool) ? cudaSuccess : cudaErrorInvalidValue;
-	unsigned long long *v = value;
-	if (e != cudaSuccess) {
-		/* an unknown pool */
-	} else if (attr >= cudaMemPoolReuseFollowEventDependencies &&
-	           attr <= cudaMemPoolReuseAllowInternalDependencies) {
-		*(int *)value = memPool->reuse[attr - cudaMemPoolReuseFollowEventDependencies];
-	} else if (attr == cudaMemPoolAttrReleaseThreshold) {
-		*v = memPool->threshold;
-	} else if (attr == cudaMemPoolAttrReservedMemCurrent) {
-		*v = memPool->reserved;
-	} else if (attr == cudaMemPoolAttrReservedMemHigh) {
-		*v = memPool->reserved_high;
-	} else if (attr == cudaMemPoolAttrUsedMemCurrent) {
-		*v = memPool->used;
-	} else if (attr == cudaMemPoolAttrUsedMemHigh) {
-		*v = memPool->used_high;
-	} else {
-		e = cudaErrorInvalidValue;
-	}
-	pthread_mutex_unlock(&g_lock);
-	return fk_ret(e);
+	FP_RETURN(&g_lock, fk_pool_err, fp_get(memPool, (enum fp_attr)attr, value));
 }
 
-/* The high-water marks may only be set to 0, which resets them to the current value. */
 FK_API cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,
                                            void *value)
 {
 	ENTER(cudaMemPoolSetAttribute);
-	if (!value)
-		return fk_ret(cudaErrorInvalidValue);
-	unsigned long long v = 0;
-	if (attr == cudaMemPoolAttrReleaseThreshold || attr == cudaMemPoolAttrReservedMemHigh ||
-	    attr == cudaMemPoolAttrUsedMemHigh)
-		memcpy(&v, value, sizeof v); /* these three are cuuint64_t */
-	pthread_mutex_lock(&g_lock);
-	cudaError_t e = fk_pool_ok(memPool) ? cudaSuccess : cudaErrorInvalidValue;
-	if (e != cudaSuccess) {
-		/* an unknown pool */
-	} else if (attr >= cudaMemPoolReuseFollowEventDependencies &&
-	           attr <= cudaMemPoolReuseAllowInternalDependencies) {
-		memPool->reuse[attr - cudaMemPoolReuseFollowEventDependencies] = *(int *)value != 0;
-	} else if (attr == cudaMemPoolAttrReleaseThreshold) {
-		memPool->threshold = v;
-	} else if (attr == cudaMemPoolAttrReservedMemHigh && v == 0) {
-		memPool->reserved_high = memPool->reserved;
-	} else if (attr == cudaMemPoolAttrUsedMemHigh && v == 0) {
-		memPool->used_high = memPool->used;
-	} else {
-		e = cudaErrorInvalidValue;
-	}
-	pthread_mutex_unlock(&g_lock);
-	return fk_ret(e);
+	FP_RETURN(&g_lock, fk_pool_err, fp_set(memPool, (enum fp_attr)attr, value));
 }
 
 FK_API cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
 {
 	ENTER(cudaMemPoolTrimTo);
-	pthread_mutex_lock(&g_lock);
-	bool ok = fk_pool_ok(memPool);
-	if (ok)
-		fk_pool_trim(memPool, minBytesToKeep);
-	pthread_mutex_unlock(&g_lock);
-	return ok ? cudaSuccess : fk_ret(cudaErrorInvalidValue);
+	FP_RETURN(&g_lock, fk_pool_err, fp_trim_to(memPool, minBytesToKeep));
 }
 
 /* Is `p` (n bytes) acceptable as the device side of a copy? Sets *dev when it is device memory. */
@@ -1833,7 +1636,7 @@ FK_API cudaError_t cudaDeviceSynchronize(void)
 		e = cudaErrorStreamCaptureUnsupported;
 	} else {
 		fk_wait_device(t_device);
-		fk_pools_settle(t_device);
+		fp_settle(t_device);
 	}
 	pthread_mutex_unlock(&g_lock);
 	return fk_ret(e);
@@ -1858,14 +1661,7 @@ FK_API cudaError_t cudaDeviceReset(void)
 	for (size_t i = g_nallocs; i-- > 0;)
 		if (g_allocs[i]->device == t_device && !g_allocs[i]->busy)
 			fk_alloc_release(g_allocs[i]);
-	fk_pool_trim(&g_dpool[t_device], 0);
-	for (struct CUmemPoolHandle_st *p = g_pools, *next; p; p = next) {
-		next = p->next; /* a dead pool may go here */
-		if (p->device == t_device) {
-			fk_pool_trim(p, 0);
-			fk_pool_reap(p);
-		}
-	}
+	fp_reset(t_device);
 	for (struct CUevent_st *ev = g_events, *next; ev; ev = next) {
 		next = ev->lnext;
 		if (ev->device == t_device)
@@ -1952,7 +1748,7 @@ static cudaError_t fk_stream_sync(cudaStream_t h, bool ptsz)
 		fk_wait_stream(s, g_seq);
 	}
 	if (e == cudaSuccess)
-		fk_pools_settle(s->device);
+		fp_settle(s->device);
 	pthread_mutex_unlock(&g_lock);
 	return fk_ret(e);
 }

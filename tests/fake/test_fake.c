@@ -680,22 +680,7 @@ static void test_device_properties(void **state)
 static void try_alloc(const char *const *env, const char *size, const char *dev, char *line, size_t cap,
                       char *err, size_t ecap)
 {
-	struct child c = spawn("/proc/self/exe", env, "try", size, dev);
-	read_line(c.out, line, cap);
-	assert_int_equal(finish(c, err, ecap), 0);
-}
-
-static char g_dir[64];
-
-static const char *machine_path(const char *name)
-{
-	static char path[128];
-	if (!g_dir[0]) {
-		snprintf(g_dir, sizeof g_dir, "/tmp/fakemachine.XXXXXX");
-		assert_non_null(mkdtemp(g_dir));
-	}
-	snprintf(path, sizeof path, "%s/%s", g_dir, name);
-	return path;
+	run_child("/proc/self/exe", env, "try", size, dev, line, cap, err, ecap);
 }
 
 static void test_machine_shared(void **state)
@@ -872,7 +857,7 @@ static void test_machine_malformed(void **state)
 	assert_non_null(strstr(err, "symbolic link"));
 
 	/* a directory */
-	snprintf(var, sizeof var, "FAKECUDA_MACHINE=%s", g_dir);
+	snprintf(var, sizeof var, "FAKECUDA_MACHINE=%s", g_machine_dir);
 	try_alloc(env, "4M", "0", line, sizeof line, err, sizeof err);
 	assert_string_equal(line, "free 8388608 total 8388608 rc 0");
 	assert_int_equal(lines(err), 1);
@@ -986,11 +971,6 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_machine_malformed, setup, teardown),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
-	if (g_dir[0]) {
-		static const char *const names[] = { "shared", "visible", "short", "magic", "link" };
-		for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-			unlink(machine_path(names[i]));
-		rmdir(g_dir);
-	}
+	machine_cleanup((const char *const[]){ "shared", "visible", "short", "magic", "link", NULL });
 	return rc;
 }

@@ -305,26 +305,12 @@ static void test_proc_address(void **state)
 
 /* ---- one machine (FAKECUDA_MACHINE) for the fake runtime and the fake driver: the runtime's
  * test program (GPFAKE_TEST_RUNTIME) and this one, as children (machine_child) ---- */
-static char g_dir[64];
-
-static const char *machine_path(const char *name)
-{
-	static char path[128];
-	if (!g_dir[0]) {
-		snprintf(g_dir, sizeof g_dir, "/tmp/fakemachine.XXXXXX");
-		assert_non_null(mkdtemp(g_dir));
-	}
-	snprintf(path, sizeof path, "%s/%s", g_dir, name);
-	return path;
-}
-
+/* A child's first line; it must write nothing on stderr. */
 static void run_line(const char *prog, const char *const *env, const char *mode, const char *a, const char *b,
 		     char *line, size_t cap)
 {
 	char err[4096];
-	struct child c = spawn(prog, env, mode, a, b);
-	read_line(c.out, line, cap);
-	assert_int_equal(finish(c, err, sizeof err), 0);
+	run_child(prog, env, mode, a, b, line, cap, err, sizeof err);
 	assert_string_equal(err, "");
 }
 
@@ -439,10 +425,6 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_machine_across_fakes, setup, teardown),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
-	if (g_dir[0]) {
-		unlink(machine_path("m"));
-		unlink(machine_path("v"));
-		rmdir(g_dir);
-	}
+	machine_cleanup((const char *const[]){"m", "v", NULL});
 	return rc;
 }

@@ -1,6 +1,7 @@
 /* Child processes for the fakes' own tests of what processes share (FAKECUDA_MACHINE,
  * CUDA_VISIBLE_DEVICES): spawn a test program in a child mode with pipes to it, read its
- * lines, collect its exit. Static functions, for tests only; uses cmocka's asserts. */
+ * lines, collect its exit; the machine files in a private directory. Static functions, for
+ * tests only; uses cmocka's asserts. */
 #ifndef GPFAKE_TESTPROC_H
 #define GPFAKE_TESTPROC_H
 
@@ -96,6 +97,40 @@ static int finish(struct child c, char *err, size_t cap)
 	int st = 0;
 	assert_int_equal(waitpid(c.pid, &st, 0), c.pid);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+}
+
+/* Runs prog's child mode MODE A B (see spawn) to its end, which must be exit status 0: its
+ * first line into line, its stderr into err (when non-NULL). */
+static void run_child(const char *prog, const char *const *env, const char *mode, const char *a,
+                      const char *b, char *line, size_t cap, char *err, size_t ecap)
+{
+	struct child c = spawn(prog, env, mode, a, b);
+	read_line(c.out, line, cap);
+	assert_int_equal(finish(c, err, ecap), 0);
+}
+
+/* The machine files of a test program: `name` in a private directory, made on first use. */
+static char g_machine_dir[64];
+
+static const char *machine_path(const char *name)
+{
+	static char path[128];
+	if (!g_machine_dir[0]) {
+		snprintf(g_machine_dir, sizeof g_machine_dir, "/tmp/fakemachine.XXXXXX");
+		assert_non_null(mkdtemp(g_machine_dir));
+	}
+	snprintf(path, sizeof path, "%s/%s", g_machine_dir, name);
+	return path;
+}
+
+/* Removes the files named (a NULL-terminated list) and the directory, if it was made. */
+static void machine_cleanup(const char *const *names)
+{
+	if (!g_machine_dir[0])
+		return;
+	for (int i = 0; names[i]; i++)
+		unlink(machine_path(names[i]));
+	rmdir(g_machine_dir);
 }
 
 /* "6M", "4K", "4096": bytes. */
