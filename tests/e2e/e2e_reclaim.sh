@@ -25,8 +25,19 @@ TMPS="$TMPS $a_out $a_err"
 # bad, with the holder's output too
 abad() { bad "$@"; echo "--- holder's stdout"; tail -n 20 "$a_out"; echo "--- holder's stderr"; tail -n 30 "$a_err"; }
 
+# The device empty again: the last scenario's processes have ended (a process's exit, its
+# handlers included, can outlast its signal under load). Asked of the fake alone, no library.
+wait_empty() {
+	for _ in $(seq 100); do
+		env -u LD_PRELOAD GPUPOOL_DISABLE=1 "$prog" ask 960 >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	echo "note: the device did not empty within 10 s"
+}
+
 # start_a ENV... -- CMD...: A in the background, with the library, until it prints "ready"
 start_a() {
+	wait_empty
 	local envs=()
 	while [ "$1" != -- ]; do envs+=("$1"); shift; done
 	shift
