@@ -108,7 +108,7 @@ start_a -- "$prog" hold 768 && {
 	t0=$(date +%s%N)
 	ask 512 GPUPOOL_CONF=reclaim_wait_ms:1000
 	ms=$((($(date +%s%N) - t0) / 1000000))
-	[ $brc = 3 ] || bad "stopped: B should fail ($brc)"
+	[ $brc = 3 ] || abad "stopped: B should fail ($brc)"
 	[ $ms -lt 3000 ] || bad "stopped: B took $ms ms"
 	# killed with -9 while stopped: its memory is the machine's again, and B needs no one
 	kill -9 $apid
