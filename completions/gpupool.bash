@@ -59,10 +59,11 @@ _gpupool_stat()
 	case $prev in
 	--release) _gpupool_words "$(_gpupool_pids)" "$cur"; return ;;
 	--watch | --count | --timeout | --listen) COMPREPLY=(); return ;;
+	--group) COMPREPLY=($(compgen -f -- "$cur")); return ;;
 	esac
 	if [[ $cur == -* ]]; then
 		_gpupool_words "--json --prometheus --openmetrics --listen --watch --count --release --timeout
-			--clean --wide --help --version" "$cur"
+			--clean --group --wide --help --version" "$cur"
 	else
 		_gpupool_words "$(_gpupool_pids)" "$cur"
 	fi

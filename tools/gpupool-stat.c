@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "format.h"
+#include "group.h"
 #include "proc.h"
 #include "share.h"
 #include "stat_events.h"
@@ -69,7 +70,8 @@ static void on_screen_signal(int sig)
 	"usage: gpupool-stat [PID] [--wide] [--json | --prometheus | --openmetrics] [--watch SECONDS [--count N]]\n" \
 	"       gpupool-stat [PID] --listen [ADDR:]PORT\n"                                              \
 	"       gpupool-stat --release [PID] [--timeout SECONDS]\n"                                     \
-	"       gpupool-stat --clean\n"
+	"       gpupool-stat --clean\n"                                                              \
+	"       gpupool-stat --group FILE\n"
 
 static void usage(FILE *f)
 {
@@ -113,6 +115,8 @@ static void usage(FILE *f)
 	      "                     prints what each process handed back\n"
 	      "  --timeout SECONDS  how long --release waits (0-3600, default 5)\n"
 	      "  --clean            remove pages of processes that are gone\n"
+	      "  --group FILE       a group file's budget per GPU against what its members hold\n"
+	      "                     together (knob group), and each member (read-only)\n"
 	      "  -h, --help         this text\n"
 	      "  --version          the version of gpupool\n"
 	      "\n"
@@ -899,6 +903,47 @@ static int clean(void)
 	return 0;
 }
 
+/* --group FILE: the group's budget, use and peak per GPU, and its members; read with the
+ * group layer's reader (a copy by read(2): a file truncated meanwhile is a short read). */
+static int show_group(const char *path)
+{
+	static struct gp_group_view v;
+	char why[400];
+	int rc = gp_group_read(path, &v, why, sizeof why);
+	if (rc) {
+		fprintf(stderr, "gpupool-stat: group %s: %s\n", path, why);
+		return 1;
+	}
+	unsigned alive = 0;
+	for (uint32_t i = 0; i < v.nmembers; i++)
+		alive += v.member[i].alive == 1;
+	printf("group %s: %u member%s (%u alive)\n", path, v.nmembers, v.nmembers == 1 ? "" : "s", alive);
+	printf("%-14s %11s %11s %11s %11s %6s\n", "GPU", "BUDGET", "USED", "PEAK", "RECOVERED", "%USED");
+	for (uint32_t d = 0; d < v.ndevices; d++) {
+		struct gpupool_device_stats st = {0};
+		memcpy(st.uuid, v.dev[d].uuid, sizeof st.uuid);
+		char u[GP_FORMAT_UUID_LEN], b[4][32];
+		gp_format_uuid(u, &st);
+		uint64_t used = v.dev[d].used, budget = v.dev[d].budget;
+		printf("%-14.12s %11s %11s %11s %11s %5.1f%%\n", u, gp_format_bytes(b[0], sizeof b[0], budget),
+		       gp_format_bytes(b[1], sizeof b[1], used), gp_format_bytes(b[2], sizeof b[2], v.dev[d].peak),
+		       gp_format_bytes(b[3], sizeof b[3], v.dev[d].recovered),
+		       budget ? 100.0 * (double)(used < budget ? used : budget) / (double)budget : 0.0);
+	}
+	if (v.nmembers)
+		printf("\n%8s %-6s %s\n", "PID", "ALIVE", "HELD (per GPU, in the order above)");
+	for (uint32_t i = 0; i < v.nmembers; i++) {
+		const struct gp_group_view_member *m = &v.member[i];
+		printf("%8d %-6s", m->pid, m->alive == 1 ? "yes" : m->alive == 0 ? "no" : "?");
+		for (uint32_t d = 0; d < v.ndevices; d++) {
+			char b[32];
+			printf(" %s", gp_format_bytes(b, sizeof b, m->held[d]));
+		}
+		putchar('\n');
+	}
+	return 0;
+}
+
 /* A whole number from lo to hi, else -1. */
 static long parse_count(const char *s, long lo, long hi)
 {
@@ -913,7 +958,7 @@ static long parse_count(const char *s, long lo, long hi)
 int main(int argc, char **argv)
 {
 	enum { OPT_JSON = 1, OPT_PROM, OPT_OM, OPT_LISTEN, OPT_WATCH, OPT_COUNT, OPT_RELEASE, OPT_TIMEOUT, OPT_CLEAN,
-	       OPT_HELP, OPT_VERSION, OPT_WIDE };
+	       OPT_HELP, OPT_VERSION, OPT_WIDE, OPT_GROUP };
 	static const struct option opts[] = {
 		{"json", no_argument, NULL, OPT_JSON},         {"prometheus", no_argument, NULL, OPT_PROM},
 		{"openmetrics", no_argument, NULL, OPT_OM},    {"listen", required_argument, NULL, OPT_LISTEN},
@@ -922,14 +967,14 @@ int main(int argc, char **argv)
 		{"timeout", required_argument, NULL, OPT_TIMEOUT},
 		{"clean", no_argument, NULL, OPT_CLEAN},       {"help", no_argument, NULL, OPT_HELP},
 		{"version", no_argument, NULL, OPT_VERSION},   {"wide", no_argument, NULL, OPT_WIDE},
-		{NULL, 0, NULL, 0}};
+		{"group", required_argument, NULL, OPT_GROUP}, {NULL, 0, NULL, 0}};
 	static const char *const mode_name[] = {"", "--json", "--prometheus", "--openmetrics"};
 	enum mode mode = MODE_TABLE;
 	double watch = 0, timeout = 5;
 	long count = 0;
 	int pid = 0, c;
 	bool do_clean = false, do_release = false, wide = false, has_timeout = false;
-	const char *listen_spec = NULL;
+	const char *listen_spec = NULL, *group = NULL;
 	opterr = 0; /* our own one-line messages */
 	while ((c = getopt_long(argc, argv, ":hw", opts, NULL)) != -1) {
 		enum mode m = MODE_TABLE;
@@ -953,6 +998,7 @@ int main(int argc, char **argv)
 			has_timeout = true;
 			break;
 		case OPT_CLEAN: do_clean = true; break;
+		case OPT_GROUP: group = optarg; break;
 		case 'w':
 		case OPT_WIDE: wide = true; break;
 		case 'h':
@@ -999,6 +1045,11 @@ int main(int argc, char **argv)
 		return bad_usage("--timeout goes with --release");
 	if (wide && (mode != MODE_TABLE || pid))
 		return bad_usage("--wide is for the table of all processes");
+	if (group) {
+		if (argc != 3)
+			return bad_usage("--group FILE takes no other option or argument");
+		return show_group(group);
+	}
 	struct sigaction sa = {0};
 	sa.sa_handler = on_sigbus;
 	sigaction(SIGBUS, &sa, NULL);
