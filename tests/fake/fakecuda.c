@@ -1018,6 +1018,14 @@ static void fk_start_workers(void)
 			g_nworkers++;
 }
 
+FK_API int gpfake_workers(void)
+{
+	pthread_mutex_lock(&g_lock);
+	int n = g_nworkers;
+	pthread_mutex_unlock(&g_lock);
+	return n;
+}
+
 /* ---- process lifetime ---- */
 static void fk_pts_release(void *arg)
 {

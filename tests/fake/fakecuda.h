@@ -33,6 +33,8 @@ size_t gpfake_capacity(int device);
 size_t gpfake_used(int device);
 /* Number of live allocations on `device` (-1: all devices). */
 unsigned long gpfake_allocations(int device);
+/* The worker threads the fake has started (its first stream operation starts them all). */
+int gpfake_workers(void);
 /* Stream work that found its device memory gone when it ran (the fake's "illegal address");
  * such work is skipped rather than touching freed host memory. */
 unsigned long gpfake_faults(void);
