@@ -173,11 +173,14 @@ static void answer_ask(int fd, const struct gp_share_msg *m, const struct gp_sha
 		COUNT(dev, reclaims_refused, 1);
 	}
 	char b[3][32];
+	size_t wl = strlen(why);
+	while (wl && (why[wl - 1] == ' ' || why[wl - 1] == ';'))
+		why[--wl] = '\0'; /* the script's "torch: ...; " list, its last separator off */
 	if (given || why[0])
-		gp_log(GP_LOG_INFO, "reclaim: gave %s on device %d to pid %d (uid %u) in %.3f s%s%s (GPU free %s)",
+		gp_log(GP_LOG_INFO, "reclaim: gave %s on device %d to pid %d (uid %u) in %.3f s%s%s%s (GPU free %s)",
 		       gp_format_bytes(b[0], sizeof b[0], given), dev, (int)from->pid, (unsigned)from->uid,
-		       (double)took / 1e9, frameworks > 0 ? ", framework caches emptied" : "", why,
-		       gp_format_bytes(b[1], sizeof b[1], freed));
+		       (double)took / 1e9, frameworks > 0 ? ", framework caches emptied" : "", why[0] ? "; " : "",
+		       why, gp_format_bytes(b[1], sizeof b[1], freed));
 	else
 		gp_log(GP_LOG_DEBUG, "reclaim: nothing for pid %d (uid %u) on device %d: GPU free %s, asked %s", (int)from->pid,
 		       (unsigned)from->uid, dev, gp_format_bytes(b[1], sizeof b[1], free0),
