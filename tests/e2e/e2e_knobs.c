@@ -57,8 +57,16 @@ int main(int argc, char **argv)
 	} else if (!strcmp(mode, "inline") || !strcmp(mode, "thread")) {
 		alloc_free_cycle(); /* no stream work: the fake starts no worker thread */
 		/* the fake's workers start with its first stream operation, which the fence
-		 * thread's first marker (an event recorded) may already have been */
-		int extra = e2e_thread_count() - t0 - gpfake_workers();
+		 * thread's first marker (an event recorded) may be at any moment: the count is
+		 * taken between two equal readings of the workers (the fake starts them all under
+		 * the lock gpfake_workers takes, so a start in between changes the second) */
+		int extra, w1, w2;
+		do {
+			w1 = gpfake_workers();
+			extra = e2e_thread_count() - t0;
+			w2 = gpfake_workers();
+		} while (w1 != w2);
+		extra -= w1;
 		struct gpupool_device_stats st = e2e_stats(0);
 		printf("extra threads %d, pending %llu\n", extra, (unsigned long long)st.pending_frees);
 		/* the release thread, in every mode; the fence thread with fence:thread */
