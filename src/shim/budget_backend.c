@@ -11,7 +11,7 @@ void gp_budget_limit_refresh(int device)
 {
 	/* the slot is set before its pool is published and keeps its limit across resets */
 	const struct gp_registry *r = gp_registry_get_driver();
-	const struct gpupool_device_stats *st = device >= 0 && device < r->ndev ? r->slots[device] : NULL;
+	const struct gpupool_device_stats *st = device >= 0 && device < r->ndev ? gp_registry_slot(r, device) : NULL;
 	if (st)
 		gp_budget_set_limit(device, __atomic_load_n(&st->limit_bytes, __ATOMIC_RELAXED));
 }

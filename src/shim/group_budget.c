@@ -95,7 +95,7 @@ static int device_slot(const struct gp_registry *r, int device)
 	if (__builtin_expect(s != SLOT_UNKNOWN, 1))
 		return s;
 	unsigned char uuid[GP_GROUP_UUID_LEN];
-	const struct gpupool_device_stats *st = device < r->ndev ? r->slots[device] : NULL;
+	const struct gpupool_device_stats *st = device < r->ndev ? gp_registry_slot(r, device) : NULL;
 	size_t total = st ? (size_t)__atomic_load_n(&st->device_total_bytes, __ATOMIC_RELAXED) : 0, f;
 	/* a percentage needs the device's size: asked of the backend when the page has none yet
 	 * (a backend call as a segment's, with the same locks held) */

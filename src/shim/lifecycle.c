@@ -456,7 +456,7 @@ void gp_registry_retire_killed(int dev)
 		parked_head = b;
 		b = next;
 	}
-	struct gpupool_device_stats *st = R->slots[dev];
+	struct gpupool_device_stats *st = gp_registry_slot(R, dev);
 	gp_stats_begin(st);
 #define ZERO_(name, unit, help) GP_STAT_SET(st, name, 0);
 	GPUPOOL_GAUGES(ZERO_)

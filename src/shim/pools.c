@@ -100,7 +100,8 @@ gp_pool *gp_registry_pool_create(int dev)
 		goto out;
 	}
 	gp_registry_pool_backend_bind(be, p);
-	R->slots[dev] = slot; /* before the pool is visible: whoever sees the pool sees its slot */
+	/* before the pool is visible: whoever sees the pool sees its slot (gp_registry_slot) */
+	__atomic_store_n(&R->slots[dev], slot, __ATOMIC_RELEASE);
 	atomic_store(&R->pools[dev], p);
 	if (R->cfg.fence == GP_FENCE_THREAD)
 		gp_fence_thread_start(R->pools, R->ndev + 1, R->cfg.fence_interval_us); /* and the sentinel */
@@ -162,7 +163,7 @@ static inline void check_release_request(void)
 void gp_registry_count_passthrough(int dev, bool alloc)
 {
 	gp_pool *p = dev >= 0 ? atomic_load(&R->pools[dev]) : NULL;
-	struct gpupool_device_stats *st = p ? R->slots[dev] : NULL;
+	struct gpupool_device_stats *st = p ? gp_registry_slot(R, dev) : NULL;
 	if (!st)
 		return;
 	/* not under the pool lock, so no seq bracket (it would race with the pool's own):
@@ -199,7 +200,7 @@ void gp_registry_stream_made(const char *how)
 void gp_registry_count_driver(int dev, enum gp_driver_count what)
 {
 	gp_pool *p = dev >= 0 && dev < GPUPOOL_MAX_DEVICES ? atomic_load(&R->pools[dev]) : NULL;
-	struct gpupool_device_stats *st = p ? R->slots[dev] : NULL;
+	struct gpupool_device_stats *st = p ? gp_registry_slot(R, dev) : NULL;
 	if (!st)
 		return;
 	/* monotonic counters outside the seq bracket, as gp_registry_count_passthrough's */
@@ -222,7 +223,7 @@ void gp_registry_trace(int op, int dev, cudaStream_t s, size_t size, void *ptr, 
 void gp_registry_oom_message(char *buf, size_t cap, int dev, size_t size)
 {
 	struct gpupool_device_stats st;
-	bool known = gp_statpage_snapshot_until(R->slots[dev], &st,
+	bool known = gp_statpage_snapshot_until(gp_registry_slot(R, dev), &st,
 						gp_clock_ns(CLOCK_MONOTONIC) + GP_STATPAGE_PATIENCE_NS);
 	char b[6][32];
 	size_t n = 0;
@@ -300,7 +301,7 @@ void gp_registry_pools_after_fork(void)
 		if (p)
 			parent_pools[d] = p;
 		if (d < GPUPOOL_MAX_DEVICES)
-			R->slots[d] = NULL; /* the parent's page: the child gets its own */
+			__atomic_store_n(&R->slots[d], NULL, __ATOMIC_RELAXED); /* the parent's page: the child gets its own */
 	}
 	pthread_mutex_init(&pools_lock, NULL);
 	if (page_shared)

@@ -33,7 +33,7 @@ static uint64_t now_ns(void) { return gp_clock_ns(CLOCK_MONOTONIC); }
 
 static void count(int dev, size_t off, uint64_t v)
 {
-	struct gpupool_device_stats *st = R->slots[dev];
+	struct gpupool_device_stats *st = gp_registry_slot(R, dev);
 	if (st && v)
 		__atomic_add_fetch((uint64_t *)(void *)((char *)st + off), v, __ATOMIC_RELAXED);
 }
@@ -53,7 +53,7 @@ static int device_of(const unsigned char *uuid, gp_pool **pool)
 {
 	for (int d = 0; d < R->ndev && d < GPUPOOL_MAX_DEVICES; d++) {
 		gp_pool *p = atomic_load(&R->pools[d]);
-		struct gpupool_device_stats *st = R->slots[d];
+		struct gpupool_device_stats *st = gp_registry_slot(R, d);
 		if (p && st && uuid_known(st->uuid) && memcmp(st->uuid, uuid, GPUPOOL_UUID_LEN) == 0) {
 			*pool = p;
 			return d;
@@ -96,7 +96,7 @@ static void answer_query(int fd, const struct gp_share_msg *m, const struct gp_s
 	if (dev >= 0) {
 		size_t releasable = 0;
 		(void)gp_pool_decay(p, now_ns(), 0, 0, &releasable); /* counts, gives nothing */
-		const struct gpupool_device_stats *st = R->slots[dev];
+		const struct gpupool_device_stats *st = gp_registry_slot(R, dev);
 		a.bytes = releasable;
 		a.held = __atomic_load_n(&st->reserved_bytes, __ATOMIC_RELAXED) +
 			 __atomic_load_n(&st->unpooled_bytes, __ATOMIC_RELAXED);
@@ -132,7 +132,7 @@ static void answer_ask(int fd, const struct gp_share_msg *m, const struct gp_sha
 		return;
 	}
 	uint64_t t0 = now_ns();
-	const struct gpupool_device_stats *st = R->slots[dev];
+	const struct gpupool_device_stats *st = gp_registry_slot(R, dev);
 	size_t free0 = 0, total = 0, freed = 0, given = 0;
 	int frameworks = 0;
 	char why[192] = "";
@@ -336,7 +336,7 @@ int gp_reclaim_before_oom(int dev, size_t bytes)
 		return 0;
 	GP_REGISTRY_READER;
 	gp_pool *p = atomic_load(&R->pools[dev]);
-	struct gpupool_device_stats *st = R->slots[dev];
+	struct gpupool_device_stats *st = gp_registry_slot(R, dev);
 	if (!p || !st || !uuid_known(st->uuid))
 		return 0;
 	uint64_t t0 = now_ns(), deadline = t0 + (uint64_t)R->cfg.reclaim_wait_ms * 1000000u;

@@ -45,6 +45,14 @@ struct gp_registry {
 	struct gpupool_device_stats *slots[GPUPOOL_MAX_DEVICES]; /* each pool's page slot, set with it */
 };
 
+/* The page slot of `dev`'s pool (NULL before its first pool): set before the pool is
+ * published and again with each new pool after a reset, so read with an acquire load, also
+ * by threads that are no hook (the release thread). */
+static inline struct gpupool_device_stats *gp_registry_slot(const struct gp_registry *r, int dev)
+{
+	return __atomic_load_n(&r->slots[dev], __ATOMIC_ACQUIRE);
+}
+
 /* The registry, initialised by the first call in the process (pthread_once), never NULL;
  * r->off says whether gpupool serves anything. While the process has no CUDA runtime, each
  * call looks for one again (gp_runtime_get) and gets a registry with rt NULL and off; once

@@ -71,7 +71,7 @@ static bool pass(void)
 	uint64_t decay_ns = (uint64_t)R->cfg.decay_ms * 1000000u, now = now_ns();
 	for (int d = 0; d < R->ndev && d < GPUPOOL_MAX_DEVICES; d++) {
 		gp_pool *p = atomic_load(&R->pools[d]);
-		struct gpupool_device_stats *st = R->slots[d];
+		struct gpupool_device_stats *st = gp_registry_slot(R, d);
 		if (!p || !st || atomic_load(&stopping))
 			continue;
 		size_t given = gp_pool_decay(p, now, decay_ns, DECAY_BUDGET, NULL);

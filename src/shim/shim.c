@@ -624,7 +624,7 @@ cudaError_t gp_shim_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 	if (p) {
 		size_t f, t;
 		if (gp_pool_mem_info(p, &f, &t) == 0) {
-			const struct gpupool_device_stats *st = r->slots[dev];
+			const struct gpupool_device_stats *st = gp_registry_slot(r, dev);
 			gp_group_budget_clamp(dev, st ? (size_t)__atomic_load_n(&st->cached_bytes, __ATOMIC_RELAXED) : 0, &f, &t);
 			*free_bytes = f;
 			*total_bytes = t;
@@ -826,5 +826,5 @@ int gp_shim_stats(int device, struct gpupool_device_stats *out)
 	if (device < 0 || device >= r->ndev || !atomic_load(&r->pools[device]))
 		return -ENODEV;
 	uint64_t deadline = gp_clock_ns(CLOCK_MONOTONIC) + GP_SHIM_STATS_PATIENCE_NS;
-	return gp_statpage_snapshot_until(r->slots[device], out, deadline) ? 0 : -EAGAIN;
+	return gp_statpage_snapshot_until(gp_registry_slot(r, device), out, deadline) ? 0 : -EAGAIN;
 }

@@ -565,7 +565,7 @@ CUresult gp_shim_driver_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 	gp_pool *p = dev >= 0 && primary ? atomic_load(&r->pools[dev]) : NULL;
 	size_t f, t;
 	if (p && gp_pool_mem_info(p, &f, &t) == 0) {
-		const struct gpupool_device_stats *st = r->slots[dev];
+		const struct gpupool_device_stats *st = gp_registry_slot(r, dev);
 		gp_group_budget_clamp(dev, st ? (size_t)__atomic_load_n(&st->cached_bytes, __ATOMIC_RELAXED) : 0, &f, &t);
 		*free_bytes = f;
 		*total_bytes = t;

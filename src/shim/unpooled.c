@@ -120,7 +120,7 @@ static int take_or_release(int dev, size_t bytes, enum gp_budget_kind kind)
 		return 0;
 	/* a fence and a release only where the pool caches anything (free or pending blocks) */
 	const struct gp_registry *r = gp_registry_get_driver();
-	const struct gpupool_device_stats *st = dev >= 0 && dev < r->ndev ? r->slots[dev] : NULL;
+	const struct gpupool_device_stats *st = dev >= 0 && dev < r->ndev ? gp_registry_slot(r, dev) : NULL;
 	if (st && __atomic_load_n(&st->cached_bytes, __ATOMIC_RELAXED) && gp_registry_release(dev) > 0 &&
 	    gp_budget_take(dev, bytes, kind) == 0)
 		return 0;
