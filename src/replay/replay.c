@@ -175,7 +175,9 @@ static unsigned complete_sync(struct state *s, struct gp_replay_result *r, gp_po
 static void model_fence_thread(struct state *s, struct gp_replay_result *r, uint64_t clock)
 {
 	s->fb.background = true;
-	while (s->thread_at <= clock) {
+	/* GP_FENCE_NEVER is also the end of the clock (a trace's t_ns near 2^64 saturates it):
+	 * nothing steps there, or a saturated clock would never be passed */
+	while (s->thread_at != GP_FENCE_NEVER && s->thread_at <= clock) {
 		uint64_t t = s->thread_at;
 		if (s->act_dev < 0) {
 			struct gp_fence_step st =
