@@ -38,10 +38,13 @@ static struct {
 		memcpy(&(var), &s_, sizeof s_);                                 \
 	} while (0)
 
-/* Looks the API up each time: an interpreter can be loaded at any time (a C program that
- * embeds one late). A handful of lookups, on the rare path only. */
+/* Looks the API up until it is found: an interpreter can be loaded at any time (a C program
+ * that embeds one late), and once loaded it stays (libpython is never unloaded). */
 static bool find_api(void)
 {
+	static bool found; /* the release thread's alone */
+	if (found)
+		return true;
 	LOOK(py.IsInitialized, "Py_IsInitialized");
 	if (!py.IsInitialized)
 		return false;
@@ -59,9 +62,10 @@ static bool find_api(void)
 	LOOK(py.Unicode_AsUTF8, "PyUnicode_AsUTF8");
 	LOOK(py.DecRef, "Py_DecRef");
 	LOOK(py.Err_Clear, "PyErr_Clear");
-	return py.GILState_Ensure && py.GILState_Release && py.Dict_New && py.Dict_SetItemString &&
-	       py.Dict_GetItemString && py.Eval_GetBuiltins && py.Run_String && py.Long_AsLong &&
-	       py.Unicode_AsUTF8 && py.DecRef && py.Err_Clear;
+	found = py.GILState_Ensure && py.GILState_Release && py.Dict_New && py.Dict_SetItemString &&
+		py.Dict_GetItemString && py.Eval_GetBuiltins && py.Run_String && py.Long_AsLong &&
+		py.Unicode_AsUTF8 && py.DecRef && py.Err_Clear;
+	return found;
 }
 
 /* The interpreter runs, and is not finalising: taking its lock would then hang this thread

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "registry.h"
 #include "registry_internal.h"
+#include "statpage.h"
 
 enum { JOIN_NONE, JOIN_BUSY, JOIN_DONE, JOIN_OFF };
 /* A device's group slot: SLOT_UNKNOWN until its first take, SLOT_NONE when it has none. */
@@ -105,10 +106,7 @@ static int device_slot(const struct gp_registry *r, int device)
 	size_t want = gp_config_group_limit(&r->cfg, total);
 	/* the page's uuid (the driver's, or the runtime's where the driver is not loaded where
 	 * gpupool can see it), else the driver's */
-	bool known = false;
-	for (int i = 0; st && i < GP_GROUP_UUID_LEN && !known; i++)
-		known = st->uuid[i] != 0;
-	if (known)
+	if (st && gp_statpage_uuid_known(st))
 		memcpy(uuid, st->uuid, sizeof uuid);
 	else if (gp_libcuda_device_uuid(device, uuid) != 0)
 		return SLOT_UNKNOWN; /* not known yet: counted early, and looked for again */

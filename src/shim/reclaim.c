@@ -18,6 +18,7 @@
 #include "proc.h"
 #include "registry.h"
 #include "registry_internal.h"
+#include "statpage.h"
 
 #define R (gp_registry_self())
 
@@ -39,14 +40,6 @@ static void count(int dev, size_t off, uint64_t v)
 }
 #define COUNT(dev, field, v) count(dev, offsetof(struct gpupool_device_stats, field), (v))
 
-static bool uuid_known(const char *u)
-{
-	for (int i = 0; i < GPUPOOL_UUID_LEN; i++)
-		if (u[i])
-			return true;
-	return false;
-}
-
 /* The device of this process whose GPU is `uuid`, with a pool; -1 if none. Inside the
  * caller's GP_REGISTRY_READER. */
 static int device_of(const unsigned char *uuid, gp_pool **pool)
@@ -54,7 +47,7 @@ static int device_of(const unsigned char *uuid, gp_pool **pool)
 	for (int d = 0; d < R->ndev && d < GPUPOOL_MAX_DEVICES; d++) {
 		gp_pool *p = atomic_load(&R->pools[d]);
 		struct gpupool_device_stats *st = gp_registry_slot(R, d);
-		if (p && st && uuid_known(st->uuid) && memcmp(st->uuid, uuid, GPUPOOL_UUID_LEN) == 0) {
+		if (p && st && gp_statpage_uuid_known(st) && memcmp(st->uuid, uuid, GPUPOOL_UUID_LEN) == 0) {
 			*pool = p;
 			return d;
 		}
@@ -337,7 +330,7 @@ int gp_reclaim_before_oom(int dev, size_t bytes)
 	GP_REGISTRY_READER;
 	gp_pool *p = atomic_load(&R->pools[dev]);
 	struct gpupool_device_stats *st = gp_registry_slot(R, dev);
-	if (!p || !st || !uuid_known(st->uuid))
+	if (!p || !st || !gp_statpage_uuid_known(st))
 		return 0;
 	uint64_t t0 = now_ns(), deadline = t0 + (uint64_t)R->cfg.reclaim_wait_ms * 1000000u;
 	/* one round at a time in a process: another thread's round serves this one too */

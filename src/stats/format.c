@@ -3,6 +3,7 @@
  * Runs at process exit: fixed buffers only, write(2) for fds, no malloc, no locks.
  * Depends on gpupool/stats.h and libc only. */
 #include "format.h"
+#include "statpage.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -495,14 +496,6 @@ void gp_format_table(struct gp_format_out *o, const struct gp_format_proc *procs
 
 /* ---- GPUs ------------------------------------------------------------------------ */
 
-static bool uuid_known(const struct gpupool_device_stats *s)
-{
-	for (size_t i = 0; i < GPUPOOL_UUID_LEN; i++)
-		if (s->uuid[i])
-			return true;
-	return false;
-}
-
 size_t gp_format_gpus(const struct gp_format_proc *procs, size_t n, struct gp_format_gpu *gpus, size_t cap,
 		      size_t *left_out)
 {
@@ -513,7 +506,7 @@ size_t gp_format_gpus(const struct gp_format_proc *procs, size_t n, struct gp_fo
 			continue;
 		for (uint32_t d = 0; d < pg->ndevices && d < GPUPOOL_MAX_DEVICES; d++) {
 			const struct gpupool_device_stats *s = &pg->dev[d];
-			if (!s->active || (procs[i].inconsistent & (1u << d)) || !uuid_known(s))
+			if (!s->active || (procs[i].inconsistent & (1u << d)) || !gp_statpage_uuid_known(s))
 				continue;
 			size_t g = 0;
 			while (g < k && memcmp(gpus[g].uuid, s->uuid, GPUPOOL_UUID_LEN) != 0)

@@ -841,3 +841,11 @@ void gp_statpage_unmap(struct gpupool_page *map, size_t len)
 	if (map)
 		munmap(map, len);
 }
+
+bool gp_statpage_uuid_known(const struct gpupool_device_stats *s)
+{
+	for (size_t i = 0; i < GPUPOOL_UUID_LEN; i++)
+		if (s->uuid[i])
+			return true;
+	return false;
+}

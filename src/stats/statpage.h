@@ -45,6 +45,8 @@ bool gp_statpage_release_pending(const struct gpupool_page *pg, uint64_t *req);
 /* Acknowledges request `req`: release_done becomes req unless it is already at or past it
  * (a thread that answered an older request late never moves it back). Thread-safe. */
 void gp_statpage_release_ack(struct gpupool_page *pg, uint64_t req);
+/* True when the slot's UUID is known (not all zero). */
+bool gp_statpage_uuid_known(const struct gpupool_device_stats *s);
 /* Records the UUID of `device` (GPUPOOL_UUID_LEN raw bytes, as cudaDeviceProp.uuid or
  * cuDeviceGetUuid give them) in its slot, activated on first use as by gp_statpage_slot,
  * under the slot's sequence counter. The caller is the slot's one writer for that moment:
