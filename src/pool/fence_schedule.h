@@ -1,7 +1,7 @@
 /* The fence thread's schedule as one pure step (jemalloc's decay.h with background_thread.c
  * is the pattern): what the thread does now and when it wakes next are a function of this
  * state, the clock it is handed and what happened since the last step. The fence thread
- * (shim/fence_thread.c) only acts and sleeps on the answer; the replay (replay/replay.c)
+ * (process/fence_thread.c) only acts and sleeps on the answer; the replay (replay/replay.c)
  * runs the same steps on the trace's clock. Depends on nothing: no clock of its own, no pool,
  * no lock, no I/O. Not thread-safe: one schedule per thread that steps it. */
 #ifndef GP_FENCE_SCHEDULE_H

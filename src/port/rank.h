@@ -11,11 +11,11 @@
 /* Outermost first. Two locks of one rank are never held together. */
 enum gp_rank {
 	GP_RANK_NONE = 0,
-	GP_RANK_REGISTRY_INIT,  /* shim/init.c: finding the runtime or the driver */
-	GP_RANK_POOLS,          /* shim/pools.c: creating and removing pools */
-	GP_RANK_FENCE_THREAD,   /* shim/fence_thread.c: the fence thread's start and sleep */
+	GP_RANK_REGISTRY_INIT,  /* process/init.c: finding the runtime or the driver */
+	GP_RANK_POOLS,          /* process/pools.c: creating and removing pools */
+	GP_RANK_FENCE_THREAD,   /* process/fence_thread.c: the fence thread's start and sleep */
 	GP_RANK_POOL,           /* port/lock.h: each pool's lock */
-	GP_RANK_RESET_GATE,     /* shim/lifecycle.c: a device's pools' backend calls (read) against its
+	GP_RANK_RESET_GATE,     /* process/lifecycle.c: a device's pools' backend calls (read) against its
 				 * reset (write, taken with no other lock held) */
 	GP_RANK_CAPTURE_GATE,   /* capture/capture.c: no capture begins during a device sync */
 	GP_RANK_STREAMS,        /* runtime/backend_cuda.c: streams and fence markers */
@@ -24,7 +24,7 @@ enum gp_rank {
 	GP_RANK_LIBCUDA_TABLE,  /* driver/libcuda.c: resolving the driver's entry points */
 	GP_RANK_TRACE_BUFFER,   /* trace/trace.c: one thread's trace buffer, flushed into the file */
 	GP_RANK_TRACE_FILE,     /* trace/trace.c: the trace file */
-	GP_RANK_UNPOOLED,       /* shim/unpooled.c: the records of memory held outside the pools; a
+	GP_RANK_UNPOOLED,       /* calls/unpooled.c: the records of memory held outside the pools; a
 				 * leaf: nothing is taken under it */
 	GP_RANK_COUNT
 };

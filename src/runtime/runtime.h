@@ -50,7 +50,7 @@ struct gp_runtime {
 	cudaError_t (*ThreadExchangeStreamCaptureMode)(enum cudaStreamCaptureMode *);
 	cudaError_t (*IpcGetMemHandle)(cudaIpcMemHandle_t *, void *);
 	cudaError_t (*DeviceReset)(void);
-	/* the allocations gpupool counts but does not pool (shim/unpooled.h), and what it asks
+	/* the allocations gpupool counts but does not pool (calls/unpooled.h), and what it asks
 	 * of the program's memory pools */
 	cudaError_t (*MallocManaged)(void **, size_t, unsigned);
 	cudaError_t (*MallocPitch)(void **, size_t *, size_t, size_t);

@@ -404,7 +404,7 @@ static void *worker_main(void *arg)
 
 static atomic_ullong fences, fences_busy;
 
-/* The fence thread's loop (src/shim/fence_thread.c): fence the pools that have pending frees. */
+/* The fence thread's loop (src/process/fence_thread.c): fence the pools that have pending frees. */
 static void *fencer_main(void *arg)
 {
 	(void)arg;

@@ -25,15 +25,18 @@ LAYERS = {
     "group": ["base"],
     "capture": ["port"],
     "stats": ["base"],
-    "share": ["stats", "base"],
     "trace": ["port", "base"],
     "pool": ["port", "base", "stats"],
     "config": ["pool", "base"],
     "replay": ["config", "pool", "trace", "base"],
     "runtime": ["pool", "capture", "port", "base"],
     "driver": ["pool", "capture", "port", "base"],
-    "shim": ["runtime", "driver", "config", "group", "share", "stats", "trace", "pool", "capture", "port", "base"],
-    "hooks": ["shim", "driver", "port", "base"],
+    "budget": ["group", "config", "driver", "stats", "pool", "base"],
+    "process": ["budget", "runtime", "driver", "config", "stats", "trace", "pool", "capture", "port", "base"],
+    "sharing": ["process", "driver", "config", "stats", "pool", "port", "base"],
+    "calls": ["sharing", "process", "budget", "runtime", "driver", "config", "group", "stats", "trace", "pool",
+              "capture", "port", "base"],
+    "hooks": ["calls", "driver", "port", "base"],
 }
 
 

@@ -1,4 +1,4 @@
-/* Unit tests of the per-device budget (src/shim/budget.c) without LD_PRELOAD or CUDA: takes
+/* Unit tests of the per-device budget (src/budget/budget.c) without LD_PRELOAD or CUDA: takes
  * stop exactly at the limit, every kind shares one total, gives never wrap (an inconsistency
  * is counted instead), a reset's drop of the pools' share leaves the rest, and threads taking
  * and giving at once never pass the limit. Depends on budget.c and the log. */

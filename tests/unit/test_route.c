@@ -1,4 +1,4 @@
-/* Unit tests of the routing decision both CUDA APIs share (src/shim/route.h), without
+/* Unit tests of the routing decision both CUDA APIs share (src/calls/route.h), without
  * LD_PRELOAD or CUDA: every combination of the facts and the API's answers, checked against
  * the order route.h states, and that the API is asked only what the order needs (a call
  * into CUDA each). Depends on route.h only. */

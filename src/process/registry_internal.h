@@ -1,5 +1,7 @@
-/* What the registry's files share (init.c, pools.c, fork.c) and nothing else includes:
- * the registry writable, the backend the pools get, and each file's part of a fork. */
+/* What the registry's files share (init.c, pools.c, lifecycle.c), and what the layers above
+ * reach that the call bodies must not: the registry writable (sharing's release thread and
+ * reclaim, the ladder), the backend the pools get, and each file's part of a fork (the fork
+ * handler, calls/fork.c). */
 #ifndef GP_REGISTRY_INTERNAL_H
 #define GP_REGISTRY_INTERNAL_H
 
@@ -34,9 +36,6 @@ void gp_registry_retire_killed(int dev);
 /* pools.c: answers a release request of the page now, if one is pending (the release
  * thread; the allocating threads check on every call). */
 void gp_registry_release_requests(void);
-
-/* Registers the one fork handler (fork.c), once: called by the initialisation. */
-void gp_fork_arm(void);
 
 /* Each file's part of the child's reset (fork.c calls them in order): init.c's lock of
  * finding the runtime; pools.c's pools, slots, page and trace; lifecycle.c's killed and

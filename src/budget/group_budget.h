@@ -6,6 +6,7 @@
 #ifndef GP_GROUP_BUDGET_H
 #define GP_GROUP_BUDGET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "config.h"
@@ -33,8 +34,15 @@ void gp_group_budget_clamp(int device, size_t cached, size_t *free_bytes, size_t
 /* In a forked child: the parent's membership is not the child's (it joins anew). */
 void gp_group_budget_after_fork(void);
 
+/* What the group asks of the registry about `device`: its UUID (the physical GPU, the same in
+ * every process) into uuid, and its size in bytes into *total (0: unknown; asked of the device
+ * only when need_total). 0, or nonzero while the UUID is not known yet (asked again at the
+ * next take). Called with any lock held, as a segment's backend call. */
+typedef int (*gp_group_budget_facts)(int device, unsigned char uuid[16], size_t *total, bool need_total);
+
 /* Puts the group behind the per-device budget (gp_budget_set_group) when the knob `group`
- * names a file; the registry's initialisation calls it once. */
-void gp_group_budget_install(const struct gp_config *cfg);
+ * names a file; the registry's initialisation calls it once, with the process's
+ * configuration (kept: it outlives the process's calls) and its facts. */
+void gp_group_budget_install(const struct gp_config *cfg, gp_group_budget_facts facts);
 
 #endif

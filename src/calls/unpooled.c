@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "ladder.h"
 #include "log.h"
 #include "pool.h"
 #include "rank.h"
@@ -83,9 +84,7 @@ static gp_pool *pool_of(int dev)
 	const struct gp_registry *r = gp_registry_get_driver();
 	if (dev < 0 || dev >= r->ndev || (r->off && r->drv_off))
 		return NULL;
-	gp_pool *p = gp_registry_pool(r, dev);
-	gp_budget_limit_refresh(dev);
-	return p;
+	return gp_ladder_pool(r, dev);
 }
 
 static void note_give(int dev, unsigned allocs, unsigned frees, enum gp_budget_kind kind, size_t give)

@@ -1,8 +1,8 @@
 /* The registry: lazy initialisation (init.c: the config, the runtime or the driver, the device
  * count) and one pool per device with its statistics-page slot, the page, release requests
- * from it, the trace switch (pools.c), and what a fork does to all of them (fork.c). Starts
- * the fence thread and arms the exit report; must not depend on the hook bodies or the
- * PyTorch entry points. */
+ * from it, the trace switch (pools.c), and device resets (lifecycle.c). Starts the fence
+ * thread and arms the exit report; must not depend on sharing or the call bodies (the
+ * layers above it). */
 #ifndef GP_REGISTRY_H
 #define GP_REGISTRY_H
 
@@ -124,30 +124,16 @@ static inline gp_pool *gp_registry_pool(const struct gp_registry *r, int dev)
 
 /* One allocation of `size` bytes from `p`, the pool of `dev` (gp_registry_pool, loaded
  * inside the caller's GP_REGISTRY_READER), on stream key `key` (answering a pending release
- * request first), traced as `op` on `s`. When a reset of `dev` killed `p` during the
- * allocation, its block is given back and the allocation is served by the device's new
- * pool. 0, or -ENOMEM; the message
- * (gp_registry_oom_message) and the runtime's last error are left to the caller. */
+ * request first), traced as `op` on `s`: the process's part of the allocation ladder
+ * (calls/ladder.h has the whole of it). 0, or -ENOMEM (not counted: the ladder counts an out
+ * of memory once it gives up). */
 int gp_registry_alloc_once(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a);
+/* When a reset of `dev` killed `p` during gp_registry_alloc_once (the epoch moved), its block
+ * (if any: rc 0) is given back and the allocation is served by the device's new pool. */
 int gp_registry_alloc_again(gp_pool *p, int dev, size_t size, gp_stream key, uintptr_t *a, int rc);
-/* The pool could not serve it: when the GPU itself is short, the other processes on it are
- * asked for their idle memory (reclaim.h) and the allocation is tried once more, from the
- * device's pool as it is then (a reset may have made a new one). Out of line and cold. */
-int gp_registry_alloc_reclaim(int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a);
-static inline int gp_registry_alloc(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s,
-				    uintptr_t *a)
-{
-	int rc = gp_registry_alloc_once(p, dev, size, key, op, s, a);
-	/* A reset kills a pool by unpublishing it, then raising the epoch: killed before this
-	 * reader began, p could not have been loaded; killed since, the epoch moved. */
-	if (__builtin_expect(atomic_load(&gp_registry_epoch) !=
-				     atomic_load_explicit(gp_registry_reader.rec, memory_order_relaxed),
-			     0))
-		rc = gp_registry_alloc_again(p, dev, size, key, a, rc);
-	if (__builtin_expect(rc == -ENOMEM, 0))
-		rc = gp_registry_alloc_reclaim(dev, size, key, op, s, a);
-	return rc;
-}
+/* The pool asked once more, after a later rung of the ladder found memory: a trace row of
+ * its own while tracing. Out of line. */
+int gp_registry_alloc_retry(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a);
 
 /* The out-of-memory message of a failed `size`-byte allocation on `dev` (whose pool exists),
  * with the device's figures, into buf (cap bytes, NUL-terminated). Waits at most

@@ -2,7 +2,8 @@
  * slot and a backend of its own (lifecycle.c: a device reset can stop it); the first opens
  * the page and the trace, arms the exit report and starts the fence thread. Release requests
  * from the page, the counters the hooks keep outside the pools, the out-of-memory message,
- * allocations. Must not depend on the hook bodies or the PyTorch entry points. */
+ * the process's part of the allocation ladder (calls/ladder.h). Must not depend on sharing or
+ * the call bodies. */
 #include "registry.h"
 #include "registry_internal.h"
 
@@ -22,8 +23,7 @@
 #include "statpage.h"
 #include "stats.h"
 #include "rank.h"
-#include "reclaim.h"
-#include "release_thread.h"
+#include "budget.h"
 #include "trace.h"
 
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER; /* creating and removing pools */
@@ -41,11 +41,12 @@ static bool geometry_told[GPUPOOL_MAX_DEVICES]; /* gp_config_fit_device's line w
 
 /* At exit: from now on the runtime may be torn down at any moment (its own exit handlers
  * and destructors run after this one), so the hooks pass allocations through; then the
- * report reads the page as it is (a forked child's own, or none). */
+ * report reads the page as it is (a forked child's own, or none). Registered with the first
+ * pool, before sharing's release thread starts: its own exit handler, registered later,
+ * has stopped it when this one runs. */
 static void at_exit(void)
 {
 	atomic_store(&R->exiting, true);
-	gp_release_thread_stop();
 	gp_exit_report(&R->cfg, page, page_shared, R->tracing);
 }
 
@@ -81,6 +82,7 @@ gp_pool *gp_registry_pool_create(int dev)
 	struct gp_pool_params prm;
 	gp_config_pool_params(&R->cfg, dtotal, &prm);
 	prm.limit = gp_config_device_limit(&R->cfg, dev, dtotal); /* a scheduler's per-device limit */
+	gp_budget_set_limit(dev, prm.limit); /* every path's limit (budget.h), before any take */
 	char why[512];
 	if (gp_config_fit_device(&prm, dev, dfree, why, sizeof why) && !geometry_told[dev]) {
 		geometry_told[dev] = true; /* once per device: a reset's new pool is fitted again, quietly */
@@ -105,7 +107,6 @@ gp_pool *gp_registry_pool_create(int dev)
 	atomic_store(&R->pools[dev], p);
 	if (R->cfg.fence == GP_FENCE_THREAD)
 		gp_fence_thread_start(R->pools, R->ndev + 1, R->cfg.fence_interval_us); /* and the sentinel */
-	gp_release_thread_start();
 out:
 	gp_mutex_unlock(&pools_lock, GP_RANK_POOLS);
 	return p;
@@ -270,22 +271,12 @@ int gp_registry_alloc_once(gp_pool *p, int dev, size_t size, gp_stream key, int 
 	if (__builtin_expect(tracing, 0))
 		return alloc_traced(p, dev, size, key, op, s, a);
 	check_release_request();
-	return gp_pool_alloc_try(p, size, key, a); /* an out of memory: gp_registry_alloc_reclaim counts it */
+	return gp_pool_alloc_try(p, size, key, a); /* an out of memory: the ladder counts it */
 }
 
-__attribute__((cold)) int gp_registry_alloc_reclaim(int dev, size_t size, gp_stream key, int op, cudaStream_t s,
-						   uintptr_t *a)
+int gp_registry_alloc_retry(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a)
 {
-	gp_pool *p = atomic_load(&R->pools[dev]); /* inside the caller's reader section */
-	if (!p)
-		return -ENOMEM;
-	int rc = -ENOMEM;
-	if (gp_reclaim_before_oom(dev, size)) /* the retry: a trace row of its own, after the failed one */
-		rc = __builtin_expect(tracing, 0) ? alloc_traced(p, dev, size, key, op, s, a)
-						  : gp_pool_alloc_try(p, size, key, a);
-	if (rc)
-		gp_pool_count_oom(p); /* failed for good: the one count of it */
-	return rc;
+	return __builtin_expect(tracing, 0) ? alloc_traced(p, dev, size, key, op, s, a) : gp_pool_alloc_try(p, size, key, a);
 }
 
 void gp_registry_lock(void) { gp_mutex_lock(&pools_lock, GP_RANK_POOLS); }

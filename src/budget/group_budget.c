@@ -1,8 +1,9 @@
 /* The group behind the budget (group_budget.h): joining the group file once, each device's
  * slot by its UUID, and what a process says about both (one line each). Lock-free but for
  * the join, which one thread does while the others wait for it (it touches only this
- * process's state and the file: no other process can hold it up). Must not depend on the
- * hook bodies. */
+ * process's state and the file: no other process can hold it up). What it knows of a device
+ * (its UUID, its size) the registry tells it (gp_group_budget_install). Must not depend on the
+ * registry or the call bodies. */
 #include "group_budget.h"
 
 #include <errno.h>
@@ -15,17 +16,15 @@
 #include "budget.h"
 #include "format.h"
 #include "group.h"
-#include "libcuda.h"
 #include "log.h"
-#include "registry.h"
-#include "registry_internal.h"
-#include "statpage.h"
 
 enum { JOIN_NONE, JOIN_BUSY, JOIN_DONE, JOIN_OFF };
 /* A device's group slot: SLOT_UNKNOWN until its first take, SLOT_NONE when it has none. */
 #define SLOT_UNKNOWN (-2)
 #define SLOT_NONE (-1)
 
+static const struct gp_config *cfg; /* the process's, set once by the initialisation */
+static gp_group_budget_facts facts;
 static struct gp_group group;
 static atomic_int state = JOIN_NONE;
 static atomic_bool lost;
@@ -54,7 +53,7 @@ static void leave_at_exit(void)
 }
 
 /* Joins once; true when this process is a member. */
-static bool joined(const struct gp_registry *r)
+static bool joined(void)
 {
 	int s = atomic_load_explicit(&state, memory_order_acquire);
 	if (__builtin_expect(s == JOIN_DONE, 1))
@@ -64,11 +63,11 @@ static bool joined(const struct gp_registry *r)
 	if (s == JOIN_NONE && atomic_compare_exchange_strong(&state, &s, JOIN_BUSY)) {
 		char why[400];
 		reset_slots();
-		int rc = gp_group_join(&group, r->cfg.group, why, sizeof why);
+		int rc = gp_group_join(&group, cfg->group, why, sizeof why);
 		if (rc)
-			gp_log(GP_LOG_WARN, "group %s: %s; this process runs without the group", r->cfg.group, why);
+			gp_log(GP_LOG_WARN, "group %s: %s; this process runs without the group", cfg->group, why);
 		else
-			gp_log(GP_LOG_INFO, "group %s: joined (member slot %u)", r->cfg.group, group.me);
+			gp_log(GP_LOG_INFO, "group %s: joined (member slot %u)", cfg->group, group.me);
 		static bool atexit_set; /* once per process image: a forked child keeps its parent's */
 		if (!rc && !atexit_set)
 			atexit_set = atexit(leave_at_exit) == 0;
@@ -90,30 +89,22 @@ static void uuid_text(char out[GP_FORMAT_UUID_LEN], const unsigned char uuid[GP_
 
 /* The group slot of `device`, found on first use; SLOT_UNKNOWN while its UUID cannot be read
  * (looked for again at the next call). */
-static int device_slot(const struct gp_registry *r, int device)
+static int device_slot(int device)
 {
 	int s = atomic_load_explicit(&slot[device], memory_order_acquire);
 	if (__builtin_expect(s != SLOT_UNKNOWN, 1))
 		return s;
 	unsigned char uuid[GP_GROUP_UUID_LEN];
-	const struct gpupool_device_stats *st = device < r->ndev ? gp_registry_slot(r, device) : NULL;
-	size_t total = st ? (size_t)__atomic_load_n(&st->device_total_bytes, __ATOMIC_RELAXED) : 0, f;
-	/* a percentage needs the device's size: asked of the backend when the page has none yet
-	 * (a backend call as a segment's, with the same locks held) */
-	if (r->cfg.group_limit_percent && !total &&
-	    gp_registry_backend()->mem_info(gp_registry_backend()->ctx, device, &f, &total) != 0)
-		total = 0;
-	size_t want = gp_config_group_limit(&r->cfg, total);
-	/* the page's uuid (the driver's, or the runtime's where the driver is not loaded where
-	 * gpupool can see it), else the driver's */
-	if (st && gp_statpage_uuid_known(st))
-		memcpy(uuid, st->uuid, sizeof uuid);
-	else if (gp_libcuda_device_uuid(device, uuid) != 0)
+	size_t total = 0;
+	/* a percentage needs the device's size */
+	int known = facts(device, uuid, &total, cfg->group_limit_percent != 0);
+	size_t want = gp_config_group_limit(cfg, total);
+	if (known != 0)
 		return SLOT_UNKNOWN; /* not known yet: counted early, and looked for again */
 	if ((s = gp_group_device(&group, uuid, want)) < 0) {
 		gp_log(GP_LOG_WARN, "group %s: device %d: the file has no room for another device (%u); its memory is not "
 				    "counted in the group",
-		       r->cfg.group, device, GP_GROUP_DEVICES);
+		       cfg->group, device, GP_GROUP_DEVICES);
 		s = SLOT_NONE;
 	} else {
 		uint64_t budget, used, mine;
@@ -124,10 +115,10 @@ static int device_slot(const struct gp_registry *r, int device)
 		if (want && budget != want)
 			gp_log(GP_LOG_INFO, "group %s: device %d (%s): the group's budget is %s, set by the member that "
 					    "first used it; this process's group_limit (%s) is not used",
-			       r->cfg.group, device, u, gp_format_bytes(b, sizeof b, budget),
+			       cfg->group, device, u, gp_format_bytes(b, sizeof b, budget),
 			       gp_format_bytes(w, sizeof w, want));
 		else
-			gp_log(GP_LOG_INFO, "group %s: device %d (%s): budget %s, the group holds %s", r->cfg.group, device,
+			gp_log(GP_LOG_INFO, "group %s: device %d (%s): budget %s, the group holds %s", cfg->group, device,
 			       u, budget ? gp_format_bytes(b, sizeof b, budget) : "none", gp_format_bytes(h, sizeof h, used));
 	}
 	int unknown = SLOT_UNKNOWN;
@@ -143,10 +134,9 @@ static int device_slot(const struct gp_registry *r, int device)
  * SLOT_UNKNOWN (its UUID not known yet), or the slot. */
 static int slot_of(int device)
 {
-	const struct gp_registry *r = gp_registry_get_driver();
-	if (__builtin_expect(!r->cfg.group[0], 1) || device < 0 || device >= GPUPOOL_MAX_DEVICES || !joined(r))
+	if (__builtin_expect(!cfg || !cfg->group[0], 1) || device < 0 || device >= GPUPOOL_MAX_DEVICES || !joined())
 		return SLOT_NONE;
-	return device_slot(r, device);
+	return device_slot(device);
 }
 
 static void slot_lost(void)
@@ -154,7 +144,7 @@ static void slot_lost(void)
 	if (!atomic_exchange(&lost, true) && !atomic_load(&retired))
 		gp_log(GP_LOG_WARN, "group %s: another member took this process for dead and returned its share; this "
 				    "process is no longer counted in the group",
-		       gp_registry_get_driver()->cfg.group);
+		       cfg->group);
 }
 
 int gp_group_budget_take(int device, size_t bytes)
@@ -196,7 +186,7 @@ void gp_group_budget_give(int device, size_t bytes)
 	}
 }
 
-void gp_group_budget_install(const struct gp_config *cfg)
+void gp_group_budget_install(const struct gp_config *c, gp_group_budget_facts f)
 {
 	static const struct gp_budget_group calls = {
 		.take = gp_group_budget_take,
@@ -204,7 +194,9 @@ void gp_group_budget_install(const struct gp_config *cfg)
 		.charge = gp_group_budget_charge,
 		.after_fork = gp_group_budget_after_fork,
 	};
-	if (cfg->group[0])
+	cfg = c;
+	facts = f;
+	if (c->group[0])
 		gp_budget_set_group(&calls);
 }
 
@@ -230,7 +222,7 @@ size_t gp_group_budget_describe(int device, char *buf, size_t cap)
 	uint64_t budget = 0, used = 0, mine = 0;
 	gp_group_total(&group, s, &budget, &used, &mine);
 	char b[3][32];
-	int n = snprintf(buf, cap, "group %s: budget %s, the group holds %s, this process %s", gp_registry_get()->cfg.group,
+	int n = snprintf(buf, cap, "group %s: budget %s, the group holds %s, this process %s", cfg->group,
 			 gp_format_bytes(b[0], sizeof b[0], budget), gp_format_bytes(b[1], sizeof b[1], used),
 			 gp_format_bytes(b[2], sizeof b[2], mine));
 	return n > 0 ? (size_t)n : 0;

@@ -2,7 +2,7 @@
  * through to the runtime, and answered in cudaError_t. Owns no state of its own; must not
  * depend on the fence thread's or the exit report's internals, nor initialise anything
  * itself (the registry does, on the first call). */
-#include "shim.h"
+#include "runtime_calls.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -13,6 +13,7 @@
 #include "fence_thread.h"
 #include "group_budget.h"
 #include "last_error.h"
+#include "ladder.h"
 #include "log.h"
 #include "pool.h"
 #include "proc.h"
@@ -29,7 +30,7 @@
 /* How long gpupool_stats waits for a device's counters to settle (ns). The pool keeps them
  * mid-update across its own runtime calls (a segment's cudaMalloc, or a cudaFree that waits
  * for the device's work to finish), so a snapshot may have to wait as long as those. */
-#define GP_SHIM_STATS_PATIENCE_NS (5 * GP_NS_PER_S)
+#define GP_CALLS_STATS_PATIENCE_NS (5 * GP_NS_PER_S)
 
 /* The current device, or -1 when it is beyond the pooled ones. One device: no call.
  * Several: the runtime is asked on every allocation, never cached per thread. A cache kept
@@ -166,7 +167,7 @@ static inline int rt_device(const void *c_, bool *served)
 static inline void *rt_pool(const void *c_, int dev)
 {
 	const struct rt_call *c = c_;
-	return gp_registry_pool(c->r, dev);
+	return gp_ladder_pool(c->r, dev);
 }
 
 static const struct gp_route_ask rt_ask = {rt_capturing, rt_device, rt_pool};
@@ -308,7 +309,7 @@ static cudaError_t managed_call(const struct gp_runtime *rt, void *arg)
 static size_t managed_bytes(void *arg) { return ((struct managed_args *)arg)->size; }
 static void *managed_ptr(void *arg) { return *((struct managed_args *)arg)->ptr; }
 
-cudaError_t gp_shim_malloc_managed(void **ptr, size_t size, unsigned flags)
+cudaError_t gp_calls_malloc_managed(void **ptr, size_t size, unsigned flags)
 {
 	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get();
@@ -351,7 +352,7 @@ static size_t pitch_bytes(void *arg)
 
 static void *pitch_ptr(void *arg) { return *((struct pitch_args *)arg)->ptr; }
 
-cudaError_t gp_shim_malloc_pitch(void **ptr, size_t *pitch, size_t width, size_t height)
+cudaError_t gp_calls_malloc_pitch(void **ptr, size_t *pitch, size_t width, size_t height)
 {
 	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get();
@@ -389,7 +390,7 @@ static size_t m3d_bytes(void *arg)
 
 static void *m3d_ptr(void *arg) { return ((struct m3d_args *)arg)->out->ptr; }
 
-cudaError_t gp_shim_malloc_3d(struct cudaPitchedPtr *out, struct cudaExtent extent)
+cudaError_t gp_calls_malloc_3d(struct cudaPitchedPtr *out, struct cudaExtent extent)
 {
 	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get();
@@ -408,7 +409,7 @@ cudaError_t gp_shim_malloc_3d(struct cudaPitchedPtr *out, struct cudaExtent exte
 	return unpooled_alloc(r, dev, guess, GP_BUDGET_PITCHED, "cudaMalloc3D", &u);
 }
 
-cudaError_t gp_shim_malloc_from_pool(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t s, bool ptsz)
+cudaError_t gp_calls_malloc_from_pool(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t s, bool ptsz)
 {
 	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get();
@@ -431,7 +432,7 @@ cudaError_t gp_shim_malloc_from_pool(void **ptr, size_t size, cudaMemPool_t pool
 	return mempool_alloc(r, ptr, size, (uintptr_t)pool, true, s, call, dev);
 }
 
-cudaError_t gp_shim_mem_pool_create(cudaMemPool_t *pool, const struct cudaMemPoolProps *props)
+cudaError_t gp_calls_mem_pool_create(cudaMemPool_t *pool, const struct cudaMemPoolProps *props)
 {
 	const struct gp_registry *r = gp_registry_get();
 	cudaError_t (*fn)(cudaMemPool_t *, const struct cudaMemPoolProps *) = RT_FN(r, MemPoolCreate);
@@ -446,7 +447,7 @@ cudaError_t gp_shim_mem_pool_create(cudaMemPool_t *pool, const struct cudaMemPoo
 	return e;
 }
 
-cudaError_t gp_shim_mem_pool_destroy(cudaMemPool_t pool)
+cudaError_t gp_calls_mem_pool_destroy(cudaMemPool_t pool)
 {
 	const struct gp_registry *r = gp_registry_get();
 	cudaError_t (*fn)(cudaMemPool_t) = RT_FN(r, MemPoolDestroy);
@@ -458,7 +459,7 @@ cudaError_t gp_shim_mem_pool_destroy(cudaMemPool_t pool)
 	return e;
 }
 
-cudaError_t gp_shim_device_set_mem_pool(int dev, cudaMemPool_t pool)
+cudaError_t gp_calls_device_set_mem_pool(int dev, cudaMemPool_t pool)
 {
 	const struct gp_registry *r = gp_registry_get();
 	cudaError_t (*fn)(int, cudaMemPool_t) = RT_FN(r, DeviceSetMemPool);
@@ -490,7 +491,7 @@ static cudaError_t unpooled_free(const struct gp_registry *r, void *ptr, cudaStr
 	return e;
 }
 
-cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call call)
+cudaError_t gp_calls_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call call)
 {
 	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get();
@@ -530,7 +531,7 @@ cudaError_t gp_shim_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call
 	if (!sync && __builtin_expect(gp_streamkey_tag(key) == GP_STREAMKEY_PTDS, 0))
 		gp_registry_stream_seen(r, "used the per-thread default stream");
 	uintptr_t a = 0;
-	if (__builtin_expect(gp_registry_alloc(p, dev, size, key, sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC,
+	if (__builtin_expect(gp_ladder_alloc(p, dev, size, key, sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC,
 					       sync ? 0 : s, &a) != 0, 0))
 		return alloc_failed(r, dev, size);
 	*ptr = (void *)a;
@@ -554,7 +555,7 @@ static __attribute__((noinline, cold)) bool captured_free_kept(const struct gp_r
 	return false;
 }
 
-cudaError_t gp_shim_free(void *ptr, cudaStream_t s, enum gp_call call)
+cudaError_t gp_calls_free(void *ptr, cudaStream_t s, enum gp_call call)
 {
 	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get();
@@ -609,7 +610,7 @@ cudaError_t gp_shim_free(void *ptr, cudaStream_t s, enum gp_call call)
 	return e;
 }
 
-cudaError_t gp_shim_mem_get_info(size_t *free_bytes, size_t *total_bytes)
+cudaError_t gp_calls_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 {
 	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get();
@@ -644,7 +645,7 @@ cudaError_t gp_shim_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 	return e;
 }
 
-cudaError_t gp_shim_ipc_get_mem_handle(cudaIpcMemHandle_t *handle, void *ptr)
+cudaError_t gp_calls_ipc_get_mem_handle(cudaIpcMemHandle_t *handle, void *ptr)
 {
 	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get();
@@ -683,7 +684,7 @@ cudaError_t gp_shim_ipc_get_mem_handle(cudaIpcMemHandle_t *handle, void *ptr)
 	return r->rt->IpcGetMemHandle(handle, ptr);
 }
 
-cudaError_t gp_shim_begin_capture(cudaStream_t s, enum cudaStreamCaptureMode mode, bool ptsz)
+cudaError_t gp_calls_begin_capture(cudaStream_t s, enum cudaStreamCaptureMode mode, bool ptsz)
 {
 	const struct gp_registry *r = gp_registry_get();
 	cudaError_t (*begin)(cudaStream_t, enum cudaStreamCaptureMode) =
@@ -699,7 +700,7 @@ cudaError_t gp_shim_begin_capture(cudaStream_t s, enum cudaStreamCaptureMode mod
 	return e;
 }
 
-cudaError_t gp_shim_end_capture(cudaStream_t s, cudaGraph_t *graph, bool ptsz)
+cudaError_t gp_calls_end_capture(cudaStream_t s, cudaGraph_t *graph, bool ptsz)
 {
 	const struct gp_registry *r = gp_registry_get();
 	const struct gp_runtime_streamed *v = r->rt ? &r->rt->variant[ptsz ? GP_RT_PTSZ : GP_RT_PLAIN] : NULL;
@@ -717,7 +718,7 @@ cudaError_t gp_shim_end_capture(cudaStream_t s, cudaGraph_t *graph, bool ptsz)
 	return e;
 }
 
-cudaError_t gp_shim_stream_destroy(cudaStream_t s)
+cudaError_t gp_calls_stream_destroy(cudaStream_t s)
 {
 	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get();
@@ -738,7 +739,7 @@ cudaError_t gp_shim_stream_destroy(cudaStream_t s)
 	return fn(s);
 }
 
-cudaError_t gp_shim_stream_create(cudaStream_t *s, unsigned flags, int priority, enum gp_stream_create how)
+cudaError_t gp_calls_stream_create(cudaStream_t *s, unsigned flags, int priority, enum gp_stream_create how)
 {
 	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get();
@@ -761,7 +762,7 @@ cudaError_t gp_shim_stream_create(cudaStream_t *s, unsigned flags, int priority,
 	return e;
 }
 
-cudaError_t gp_shim_device_reset(void)
+cudaError_t gp_calls_device_reset(void)
 {
 	const struct gp_registry *r = gp_registry_get();
 	cudaError_t (*fn)(void) = RT_FN(r, DeviceReset);
@@ -788,7 +789,7 @@ cudaError_t gp_shim_device_reset(void)
 
 /* ---- public API ------------------------------------------------------------------------ */
 
-long long gp_shim_release(int device)
+long long gp_calls_release(int device)
 {
 	GP_REGISTRY_READER;
 	/* the pools serve both layers: on while either layer is */
@@ -800,7 +801,7 @@ long long gp_shim_release(int device)
 	return gp_registry_release(device);
 }
 
-int gp_shim_trace_flush(char *path, size_t len)
+int gp_calls_trace_flush(char *path, size_t len)
 {
 	const struct gp_registry *r = gp_registry_get();
 	if (r->off)
@@ -817,7 +818,7 @@ int gp_shim_trace_flush(char *path, size_t len)
 	return rc;
 }
 
-int gp_shim_stats(int device, struct gpupool_device_stats *out)
+int gp_calls_stats(int device, struct gpupool_device_stats *out)
 {
 	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get_driver();
@@ -825,6 +826,6 @@ int gp_shim_stats(int device, struct gpupool_device_stats *out)
 		return -ENOSYS;
 	if (device < 0 || device >= r->ndev || !atomic_load(&r->pools[device]))
 		return -ENODEV;
-	uint64_t deadline = gp_clock_ns(CLOCK_MONOTONIC) + GP_SHIM_STATS_PATIENCE_NS;
+	uint64_t deadline = gp_clock_ns(CLOCK_MONOTONIC) + GP_CALLS_STATS_PATIENCE_NS;
 	return gp_statpage_snapshot_until(gp_registry_slot(r, device), out, deadline) ? 0 : -EAGAIN;
 }

@@ -2,10 +2,11 @@
  * the page's release requests, the reclaim exchange (reclaim.c), and each second the decay
  * pass and the device's figures. Every action inside a registry read section, so that a
  * pool a device reset kills is never freed under it; nothing after exit began. Depends on
- * the registry, the pool, share.h and reclaim.h. */
+ * the registry, the pool, share.h and reclaim.h; never on the call bodies. */
 #include "release_thread.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -149,10 +150,17 @@ static void *release_main(void *arg)
 	return NULL;
 }
 
+/* At exit, before the registry's exit handler (registered with the first pool, before this
+ * thread started: exit handlers run last registered first). */
+static void stop_at_exit(void) { gp_release_thread_stop(); }
+
 void gp_release_thread_start(void)
 {
 	if (atomic_exchange(&started, true))
 		return;
+	static bool atexit_set; /* once per process image: a forked child keeps its parent's */
+	if (!atexit_set)
+		atexit_set = atexit(stop_at_exit) == 0;
 	sock = gp_share_listen(getpid());
 	if (sock >= 0) {
 		sock = gp_outfile_move_high(sock);

@@ -1,8 +1,8 @@
 /* The per-device budget: the one place where the process's `limit` (per device) is checked,
  * for the pools' segments and for every allocation path gpupool does not pool (the driver's
  * virtual memory API, pools the program made, managed and pitched memory). Lock-free (one
- * compare-and-swap per take); no CUDA types, no I/O. Must not depend on the hook bodies; a
- * group budget (several processes under one cap) plugs in here, behind take and give. */
+ * compare-and-swap per take); no CUDA types, no I/O. Must not depend on the registry or the
+ * call bodies; a group budget (several processes under one cap) plugs in here, behind take and give. */
 #ifndef GP_BUDGET_H
 #define GP_BUDGET_H
 
@@ -39,12 +39,11 @@ void gp_budget_charge(int device, size_t bytes, enum gp_budget_kind kind);
 /* What `kind` holds on `device` now (bytes); GP_BUDGET_KINDS: every kind together. */
 uint64_t gp_budget_held(int device, enum gp_budget_kind kind);
 
-/* The device's limit as the budget applies it (bytes; 0: none), and setting it. The library
- * sets it from the device's pool (struct gp_pool_params.limit, the slot's limit_bytes) before
- * each take: gp_budget_limit_refresh (budget_backend.c). */
+/* The device's limit as the budget applies it (bytes; 0: none), and setting it. The registry
+ * sets it as it makes the device's pool (struct gp_pool_params.limit, the slot's
+ * limit_bytes), before anything is taken on the device: every path makes the pool first. */
 uint64_t gp_budget_limit(int device);
 void gp_budget_set_limit(int device, uint64_t bytes);
-void gp_budget_limit_refresh(int device);
 
 /* Gives back more than was held, counted since the process started (each one logged once). */
 uint64_t gp_budget_inconsistencies(void);

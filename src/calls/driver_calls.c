@@ -3,7 +3,7 @@
  * answered in CUresult. Only allocations made while a device's primary context is current
  * are pooled; any other context's pass through. Owns the cache of primary-context handles;
  * must not depend on the runtime layer's hook bodies (shim.c) or the pool's internals. */
-#include "shim_driver.h"
+#include "driver_calls.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -20,6 +20,7 @@
 #include "group_budget.h"
 #include "streamkey.h"
 #include "entries.h"
+#include "ladder.h"
 #include "log.h"
 #include "pool.h"
 #include "reclaim.h"
@@ -151,7 +152,7 @@ static inline int drv_device(const void *c_, bool *served)
 static inline void *drv_pool(const void *c_, int dev)
 {
 	const struct drv_call *c = c_;
-	return gp_registry_pool(c->r, dev);
+	return gp_ladder_pool(c->r, dev);
 }
 
 static const struct gp_route_ask drv_ask = {drv_capturing, drv_device, drv_pool};
@@ -242,7 +243,7 @@ static CUresult unpooled_free(const struct gp_driver *D, const struct gp_registr
 	return e;
 }
 
-CUresult gp_shim_driver_mem_create(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+CUresult gp_calls_driver_mem_create(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
 				   unsigned long long flags)
 {
 	GP_REGISTRY_READER;
@@ -273,7 +274,7 @@ CUresult gp_shim_driver_mem_create(CUmemGenericAllocationHandle *handle, size_t 
 	return e;
 }
 
-CUresult gp_shim_driver_mem_release(CUmemGenericAllocationHandle handle)
+CUresult gp_calls_driver_mem_release(CUmemGenericAllocationHandle handle)
 {
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || !D->cuMemRelease)
@@ -291,7 +292,7 @@ CUresult gp_shim_driver_mem_release(CUmemGenericAllocationHandle handle)
 }
 
 /* cuMemAllocManaged and cuMemAllocPitch: counted against the current context's device. */
-CUresult gp_shim_driver_mem_alloc_managed(CUdeviceptr *dptr, size_t size, unsigned flags)
+CUresult gp_calls_driver_mem_alloc_managed(CUdeviceptr *dptr, size_t size, unsigned flags)
 {
 	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
@@ -319,7 +320,7 @@ CUresult gp_shim_driver_mem_alloc_managed(CUdeviceptr *dptr, size_t size, unsign
 /* The pitch is the driver's choice (a multiple of its pitch alignment, at least the width):
  * the width rounded to 512 bytes rows is taken first, and the difference to pitch x height
  * counted once the driver said the pitch. */
-CUresult gp_shim_driver_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+CUresult gp_calls_driver_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
 					unsigned elem)
 {
 	GP_REGISTRY_READER;
@@ -356,7 +357,7 @@ CUresult gp_shim_driver_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t
 	return e;
 }
 
-CUresult gp_shim_driver_mem_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props)
+CUresult gp_calls_driver_mem_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props)
 {
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || !D->cuMemPoolCreate)
@@ -369,7 +370,7 @@ CUresult gp_shim_driver_mem_pool_create(CUmemoryPool *pool, const CUmemPoolProps
 	return e;
 }
 
-CUresult gp_shim_driver_mem_pool_destroy(CUmemoryPool pool)
+CUresult gp_calls_driver_mem_pool_destroy(CUmemoryPool pool)
 {
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || !D->cuMemPoolDestroy)
@@ -380,7 +381,7 @@ CUresult gp_shim_driver_mem_pool_destroy(CUmemoryPool pool)
 	return e;
 }
 
-CUresult gp_shim_driver_device_set_mem_pool(CUdevice dev, CUmemoryPool pool)
+CUresult gp_calls_driver_device_set_mem_pool(CUdevice dev, CUmemoryPool pool)
 {
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || !D->cuDeviceSetMemPool)
@@ -391,7 +392,7 @@ CUresult gp_shim_driver_device_set_mem_pool(CUdevice dev, CUmemoryPool pool)
 	return e;
 }
 
-CUresult gp_shim_driver_mem_alloc_from_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s, bool ptsz)
+CUresult gp_calls_driver_mem_alloc_from_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s, bool ptsz)
 {
 	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
@@ -415,7 +416,7 @@ CUresult gp_shim_driver_mem_alloc_from_pool(CUdeviceptr *dptr, size_t size, CUme
 	return mempool_alloc(D, dptr, size, (uintptr_t)pool, s, ptsz ? GP_DRV_ASYNC_PTSZ : GP_DRV_ASYNC, dev, true);
 }
 
-CUresult gp_shim_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, enum gp_drv_call call)
+CUresult gp_calls_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, enum gp_drv_call call)
 {
 	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
@@ -457,7 +458,7 @@ CUresult gp_shim_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, en
 	gp_pool *p = pool;
 	uintptr_t a = 0;
 	bool sync = call == GP_DRV_SYNC;
-	if (gp_registry_alloc(p, dev, size, stream_key(r, s, call), sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC,
+	if (gp_ladder_alloc(p, dev, size, stream_key(r, s, call), sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC,
 			      sync ? 0 : (cudaStream_t)s, &a) != 0) {
 		char msg[256];
 		gp_registry_oom_message(msg, sizeof msg, dev, size);
@@ -496,7 +497,7 @@ static enum gp_where where_is(const struct gp_registry *r, uintptr_t ptr, struct
 	return GP_AT_NONE;
 }
 
-CUresult gp_shim_driver_mem_free(CUdeviceptr ptr, CUstream s, enum gp_drv_call call)
+CUresult gp_calls_driver_mem_free(CUdeviceptr ptr, CUstream s, enum gp_drv_call call)
 {
 	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
@@ -549,7 +550,7 @@ CUresult gp_shim_driver_mem_free(CUdeviceptr ptr, CUstream s, enum gp_drv_call c
 	return e;
 }
 
-CUresult gp_shim_driver_mem_get_info(size_t *free_bytes, size_t *total_bytes)
+CUresult gp_calls_driver_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 {
 	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
@@ -583,7 +584,7 @@ CUresult gp_shim_driver_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 	return e;
 }
 
-CUresult gp_shim_driver_ipc_get_mem_handle(CUipcMemHandle *handle, CUdeviceptr ptr)
+CUresult gp_calls_driver_ipc_get_mem_handle(CUipcMemHandle *handle, CUdeviceptr ptr)
 {
 	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
@@ -616,7 +617,7 @@ CUresult gp_shim_driver_ipc_get_mem_handle(CUipcMemHandle *handle, CUdeviceptr p
  * live allocation gets the driver's answer for memory that is not allocated, not the
  * segment's range: NCCL and RDMA registration would otherwise register memory the program
  * does not own, or free. */
-CUresult gp_shim_driver_mem_get_address_range(CUdeviceptr *base, size_t *size, CUdeviceptr ptr)
+CUresult gp_calls_driver_mem_get_address_range(CUdeviceptr *base, size_t *size, CUdeviceptr ptr)
 {
 	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
@@ -637,7 +638,7 @@ CUresult gp_shim_driver_mem_get_address_range(CUdeviceptr *base, size_t *size, C
 	return CUDA_SUCCESS;
 }
 
-CUresult gp_shim_driver_pointer_get_attribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr)
+CUresult gp_calls_driver_pointer_get_attribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr)
 {
 	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
@@ -659,7 +660,7 @@ CUresult gp_shim_driver_pointer_get_attribute(void *data, CUpointer_attribute at
 	return CUDA_SUCCESS;
 }
 
-CUresult gp_shim_driver_begin_capture(CUstream s, CUstreamCaptureMode mode, enum gp_drv_begin which)
+CUresult gp_calls_driver_begin_capture(CUstream s, CUstreamCaptureMode mode, enum gp_drv_begin which)
 {
 	const struct gp_driver *D = gp_libcuda_get();
 	CUresult (*v1)(CUstream) = !D ? NULL : which == GP_DRV_BEGIN_V1 ? D->cuStreamBeginCapture
@@ -679,7 +680,7 @@ CUresult gp_shim_driver_begin_capture(CUstream s, CUstreamCaptureMode mode, enum
 	return e;
 }
 
-CUresult gp_shim_driver_end_capture(CUstream s, CUgraph *graph, bool ptsz)
+CUresult gp_calls_driver_end_capture(CUstream s, CUgraph *graph, bool ptsz)
 {
 	const struct gp_driver *D = gp_libcuda_get();
 	CUresult (*end)(CUstream, CUgraph *) = !D ? NULL : ptsz ? D->cuStreamEndCapture_ptsz : D->cuStreamEndCapture;
@@ -699,7 +700,7 @@ CUresult gp_shim_driver_end_capture(CUstream s, CUgraph *graph, bool ptsz)
 	return e;
 }
 
-CUresult gp_shim_driver_stream_create(CUstream *ph, unsigned flags, int priority, bool with_priority,
+CUresult gp_calls_driver_stream_create(CUstream *ph, unsigned flags, int priority, bool with_priority,
 				 const void *caller)
 {
 	GP_REGISTRY_READER;
@@ -727,7 +728,7 @@ CUresult gp_shim_driver_stream_create(CUstream *ph, unsigned flags, int priority
 	return e;
 }
 
-CUresult gp_shim_driver_stream_destroy(CUstream s, bool v2)
+CUresult gp_calls_driver_stream_destroy(CUstream s, bool v2)
 {
 	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
@@ -784,7 +785,7 @@ static void reset_end(const struct gp_registry *r, int dev, bool done)
 		gp_unpooled_refresh(dev); /* what survives a reset, in the slot the retirement zeroed */
 }
 
-CUresult gp_shim_driver_primary_ctx_reset(CUdevice dev, bool v2)
+CUresult gp_calls_driver_primary_ctx_reset(CUdevice dev, bool v2)
 {
 	const struct gp_driver *D = gp_libcuda_get();
 	CUresult (*fn)(CUdevice) = !D ? NULL : v2 ? D->cuDevicePrimaryCtxReset_v2 : D->cuDevicePrimaryCtxReset;
@@ -798,7 +799,7 @@ CUresult gp_shim_driver_primary_ctx_reset(CUdevice dev, bool v2)
 	return e;
 }
 
-CUresult gp_shim_driver_ctx_destroy(CUcontext ctx, bool v2)
+CUresult gp_calls_driver_ctx_destroy(CUcontext ctx, bool v2)
 {
 	const struct gp_driver *D = gp_libcuda_get();
 	CUresult (*fn)(CUcontext) = !D ? NULL : v2 ? D->cuCtxDestroy_v2 : D->cuCtxDestroy;
@@ -849,7 +850,7 @@ static void *by_version(const struct gp_entries *t, const struct gp_driver *D, c
 	return ours;
 }
 
-CUresult gp_shim_driver_get_proc_address(const char *symbol, void **pfn, int version, cuuint64_t flags,
+CUresult gp_calls_driver_get_proc_address(const char *symbol, void **pfn, int version, cuuint64_t flags,
 				    CUdriverProcAddressQueryResult *status, bool v2, const struct gp_entries *t)
 {
 	const struct gp_driver *D = gp_libcuda_get();
@@ -870,7 +871,7 @@ CUresult gp_shim_driver_get_proc_address(const char *symbol, void **pfn, int ver
 	return e;
 }
 
-void gp_shim_driver_after_fork(void)
+void gp_calls_driver_after_fork(void)
 {
 	gp_unpooled_after_fork();
 	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++)

@@ -5,6 +5,7 @@
 #include "registry.h"
 #include "registry_internal.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "libcuda.h"
 #include "log.h"
 #include "rank.h"
+#include "statpage.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct gp_registry R;        /* complete once have_runtime */
@@ -33,6 +35,25 @@ const struct gp_backend *gp_registry_backend(void) { return &guarded; }
 
 static const char *env_get(const char *name) { return getenv(name); }
 
+/* The group's view of a device (group_budget.h): its size from the page (the device's
+ * figure, recorded with its pool) or else the backend, and its UUID from the page (the
+ * driver's, or the runtime's where the driver is not loaded where gpupool can see it), else
+ * the driver's. */
+static int group_facts(int device, unsigned char uuid[16], size_t *total, bool need_total)
+{
+	const struct gpupool_device_stats *st = device < R.ndev ? gp_registry_slot(&R, device) : NULL;
+	size_t t = st ? (size_t)__atomic_load_n(&st->device_total_bytes, __ATOMIC_RELAXED) : 0, f;
+	/* a backend call as a segment's, with the same locks held */
+	if (need_total && !t && guarded.mem_info(guarded.ctx, device, &f, &t) != 0)
+		t = 0;
+	*total = t;
+	if (st && gp_statpage_uuid_known(st)) {
+		memcpy(uuid, st->uuid, GPUPOOL_UUID_LEN);
+		return 0;
+	}
+	return gp_libcuda_device_uuid(device, uuid) == 0 ? 0 : -EAGAIN;
+}
+
 static void init_once(void)
 {
 	/* bad knobs are logged against a budget of their own (log.h) */
@@ -41,7 +62,7 @@ static void init_once(void)
 	gp_log_kind_set(kind);
 	gp_log_set_level(R.cfg.log_level);
 	gp_config_log_notes(&R.cfg); /* what was taken from a scheduler's variables, at info level */
-	gp_group_budget_install(&R.cfg);
+	gp_group_budget_install(&R.cfg, group_facts);
 	R.refuse = rc != 0;
 	R.captures = gp_capture_counter();
 	atomic_init(&R.sync_key, R.cfg.legacy_stream ? (gp_stream)0 : GP_NO_STREAM);
@@ -54,7 +75,6 @@ static void init_once(void)
 	/* what the hooks see while the process has no runtime: no table, off */
 	R_absent = R;
 	gp_registry_lifecycle_init();
-	gp_fork_arm();
 }
 
 /* The runtime is found: R gets it and what depends on it. Once, under runtime_lock. */

@@ -1,20 +1,9 @@
-/* The pools' side of the budget (budget.h): a backend whose segments pass it, and each
- * device's limit as the budget applies it, read from the registry's page slot (the pool's
- * own limit). Must not depend on the hook bodies. */
+/* The pools' side of the budget (budget.h): a backend whose segments pass it. The limit it
+ * checks is the device's pool's own (struct gp_pool_params.limit), which the registry sets
+ * in the budget as it makes the pool. Must not depend on the registry or the call bodies. */
 #include "budget.h"
 
 #include <errno.h>
-
-#include "registry.h"
-
-void gp_budget_limit_refresh(int device)
-{
-	/* the slot is set before its pool is published and keeps its limit across resets */
-	const struct gp_registry *r = gp_registry_get_driver();
-	const struct gpupool_device_stats *st = device >= 0 && device < r->ndev ? gp_registry_slot(r, device) : NULL;
-	if (st)
-		gp_budget_set_limit(device, __atomic_load_n(&st->limit_bytes, __ATOMIC_RELAXED));
-}
 
 static const struct gp_backend *inner;
 static struct gp_backend wrapped;
@@ -22,7 +11,6 @@ static struct gp_backend wrapped;
 static int b_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
 {
 	(void)ctx;
-	gp_budget_limit_refresh(device); /* two loads: the pool exists, so the registry is settled */
 	if (gp_budget_take(device, size, GP_BUDGET_POOL) != 0)
 		return -ENOMEM; /* the pool sees a full device: it releases its cache and retries */
 	int rc = inner->segment_alloc(inner->ctx, device, size, addr);

@@ -6,10 +6,11 @@
 #ifndef GP_RELEASE_THREAD_H
 #define GP_RELEASE_THREAD_H
 
-/* Starts the thread once (a no-op after). Needs the registry settled and a pool made. */
+/* Starts the thread once (a no-op after), and arms its stop at exit. Needs the registry
+ * settled and a pool made: the call bodies' first pool starts it (calls/ladder.h). */
 void gp_release_thread_start(void);
 
-/* Exit: stops the thread's work (nothing reaches CUDA after this returns; bounded wait for
+/* Exit (its own exit handler, before the registry's report): stops the thread's work (nothing reaches CUDA after this returns; bounded wait for
  * what is in flight: 2 s). */
 void gp_release_thread_stop(void);
 

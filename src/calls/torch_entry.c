@@ -9,6 +9,7 @@
 #include "backend_cuda.h"
 #include "cxx_error.h"
 #include "last_error.h"
+#include "ladder.h"
 #include "log.h"
 #include "registry.h"
 #include "trace.h"
@@ -19,7 +20,7 @@ void *gp_torch_malloc(size_t size, int device, cudaStream_t stream)
 	const struct gp_registry *r = gp_registry_get();
 	if (r->off || r->refuse || device < 0 || device >= r->ndev || size == 0)
 		return NULL;
-	gp_pool *p = gp_registry_pool(r, device);
+	gp_pool *p = gp_ladder_pool(r, device);
 	if (!p)
 		return NULL;
 	/* a new segment comes from the current device: make it `device` for the call */
@@ -27,7 +28,7 @@ void *gp_torch_malloc(size_t size, int device, cudaStream_t stream)
 	if (r->ndev > 1 && (r->rt->GetDevice(&cur) != cudaSuccess || cur != device))
 		(void)r->rt->SetDevice(device);
 	uintptr_t a = 0;
-	int rc = gp_registry_alloc(p, device, size, gp_cuda_stream_key(stream, false), GP_TRACE_MALLOC_ASYNC, stream,
+	int rc = gp_ladder_alloc(p, device, size, gp_cuda_stream_key(stream, false), GP_TRACE_MALLOC_ASYNC, stream,
 				   &a);
 	if (cur != device)
 		(void)r->rt->SetDevice(cur);
