@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """gen_man.py SCDOC IN.scd OUT README.md DOCDIR [wheel]: OUT = scdoc's rendering of IN.scd,
 where a line '@KNOBS@' becomes the knob table of README.md (between <!-- knobs:begin --> and
-<!-- knobs:end -->, which tests/unit/test_config keeps identical to src/config/config.c's table),
+<!-- knobs:end -->, which tests/unit/test_config keeps identical to src/config/config_knobs.c's table),
 '@DOCDIR@' the folder the documentation is installed to, and '@DOCDIR_WHERE@' nothing, or
 with `wheel` (DOCDIR then relative) where that folder lies."""
 import subprocess

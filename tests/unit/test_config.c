@@ -1,7 +1,7 @@
-/* Unit tests of config.c: defaults, every knob, every kind of bad value (default kept,
- * cfg->bad set, exactly one log line naming the variable and the value), strict mode, the
- * standalone switches, docs/knobs.md against gp_config_print_knobs(), and the pool
- * parameters the knobs map to. Depends on config.c, log.c and pool.h's parameters only.
+/* Unit tests of the config layer (src/config/): defaults, every knob, every kind of bad value
+ * (default kept, cfg->bad set, exactly one log line naming the variable and the value), strict
+ * mode, the standalone switches, docs/knobs.md against gp_config_print_knobs(), and the pool
+ * parameters the knobs map to. Depends on config.h, log.c and pool.h's parameters only.
  * Run with --print-knobs to regenerate the table. */
 #include <errno.h>
 #include <setjmp.h>

@@ -1,6 +1,7 @@
-/* Tests of the formatter (format.c) on synthetic pages: the table, the detail view, the
- * exit report, JSON read back by python3's json module, and Prometheus text parsed back
- * line by line against the exposition grammar with every value compared to the page. */
+/* Tests of the formatter (format.h: src/stats/format*.c) on synthetic pages: the table, the
+ * detail view, the exit report, JSON read back by python3's json module, and Prometheus text
+ * parsed back line by line against the exposition grammar with every value compared to the
+ * page. */
 #include <errno.h>
 #include <regex.h>
 #include <setjmp.h>
