@@ -7,7 +7,7 @@
 
 # The knob keys of GPUPOOL_CONF (README's table), for --conf.
 _gpupool_knobs="limit: group: group_limit: round: small_max: small_segment: medium_max: medium_segment: large_round: \
-max_split_size: release_threshold: decay_ms: reclaim: reclaim_wait_ms: fence: fence_interval_us: fence_marker: legacy_stream: report: report_format: log: strict: \
+max_split_size: release_threshold: decay_ms: reclaim: reclaim_wait_ms: reserve: fence: fence_interval_us: fence_marker: legacy_stream: report: report_format: log: strict: \
 stats_page: trace: check:"
 
 # The pids that have a statistics page.

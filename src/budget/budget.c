@@ -54,10 +54,17 @@ static uint64_t sub_clamped(_Atomic uint64_t *v, uint64_t bytes)
 	return cur - next;
 }
 
+static _Atomic(const struct gp_budget_gate *) gate;
+
+void gp_budget_set_gate(const struct gp_budget_gate *g) { atomic_store_explicit(&gate, g, memory_order_release); }
+
 int gp_budget_take(int device, size_t bytes, enum gp_budget_kind kind)
 {
 	if (!in_range(device, kind))
 		return -EINVAL;
+	const struct gp_budget_gate *gt = atomic_load_explicit(&gate, memory_order_acquire);
+	if (__builtin_expect(gt != NULL, 0) && kind != GP_BUDGET_MANAGED && gt->take(device, bytes) != 0)
+		return -EBUSY;
 	struct dev_budget *b = &budget[device];
 	uint64_t limit = gp_budget_limit(device);
 	uint64_t cur = atomic_load_explicit(&b->total, memory_order_relaxed);

@@ -23,9 +23,11 @@ enum gp_budget_kind {
 };
 
 /* Takes `bytes` of device `device`'s budget for `kind`: 0, or -ENOMEM when the device's
- * figures (every kind together) would pass its limit (nothing taken then). No limit: always
- * 0, and the bytes are counted. -EINVAL for a device out of range. Any thread, any lock
- * held (the pool's included): atomics only. */
+ * figures (every kind together) would pass its limit (nothing taken then), or -EBUSY when
+ * the gate refuses (an earlier waiter on the GPU needs the memory: gp_budget_set_gate). No
+ * limit and no gate: always 0, and the bytes are counted. -EINVAL for a device out of range.
+ * Any thread, any lock held (the pool's included): atomics only, but for the gate's own
+ * leaf lock while anyone waits. */
 int gp_budget_take(int device, size_t bytes, enum gp_budget_kind kind);
 
 /* Gives back `bytes` taken for `kind`. More than the kind holds is an inconsistency: the
@@ -66,6 +68,15 @@ struct gp_budget_group {
 	void (*after_fork)(void);
 };
 void gp_budget_set_group(const struct gp_budget_group *group);
+
+/* A gate before each take of device memory (every kind but managed memory), once set: the
+ * wait queue of the GPU (sharing's waitq.h) answers 0, or -EBUSY when the memory must stay
+ * for an earlier waiter. Called before the limit's check, with any lock held; cheap (one
+ * load) while nobody waits on the device. */
+struct gp_budget_gate {
+	int (*take)(int device, size_t bytes);
+};
+void gp_budget_set_gate(const struct gp_budget_gate *gate);
 
 /* In a forked child: every figure is zero (the parent's memory is not the child's). */
 void gp_budget_after_fork(void);

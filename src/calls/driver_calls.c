@@ -29,6 +29,7 @@
 #include "trace.h"
 #include "trace_format.h"
 #include "unpooled.h"
+#include "waitq.h"
 
 /* The primary context of each device, as last seen active (a handle, never retained here:
  * retain + release of an active context does not change it). NULL: not looked up yet. */
@@ -459,7 +460,7 @@ CUresult gp_calls_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, e
 	uintptr_t a = 0;
 	bool sync = call == GP_DRV_SYNC;
 	if (gp_ladder_alloc(p, dev, size, stream_key(r, s, call), sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC,
-			      sync ? 0 : (cudaStream_t)s, &a) != 0) {
+			      sync ? 0 : (cudaStream_t)s, &a, true) != 0) {
 		char msg[256];
 		gp_registry_oom_message(msg, sizeof msg, dev, size);
 		gp_log(GP_LOG_WARN, "%s", msg);
@@ -531,6 +532,8 @@ CUresult gp_calls_driver_mem_free(CUdeviceptr ptr, CUstream s, enum gp_drv_call 
 		dev = d;
 	}
 	CUresult e = CUDA_SUCCESS;
+	if (rc == 0)
+		gp_waitq_note_free(dev); /* while others wait, what is freed goes to them */
 	if (rc == -ENOENT) {
 		return unpooled_free(D, r, ptr, s, call);
 	} else if (rc == -EALREADY) {

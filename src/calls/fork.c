@@ -8,11 +8,13 @@
 #include "backend_driver.h"
 #include "capture.h"
 #include "fence_thread.h"
+#include "framework.h"
 #include "libcuda.h"
 #include "registry_internal.h"
 #include "reclaim.h"
 #include "release_thread.h"
 #include "runtime.h"
+#include "waitq.h"
 #include "driver_calls.h"
 
 /* The child's reset, lowest layer first:
@@ -20,8 +22,9 @@
  *      driver table's (libcuda.c), the driver backend's retained contexts likewise;
  *   2. the capture gate and count (capture.c): no capture of the parent's is the child's;
  *   3. the fence thread (process/fence_thread.c): gone with the fork, its lock maybe held;
- *      the release thread (sharing/release_thread.c): gone too, its socket the parent's; a
- *      reclaim round of a parent's thread (sharing/reclaim.c);
+ *      the release thread (sharing/release_thread.c): gone too, its socket the parent's;
+ *      reclaim's floors and figures (sharing/reclaim.c), the parent's copy of each GPU's
+ *      wait line (sharing/waitq.c) and its framework thread (sharing/framework.c);
  *   4. the streams and markers of the CUDA backend (backend_cuda.c): the parent's;
  *   5. the driver calls' cache of primary contexts and the records of unpooled memory
  *      (driver_calls.c, unpooled.c): the parent's;
@@ -41,6 +44,8 @@ static void at_fork_child(void)
 	gp_fence_thread_after_fork();
 	gp_release_thread_after_fork();
 	gp_reclaim_after_fork();
+	gp_waitq_after_fork();
+	gp_framework_after_fork();
 	gp_cuda_backend_after_fork();
 	gp_calls_driver_after_fork();
 	gp_registry_init_after_fork();

@@ -3,9 +3,11 @@
  * registry and sharing only. */
 #include "ladder.h"
 
-#include "reclaim.h"
+#include "framework.h"
+#include "proc.h"
 #include "registry_internal.h"
 #include "release_thread.h"
+#include "waitq.h"
 
 gp_pool *gp_ladder_pool_create(int dev)
 {
@@ -15,20 +17,43 @@ gp_pool *gp_ladder_pool_create(int dev)
 	return p;
 }
 
-__attribute__((cold)) int gp_ladder_short(int dev, size_t size, gp_stream key, int op, cudaStream_t s,
-					  uintptr_t *a)
+/* The thread's last allocation the GPU could not serve (CLOCK_MONOTONIC ns): a framework
+ * that caches above gpupool empties its own cache after a failure and asks again at once. */
+static _Thread_local uint64_t last_short_ns;
+#define AGAIN_NS (1000 * 1000 * 1000ull)
+
+__attribute__((cold)) int gp_ladder_short(int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a,
+					  bool cache_above)
 {
 	const struct gp_registry *r = gp_registry_self();
 	gp_pool *p = atomic_load(&r->pools[dev]); /* inside the caller's reader section */
 	if (!p)
 		return -ENOMEM;
 	int rc = -ENOMEM;
-	/* 7. reclaim; the retry is a trace row of its own, after the failed one */
-	if (gp_reclaim_before_oom(dev, size))
-		rc = gp_registry_alloc_retry(p, dev, size, key, op, s, a);
-	/* 8. wait: none yet */
+	/* 7. reclaim and 8. wait: in the GPU's line, while the others give what they hold idle
+	 * and free what they use. A framework's first failure waits only for what they give at
+	 * once: it then empties its own cache (PyTorch, CuPy) and asks again, and that one
+	 * waits. Each retry is a trace row of its own, after the failed one. */
+	uint64_t now = gp_clock_ns(CLOCK_MONOTONIC);
+	bool quick = cache_above && (!last_short_ns || now - last_short_ns >= AGAIN_NS) && gp_framework_present();
+	last_short_ns = now;
+	struct gp_wait w;
+	if (gp_waitq_begin(&w, dev, size, quick)) {
+		while (gp_waitq_next(&w)) {
+			p = atomic_load(&r->pools[dev]); /* a reset may have made another */
+			if (!p)
+				break;
+			if ((rc = gp_registry_alloc_retry(p, dev, size, key, op, s, a)) == 0)
+				break;
+
+		}
+		gp_waitq_end(&w, rc == 0);
+		p = atomic_load(&r->pools[dev]);
+	}
 	/* 9. out of memory: the one count of it */
-	if (rc)
+	if (rc && p)
 		gp_pool_count_oom(p);
+	if (rc == 0)
+		last_short_ns = 0;
 	return rc;
 }

@@ -17,14 +17,22 @@
  *      a pending release request from gpupool-stat is answered; while tracing, the call is
  *      timed and written; a device reset that killed the pool mid-call is served by the
  *      device's new pool (gp_registry_alloc_again).
- * Here (ladder.c, out of line and cold; with no pool lock held):
- *   7. reclaim:     the GPU itself is short: the other processes on it give their idle
- *                   memory (src/sharing/reclaim.c), and the pool is asked once more
- *   8. wait:        (none yet: an allocation still short fails now)
+ * Here (ladder.c, out of line and cold; with no pool lock held), when the GPU itself is
+ * short (not the limit: others cannot change that):
+ *   7. reclaim:     the allocation takes a ticket in the GPU's line and tells every process
+ *                   (src/sharing/waitq.c); the others give back what they hold idle
+ *                   (src/sharing/reclaim.c) and wake it
+ *   8. wait:        it waits, woken by memory freed for it, and asks the pool again each
+ *                   time; no other allocation takes memory it needs (the gate in the
+ *                   budget); it gives up at reclaim_wait_ms, when nobody on the GPU holds
+ *                   anything, or when it holds memory itself behind a stuck earlier waiter
+ *                   (hold and wait). A framework's first failure (PyTorch, CuPy: they empty
+ *                   their own cache and ask again) waits only for what is given at once.
  *   9. out of memory: counted once (ooms), and the caller answers with its API's code and
  *                   message (runtime_calls.c, driver_calls.c, torch_entry.c).
- * Memory gpupool does not pool (unpooled.c) takes the budget, then its API's own call, then
- * rung 7 once, then out of memory.
+ * Memory gpupool does not pool (unpooled.c) takes the budget (waiting in line where the gate
+ * says an earlier waiter needs the memory), then its API's own call, then rungs 7-8 until it
+ * is its turn, once, then out of memory.
  *
  * Depends on the process layer (the registry) and sharing; used by the call bodies only. */
 #ifndef GP_LADDER_H
@@ -48,16 +56,18 @@ static inline gp_pool *gp_ladder_pool(const struct gp_registry *r, int dev)
 	return p ? p : gp_ladder_pool_create(dev);
 }
 
-/* Rungs 7-9: the pool could not serve `size` bytes on `dev`. 0 (*a set), or -ENOMEM,
- * counted. Out of line and cold. */
-int gp_ladder_short(int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a);
+/* Rungs 7-9: the pool could not serve `size` bytes on `dev`. `cache_above`: the caller is
+ * the program's own cudaMalloc or cuMemAlloc, under which a framework may cache (not
+ * PyTorch's pluggable allocator, which does not). 0 (*a set), or -ENOMEM, counted. Out of
+ * line and cold. */
+int gp_ladder_short(int dev, size_t size, gp_stream key, int op, cudaStream_t s, uintptr_t *a, bool cache_above);
 
 /* One allocation of `size` bytes from `p`, the pool of `dev` (gp_ladder_pool, loaded inside
  * the caller's GP_REGISTRY_READER), on stream key `key`, traced as `op` on `s`: the whole
- * ladder. 0, or -ENOMEM; the message (gp_registry_oom_message) and the API's last error are
+ * ladder (`cache_above`: gp_ladder_short's). 0, or -ENOMEM; the message (gp_registry_oom_message) and the API's last error are
  * left to the caller. */
 static inline int gp_ladder_alloc(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s,
-				  uintptr_t *a)
+				  uintptr_t *a, bool cache_above)
 {
 	int rc = gp_registry_alloc_once(p, dev, size, key, op, s, a);
 	/* A reset kills a pool by unpublishing it, then raising the epoch: killed before this
@@ -67,7 +77,7 @@ static inline int gp_ladder_alloc(gp_pool *p, int dev, size_t size, gp_stream ke
 			     0))
 		rc = gp_registry_alloc_again(p, dev, size, key, a, rc);
 	if (__builtin_expect(rc == -ENOMEM, 0))
-		rc = gp_ladder_short(dev, size, key, op, s, a);
+		rc = gp_ladder_short(dev, size, key, op, s, a, cache_above);
 	return rc;
 }
 

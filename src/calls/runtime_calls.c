@@ -26,6 +26,7 @@
 #include "streamkey.h"
 #include "trace.h"
 #include "unpooled.h"
+#include "waitq.h"
 
 /* How long gpupool_stats waits for a device's counters to settle (ns). The pool keeps them
  * mid-update across its own runtime calls (a segment's cudaMalloc, or a cudaFree that waits
@@ -532,7 +533,7 @@ cudaError_t gp_calls_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_cal
 		gp_registry_stream_seen(r, "used the per-thread default stream");
 	uintptr_t a = 0;
 	if (__builtin_expect(gp_ladder_alloc(p, dev, size, key, sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC,
-					       sync ? 0 : s, &a) != 0, 0))
+					       sync ? 0 : s, &a, true) != 0, 0))
 		return alloc_failed(r, dev, size);
 	*ptr = (void *)a;
 	return cudaSuccess;
@@ -591,6 +592,8 @@ cudaError_t gp_calls_free(void *ptr, cudaStream_t s, enum gp_call call)
 		}
 	}
 	cudaError_t e = cudaSuccess;
+	if (rc == 0)
+		gp_waitq_note_free(owner); /* while others wait, what is freed goes to them */
 	if (rc == -ENOENT) {
 		int dev = current_device(r);
 		e = unpooled_free(r, ptr, s, call);

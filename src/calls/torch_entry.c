@@ -13,6 +13,7 @@
 #include "log.h"
 #include "registry.h"
 #include "trace.h"
+#include "waitq.h"
 
 void *gp_torch_malloc(size_t size, int device, cudaStream_t stream)
 {
@@ -29,7 +30,7 @@ void *gp_torch_malloc(size_t size, int device, cudaStream_t stream)
 		(void)r->rt->SetDevice(device);
 	uintptr_t a = 0;
 	int rc = gp_ladder_alloc(p, device, size, gp_cuda_stream_key(stream, false), GP_TRACE_MALLOC_ASYNC, stream,
-				   &a);
+				   &a, false);
 	if (cur != device)
 		(void)r->rt->SetDevice(cur);
 	if (rc == 0)
@@ -55,9 +56,12 @@ void gp_torch_free(void *ptr, int device, cudaStream_t stream)
 	uint64_t t0 = r->tracing ? gp_trace_now_ns() : 0;
 	gp_pool *p = atomic_load(&r->pools[device]);
 	int rc = p ? gp_pool_free(p, (uintptr_t)ptr, gp_cuda_stream_key(stream, false)) : -ENOENT;
-	if (rc != 0)
+	if (rc != 0) {
 		gp_log(GP_LOG_WARN, "gpupool_free(%p): not a live gpupool allocation of device %d; ignored", ptr, device);
-	else if (r->tracing)
+		return;
+	}
+	gp_waitq_note_free(device); /* while others wait, what is freed goes to them */
+	if (r->tracing)
 		gp_registry_trace(GP_TRACE_FREE_ASYNC, device, stream, 0, ptr, t0, cudaSuccess);
 }
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "ladder.h"
+#include "waitq.h"
 #include "log.h"
 #include "pool.h"
 #include "rank.h"
@@ -110,12 +111,23 @@ static void note(int dev, unsigned allocs, unsigned frees, unsigned refusals)
 /* ---- around one allocation ---------------------------------------------------------------- */
 
 /* The take, and past the limit the device's pool's cached segments given back first (as a
- * pooled allocation's ladder does before it fails), then the take once more. */
+ * pooled allocation's ladder does before it fails), then the take once more. An earlier
+ * waiter on the GPU needing the memory (the gate: -EBUSY): this allocation waits in line
+ * behind it (waitq.h), then takes. */
 static int take_or_release(int dev, size_t bytes, enum gp_budget_kind kind)
 {
 	GP_REGISTRY_READER;
 	(void)pool_of(dev); /* the slot, and with it the limit, before the first take */
-	if (gp_budget_take(dev, bytes, kind) == 0)
+	int rc = gp_budget_take(dev, bytes, kind);
+	if (__builtin_expect(rc == -EBUSY, 0)) {
+		struct gp_wait w;
+		if (gp_waitq_begin(&w, dev, bytes, false)) {
+			while (rc == -EBUSY && gp_waitq_next(&w))
+				rc = gp_budget_take(dev, bytes, kind);
+			gp_waitq_end(&w, rc == 0);
+		}
+	}
+	if (rc == 0)
 		return 0;
 	/* a fence and a release only where the pool caches anything (free or pending blocks) */
 	const struct gp_registry *r = gp_registry_get_driver();
@@ -364,6 +376,7 @@ void gp_unpooled_freed(const struct gp_unpooled_rec *rec, const struct gp_mempoo
 	} else {
 		note_give(rec->dev, 0, 1, rec->kind, rec->bytes);
 	}
+	gp_waitq_note_free(rec->dev); /* the driver has it: a waiter may take it */
 }
 
 void gp_unpooled_device_reset(int dev)

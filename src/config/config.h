@@ -52,7 +52,10 @@ struct gp_config {
 	bool check;                    /* run the pool's invariant checker after every call */
 	unsigned decay_ms;             /* a whole free segment unused this long goes back; 0 = never */
 	bool reclaim;                  /* ask and answer other processes for idle memory (sharing) */
-	unsigned reclaim_wait_ms;      /* the longest an allocation waits for them */
+	unsigned reclaim_wait_ms;      /* the longest an allocation waits for memory on a shared GPU */
+	size_t reserve_bytes;          /* the floor: memory per device kept cached whatever others
+					* ask (reclaim, waiters, the decay); 0 = none */
+	unsigned reserve_percent;      /* the floor as % of device memory; 0 = not used */
 	char notes[512];               /* info lines for the log, '\n'-separated (what the parse took
 					* from a scheduler's variables): gp_config_log_notes */
 };
@@ -90,6 +93,10 @@ size_t gp_config_limit(const struct gp_config *c, size_t device_total);
 size_t gp_config_device_limit(const struct gp_config *c, int device, size_t device_total);
 /* The group budget (group_limit) in bytes for a device of `device_total` bytes (0: none). */
 size_t gp_config_group_limit(const struct gp_config *c, size_t device_total);
+
+/* The floor (reserve) in bytes for a device of `device_total` bytes (0: none; a percentage
+ * with device_total 0 gives 0). */
+size_t gp_config_reserve(const struct gp_config *c, size_t device_total);
 
 /* Parses a size the way HAMi-core reads CUDA_DEVICE_MEMORY_LIMIT: decimal digits with an
  * optional k, m or g (any case, powers of 1024), or plain bytes. 0 or -EINVAL (also for

@@ -112,6 +112,13 @@ size_t gp_config_device_limit(const struct gp_config *c, int device, size_t devi
 	return gp_config_limit(c, device_total);
 }
 
+size_t gp_config_reserve(const struct gp_config *c, size_t device_total)
+{
+	if (c->reserve_percent)
+		return device_total / 100 * c->reserve_percent + device_total % 100 * c->reserve_percent / 100;
+	return c->reserve_bytes;
+}
+
 size_t gp_config_group_limit(const struct gp_config *c, size_t device_total)
 {
 	if (c->group_limit_percent && device_total)

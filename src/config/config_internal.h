@@ -35,6 +35,7 @@ enum gp_knob_type {
 	GP_KNOB_FORMAT,    /* enum gp_report_format */
 	GP_KNOB_PATH,      /* char[GP_PATH_MAX]: a path, or "none" = "" */
 	GP_KNOB_GROUP_LIMIT, /* group_limit_bytes / group_limit_percent */
+	GP_KNOB_RESERVE,   /* reserve_bytes / reserve_percent */
 	GP_KNOB_SCHED,     /* a scheduler's variable (documentation; gp_config_parse_sched reads them) */
 };
 

@@ -80,8 +80,11 @@ static const struct gp_config_knob knobs[] = {
 	 "Milliseconds a whole free segment may sit unused before it goes back to the driver by itself (at most 2 GiB of them per tenth of a second); 0 keeps it until a release, a reclaim or the exit (docs/sharing.md)."},
 	{"reclaim", GP_KNOB_BOOL, F(reclaim), 0, 0, "1", BOOL_RANGE,
 	 "When the GPU itself is out of memory, ask the other gpupool processes on the same GPU (matched by UUID) to give back memory they hold idle, and answer their requests in turn; 0: neither (docs/sharing.md)."},
-	{"reclaim_wait_ms", GP_KNOB_UINT, F(reclaim_wait_ms), 0, 60000, "2000", "an integer from 0 to 60000",
-	 "Longest an allocation that found the GPU full waits for other processes to give memory back before it fails; 0: it does not ask them at all (it still answers their requests; reclaim:0 turns both off)."},
+	{"reclaim_wait_ms", GP_KNOB_UINT, F(reclaim_wait_ms), 0, 60000, "10000", "an integer from 0 to 60000",
+	 "Longest an allocation that found the GPU full waits for memory, in the GPU's queue of waiters, while other processes give back what they hold idle and free what they use; 0: it neither asks nor waits (it still answers others; reclaim:0 turns both off). A waiter that holds memory and is behind another gives up sooner (docs/sharing.md, \"Hold and wait\")."},
+	{"reserve", GP_KNOB_RESERVE, F(reserve_bytes), 0, GP_CONFIG_SIZE_CAP, "none",
+	 "a size up to 256T or a percentage of device memory (1%..100%); 0 or none for none",
+	 "Memory per device this process keeps cached whatever others ask: reclaim, the waiters of other processes and the decay take only what it holds above this (an inference server's working set). With limit, a request and a limit; floors that together pass the GPU are refused with one line (docs/sharing.md)."},
 	{"fence", GP_KNOB_FENCE, F(fence), 0, 0, "thread", "thread, inline or sync",
 	 "How cudaFree'd blocks are fenced before reuse: a background thread, the allocating thread only, or a sync in every cudaFree."},
 	{"fence_interval_us", GP_KNOB_UINT, F(fence_interval_us), 0, 1000000, "50",
@@ -149,6 +152,8 @@ int gp_config_knob_set(const struct gp_config_knob *k, const char *s, struct gp_
 		return gp_config_parse_limit(s, k->max, &cfg->limit_bytes, &cfg->limit_percent);
 	case GP_KNOB_GROUP_LIMIT:
 		return gp_config_parse_limit(s, k->max, &cfg->group_limit_bytes, &cfg->group_limit_percent);
+	case GP_KNOB_RESERVE:
+		return gp_config_parse_limit(s, k->max, &cfg->reserve_bytes, &cfg->reserve_percent);
 	case GP_KNOB_SCHED:
 		return 0; /* read by gp_config_parse_sched, not through the table */
 	case GP_KNOB_UINT:
@@ -222,10 +227,14 @@ void gp_config_knob_text(const struct gp_config_knob *k, const struct gp_config 
 		snprintf(buf, cap, "%d", *(const bool *)field ? 1 : 0);
 		return;
 	case GP_KNOB_LIMIT:
-	case GP_KNOB_GROUP_LIMIT: {
-		bool group = k->type == GP_KNOB_GROUP_LIMIT;
-		unsigned pct = group ? cfg->group_limit_percent : cfg->limit_percent;
-		v = group ? cfg->group_limit_bytes : cfg->limit_bytes;
+	case GP_KNOB_GROUP_LIMIT:
+	case GP_KNOB_RESERVE: {
+		unsigned pct = k->type == GP_KNOB_GROUP_LIMIT ? cfg->group_limit_percent
+			       : k->type == GP_KNOB_RESERVE   ? cfg->reserve_percent
+							      : cfg->limit_percent;
+		v = k->type == GP_KNOB_GROUP_LIMIT ? cfg->group_limit_bytes
+		    : k->type == GP_KNOB_RESERVE   ? cfg->reserve_bytes
+						   : cfg->limit_bytes;
 		if (pct) {
 			snprintf(buf, cap, "%u%%", pct);
 			return;

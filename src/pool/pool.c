@@ -633,6 +633,17 @@ size_t gp_pool_release(gp_pool *p, size_t keep)
 	return r;
 }
 
+size_t gp_pool_give(gp_pool *p, size_t want)
+{
+	if (!entry_open(p, ENTRY_CHANGE))
+		return entry_broken(p, 0);
+	size_t r = gp_segment_give_locked(p, want);
+	entry_close(p, ENTRY_CHANGE);
+	return r;
+}
+
+void gp_pool_set_floor(gp_pool *p, size_t bytes) { atomic_store_explicit(&p->floor, bytes, memory_order_relaxed); }
+
 size_t gp_pool_segment_for(const gp_pool *p, size_t size)
 {
 	return gp_segment_size_for(&p->prm, gp_round_up(size, p->prm.round));

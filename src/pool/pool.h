@@ -134,6 +134,16 @@ bool gp_pool_has_pending(gp_pool *p);
  * the bytes released. */
 size_t gp_pool_release(gp_pool *p, size_t keep);
 
+/* For another process (reclaim, a waiter): hands whole free segments back, largest first,
+ * until `want` bytes went, never below the pool's floor (gp_pool_set_floor). Pending blocks
+ * are not released. Returns the bytes released. */
+size_t gp_pool_give(gp_pool *p, size_t want);
+
+/* The floor: reserved bytes the pool keeps whatever others ask (gp_pool_give) and the decay
+ * takes (0: none, the default). A release (gp_pool_release) and the pool's own ladder are
+ * not bound by it. Any thread. */
+void gp_pool_set_floor(gp_pool *p, size_t bytes);
+
 /* The bytes of the segment a request of `size` bytes would make the pool take (its size
  * class). No lock: the parameters never change. */
 size_t gp_pool_segment_for(const gp_pool *p, size_t size);
@@ -142,7 +152,7 @@ size_t gp_pool_segment_for(const gp_pool *p, size_t size);
  * `now` (ns, any monotonic clock; passes a second or so apart): a whole free segment from
  * which no block was taken since the previous pass has been idle since the pass that first
  * found it so; one idle for after_ns or more is handed back to the backend (after_ns 0:
- * none), at most `budget` bytes per pass. Pending blocks keep their segment. Sets the
+ * none), at most `budget` bytes per pass, never below the floor (gp_pool_set_floor). Pending blocks keep their segment. Sets the
  * releasable_bytes gauge and *releasable (unless NULL) to the whole free segments kept.
  * Returns the bytes handed back. */
 size_t gp_pool_decay(gp_pool *p, uint64_t now, uint64_t after_ns, size_t budget, size_t *releasable);

@@ -6,6 +6,7 @@
 #ifndef GP_POOL_INTERNAL_H
 #define GP_POOL_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -98,6 +99,7 @@ struct gp_pool {
 				    * (gp_pool_reset_peaks): the policy's peak is the larger of this
 				    * and the page's, so a reset changes what is reported, never how
 				    * the pool grows */
+	_Atomic size_t floor;      /* reserved bytes the decay and gp_pool_give keep (gp_pool_set_floor) */
 	uint32_t rng;
 	int hash_oom;
 	struct gp_bypass *bypass;  /* broken pools: the allocations made since, uthash by address */

@@ -172,6 +172,29 @@ size_t gp_segment_release_locked(gp_pool *p, size_t keep)
 	return released;
 }
 
+size_t gp_segment_give_locked(gp_pool *p, size_t want)
+{
+	size_t released = 0, floor = atomic_load_explicit(&p->floor, memory_order_relaxed);
+	while (released < want) {
+		/* the largest whole free segment that leaves the floor held */
+		struct gp_segment *best = NULL;
+		for (struct gp_segment *s = p->segs; s; s = s->next)
+			if (segment_is_free(s) && p->st->reserved_bytes - s->size >= floor && (!best || s->size > best->size))
+				best = s;
+		if (!best)
+			break;
+		size_t sz = best->size;
+		if (segment_release(p, best) == -EBUSY)
+			break;
+		released += sz;
+	}
+	if (released) {
+		GP_COUNT(p->st, releases, 1);
+		gp_freelist_largest_recount(p);
+	}
+	return released;
+}
+
 size_t gp_segment_decay_locked(gp_pool *p, uint64_t now, uint64_t after_ns, size_t budget, size_t *kept)
 {
 	size_t released = 0, releasable = 0;
@@ -187,7 +210,8 @@ size_t gp_segment_decay_locked(gp_pool *p, uint64_t now, uint64_t after_ns, size
 		}
 		if (!whole)
 			continue;
-		if (after_ns && now - s->idle_since >= after_ns && released < budget) {
+		if (after_ns && now - s->idle_since >= after_ns && released < budget &&
+		    p->st->reserved_bytes - s->size >= atomic_load_explicit(&p->floor, memory_order_relaxed)) {
 			size_t sz = s->size;
 			if (segment_release(p, s) == 0) {
 				released += sz;

@@ -20,6 +20,9 @@ struct gp_block *gp_segment_grow(gp_pool *p, size_t rounded);
  * bytes released. */
 size_t gp_segment_release_locked(gp_pool *p, size_t keep);
 
+/* Whole free segments handed back, largest first, until `want` bytes went, never below the
+ * pool's floor (p->floor: reserved stays at least that). Bytes released. */
+size_t gp_segment_give_locked(gp_pool *p, size_t want);
 /* One pass of the decay, on clock time `now` (ns): a whole free segment no block was taken
  * from since the last pass starts its idle time; one idle for after_ns or more is given
  * back (0: none is), at most `budget` bytes of them this pass (so that a large cache goes

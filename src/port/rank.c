@@ -19,6 +19,7 @@ static const char *const names[GP_RANK_COUNT] = {
 	[GP_RANK_CAPTURE_GATE] = "capture gate",
 	[GP_RANK_POOL] = "pool",
 	[GP_RANK_UNPOOLED] = "unpooled records",
+	[GP_RANK_WAITQ] = "wait line",
 	[GP_RANK_RESET_GATE] = "reset gate",
 	[GP_RANK_STREAMS] = "streams",
 	[GP_RANK_PRIMARY_RETAIN] = "primary retain",

@@ -26,6 +26,8 @@ enum gp_rank {
 	GP_RANK_TRACE_FILE,     /* trace/trace.c: the trace file */
 	GP_RANK_UNPOOLED,       /* calls/unpooled.c: the records of memory held outside the pools; a
 				 * leaf: nothing is taken under it */
+	GP_RANK_WAITQ,          /* sharing/waitq.c: this process's copy of each GPU's wait line; a
+				 * leaf, taken by the gate under a pool's lock */
 	GP_RANK_COUNT
 };
 

@@ -1,11 +1,12 @@
-/* Reclaim (reclaim.h): the asker's round (query every process of the page directory, ask
- * those on the same GPU, largest idle first, until the GPU has room or the wait is spent) and
- * the holder's answers (what it could give; what it gave, only while the driver reports the
- * GPU short, only idle memory: whole free segments, then a framework's cache). Counters go to
- * the page outside the pools' seq brackets, as the hooks' other monotonic counters do. */
+/* Reclaim (reclaim.h): the holder's side of giving idle memory (whole free segments above
+ * the floor, then a framework's cache), the answer to a query, the floor of each device, and
+ * the counters of both sides. The asker's side is the wait queue (waitq.c): a waiter tells
+ * every process what it lacks, and the holders give from here. Counters go to the page
+ * outside the pools' seq brackets, as the hooks' other monotonic counters do. */
 #include "reclaim.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,42 +19,31 @@
 #include "proc.h"
 #include "registry.h"
 #include "registry_internal.h"
+#include "release_thread.h"
 #include "statpage.h"
+#include "waitq.h"
 
 #define R (gp_registry_self())
 
-/* The first round's answers come from the holders' release threads, which answer at once:
- * a process that has not answered within this is busy or stopped, and is not waited for. */
-#define QUERY_WAIT_NS (50 * 1000 * 1000ull)
-#define MAX_PEERS 256
-/* A holder gives the asker's shortfall and a little more: the driver's own use of memory
- * (page tables, a context's growth) makes "exactly enough" not quite enough. */
+/* A holder gives the shortfall and a little more: the driver's own use of memory (page
+ * tables, a context's growth) makes "exactly enough" not quite enough. */
 #define SLACK(need) (((size_t)256 << 20) + (need) / 64)
+/* A framework's cache is emptied at most this often for the waiters: each empty costs the
+ * program a device synchronisation and every block it then allocates again. */
+#define FRAMEWORK_EVERY_NS (100 * 1000 * 1000ull)
+/* What is releasable is found by a walk of the pool's segments under its lock: a query is
+ * answered from the last walk, made again at most this often, whoever asks. */
+#define WALK_EVERY_NS (100 * 1000 * 1000ull)
 
 static uint64_t now_ns(void) { return gp_clock_ns(CLOCK_MONOTONIC); }
 
 static void count(int dev, size_t off, uint64_t v)
 {
-	struct gpupool_device_stats *st = gp_registry_slot(R, dev);
+	struct gpupool_device_stats *st = dev >= 0 && dev < GPUPOOL_MAX_DEVICES ? gp_registry_slot(R, dev) : NULL;
 	if (st && v)
 		__atomic_add_fetch((uint64_t *)(void *)((char *)st + off), v, __ATOMIC_RELAXED);
 }
 #define COUNT(dev, field, v) count(dev, offsetof(struct gpupool_device_stats, field), (v))
-
-/* The device of this process whose GPU is `uuid`, with a pool; -1 if none. Inside the
- * caller's GP_REGISTRY_READER. */
-static int device_of(const unsigned char *uuid, gp_pool **pool)
-{
-	for (int d = 0; d < R->ndev && d < GPUPOOL_MAX_DEVICES; d++) {
-		gp_pool *p = atomic_load(&R->pools[d]);
-		struct gpupool_device_stats *st = gp_registry_slot(R, d);
-		if (p && st && gp_statpage_uuid_known(st) && memcmp(st->uuid, uuid, GPUPOOL_UUID_LEN) == 0) {
-			*pool = p;
-			return d;
-		}
-	}
-	return -1;
-}
 
 static int device_mem(gp_pool *p, size_t *free_bytes, size_t *total)
 {
@@ -67,312 +57,261 @@ static int device_free(gp_pool *p, size_t *free_bytes)
 	return device_mem(p, free_bytes, &total);
 }
 
-/* A framework's cache is emptied at most this often: each empty costs the program a device
- * synchronisation and every block it then allocates again, and one empty gives all there is. */
-#define FRAMEWORK_EVERY_NS (1000 * 1000 * 1000ull)
-static uint64_t framework_last_ns; /* the release thread's only */
+/* ---- the floor ------------------------------------------------------------------------- */
+
+/* Each device's floor (reserve), decided at its first use here (the release thread's alone):
+ * 0 none; refused (0) when larger than the GPU, or when the floors of the processes on the
+ * GPU would together pass it. */
+static uint64_t floors[GPUPOOL_MAX_DEVICES];
+static bool floor_known[GPUPOOL_MAX_DEVICES];
+
+/* What the other processes on the GPU keep as their floors: the sum of their answers to a
+ * query, each within QUERY_NS. */
+#define QUERY_NS (50 * 1000 * 1000ull)
+#define MAX_PEERS 65536
+static uint64_t others_floors(const unsigned char *uuid)
+{
+	int fd = gp_share_asker();
+	if (fd < 0)
+		return 0;
+	int *pids = NULL;
+	int n = gp_share_peers(getpid(), MAX_PEERS, &pids);
+	uint64_t id = now_ns();
+	struct gp_share_msg q = gp_share_msg_make(GP_SHARE_QUERY, id, uuid);
+	int asked = 0;
+	for (int i = 0; i < n; i++)
+		asked += gp_share_send(fd, pids[i], &q) == 0;
+	free(pids);
+	uint64_t sum = 0, deadline = now_ns() + QUERY_NS;
+	while (asked > 0) {
+		struct gp_share_msg m;
+		struct gp_share_peer from;
+		int rc = gp_share_wait(fd, &m, &from, deadline);
+		if (rc == -ETIMEDOUT || (rc < 0 && rc != -EBADMSG))
+			break;
+		if (rc || m.kind != GP_SHARE_OFFER || m.id != id || memcmp(m.uuid, uuid, GPUPOOL_UUID_LEN) != 0)
+			continue;
+		asked--;
+		if (sum + m.floor >= sum)
+			sum += m.floor;
+	}
+	close(fd);
+	return sum;
+}
+
+uint64_t gp_reclaim_floor(int dev)
+{
+	if (dev < 0 || dev >= GPUPOOL_MAX_DEVICES)
+		return 0;
+	if (floor_known[dev])
+		return floors[dev];
+	struct gpupool_device_stats *st = gp_registry_slot(R, dev);
+	gp_pool *p = atomic_load(&R->pools[dev]);
+	size_t free_b = 0, total = 0;
+	if (!st || !p || device_mem(p, &free_b, &total) != 0)
+		return 0; /* asked again next time */
+	floor_known[dev] = true;
+	uint64_t want = gp_config_reserve(&R->cfg, total);
+	char b[3][32];
+	if (want > total) {
+		gp_log(GP_LOG_WARN, "reserve: %s on device %d is more than the GPU's %s; this process keeps no floor there",
+		       gp_format_bytes(b[0], sizeof b[0], want), dev, gp_format_bytes(b[1], sizeof b[1], total));
+		want = 0;
+	} else if (want && gp_statpage_uuid_known(st)) {
+		uint64_t others = others_floors((const unsigned char *)st->uuid);
+		if (others + want > total) {
+			gp_log(GP_LOG_WARN, "reserve: %s on device %d refused: the other processes on the GPU keep floors "
+					    "of %s of its %s; this process keeps no floor there",
+			       gp_format_bytes(b[0], sizeof b[0], want), dev, gp_format_bytes(b[1], sizeof b[1], others),
+			       gp_format_bytes(b[2], sizeof b[2], total));
+			want = 0;
+		}
+	}
+	floors[dev] = want;
+	gp_pool_set_floor(p, want); /* the decay and every give keep it */
+	return want;
+}
 
 /* ---- the holder ------------------------------------------------------------------------ */
 
-/* Whole free segments of p, up to `need` bytes of them (largest first), back to the driver. */
-static size_t give_idle(gp_pool *p, const struct gpupool_device_stats *st, size_t need)
-{
-	size_t cached = __atomic_load_n(&st->cached_bytes, __ATOMIC_RELAXED);
-	return gp_pool_release(p, cached > need ? cached - need : 0);
-}
+/* Whole free segments of p back to the driver, up to `need` bytes of them (largest first),
+ * never below the floor (the pool's, gp_pool_set_floor). */
+static size_t give_idle(gp_pool *p, size_t need) { return gp_pool_give(p, need); }
 
-static void answer_query(int fd, const struct gp_share_msg *m, const struct gp_share_peer *from)
+/* An ask still worth a framework's cache once the interpreter's lock is held: the waiter is
+ * still in the line (no DONE, its end not passed), and the GPU is still short of what it
+ * needs. On the framework's thread: it finds the pool again. */
+static bool ask_still(const struct gp_framework_still *s)
 {
-	struct gp_share_msg a = gp_share_msg_make(GP_SHARE_OFFER, m->id, m->uuid);
-	gp_pool *p = NULL;
-	int dev = R->cfg.reclaim ? device_of(m->uuid, &p) : -1;
-	if (dev >= 0) {
-		size_t releasable = 0;
-		(void)gp_pool_decay(p, now_ns(), 0, 0, &releasable); /* counts, gives nothing */
-		const struct gpupool_device_stats *st = gp_registry_slot(R, dev);
-		a.bytes = releasable;
-		a.held = __atomic_load_n(&st->reserved_bytes, __ATOMIC_RELAXED) +
-			 __atomic_load_n(&st->unpooled_bytes, __ATOMIC_RELAXED);
-		if (gp_framework_present())
-			a.flags |= GP_SHARE_FRAMEWORK;
-	}
-	(void)gp_share_reply(fd, from, &a); /* an asker gone meanwhile: nothing to do */
-}
-
-/* An ask still worth a framework's cache once the interpreter's lock is held: the asker
- * still waits (this process's own reclaim_wait_ms since the ask came), and the GPU is still
- * short of what it needs. */
-struct still_ask {
-	gp_pool *p;
-	uint64_t t0, bytes;
-};
-
-static bool ask_still(void *arg)
-{
-	const struct still_ask *a = arg;
+	if (!gp_waitq_waiting(s->device, s->pid, s->ticket))
+		return false;
+	GP_REGISTRY_READER;
+	gp_pool *p = s->device >= 0 && s->device < GPUPOOL_MAX_DEVICES ? atomic_load(&R->pools[s->device]) : NULL;
 	size_t free_now = 0;
-	return now_ns() - a->t0 < (uint64_t)R->cfg.reclaim_wait_ms * 1000000u && device_free(a->p, &free_now) == 0 &&
-	       free_now < a->bytes;
+	return p && device_free(p, &free_now) == 0 && free_now < s->bytes;
 }
 
-static void answer_ask(int fd, const struct gp_share_msg *m, const struct gp_share_peer *from)
+static uint64_t framework_last_ns; /* the release thread's only */
+
+/* A framework's answer, on its thread: counted and said; what it freed waits for a fence (its
+ * cudaFree) and goes to the driver, not the cache, from the release thread (a POKE), which
+ * then wakes the waiters. */
+static void framework_done(const struct gp_framework_still *s, int n, const char *what_in, const uint64_t *idle,
+			   unsigned nidle)
 {
-	struct gp_share_msg a = gp_share_msg_make(GP_SHARE_GAVE, m->id, m->uuid);
-	gp_pool *p = NULL;
-	int dev = R->cfg.reclaim ? device_of(m->uuid, &p) : -1;
-	if (dev < 0) {
-		(void)gp_share_reply(fd, from, &a);
-		return;
-	}
-	uint64_t t0 = now_ns();
+	(void)idle;
+	(void)nidle;
+	char what[200];
+	snprintf(what, sizeof what, "%s", what_in);
+	size_t wl = strlen(what);
+	while (wl && (what[wl - 1] == ' ' || what[wl - 1] == ';'))
+		what[--wl] = '\0'; /* the script's "torch: ...; " list, its last separator off */
+	GP_REGISTRY_READER;
+	if (n > 0)
+		COUNT(s->device, framework_empties, (uint64_t)n);
+	if (n > 0 || what[0])
+		gp_log(GP_LOG_INFO, "reclaim: device %d: %s for pid %d%s%s", s->device,
+		       n > 0 ? "framework caches emptied" : "no framework cache emptied", s->pid, what[0] ? "; " : "",
+		       what);
+	if (n > 0)
+		gp_waitq_freed(s->device);
+}
+
+size_t gp_reclaim_give(int dev, size_t short_bytes, int pid, unsigned uid, uint64_t ticket)
+{
+	gp_pool *p = atomic_load(&R->pools[dev]);
 	const struct gpupool_device_stats *st = gp_registry_slot(R, dev);
-	size_t free0 = 0, total = 0, freed = 0, given = 0;
-	int frameworks = 0;
-	char why[192] = "";
-	/* honoured only while the driver reports the GPU short of what the asker needs: an ask
-	 * for memory that is there costs nothing; one for more than the whole GPU (a forged
-	 * one: no allocation can need it) is refused */
-	if (device_mem(p, &free0, &total) == 0 && free0 < m->bytes && m->bytes <= total) {
-		size_t need = m->bytes - free0;
-		need += SLACK(need);
-		given = give_idle(p, st, need);
-		if (given < need && gp_framework_present() && !atomic_load(&R->exiting) &&
-		    (!framework_last_ns || t0 - framework_last_ns >= FRAMEWORK_EVERY_NS)) {
+	if (!p || !st)
+		return 0;
+	uint64_t t0 = now_ns(), floor = gp_reclaim_floor(dev);
+	size_t free0 = 0, freed = 0;
+	(void)device_free(p, &free0);
+	size_t need = short_bytes ? short_bytes + SLACK(short_bytes) : 0;
+	/* while anyone waits, this process's frees go back at once: every whole free segment
+	 * above the floor (a fence first, for those its cudaFree's left pending) */
+	if (!short_bytes && gp_pool_has_pending(p))
+		(void)gp_pool_fence(p);
+	size_t given = give_idle(p, short_bytes ? need : SIZE_MAX / 2);
+	bool posted = false;
+	uint64_t held = __atomic_load_n(&st->reserved_bytes, __ATOMIC_RELAXED) +
+			__atomic_load_n(&st->unpooled_bytes, __ATOMIC_RELAXED);
+	/* not enough: the frameworks' caches, emptied on their own thread (this one goes on
+	 * answering); their memory comes back through a POKE */
+	if (short_bytes && given < need && gp_framework_present() && !atomic_load(&R->exiting) &&
+	    (!floor || held > floor) && (!framework_last_ns || t0 - framework_last_ns >= FRAMEWORK_EVERY_NS)) {
+		struct gp_framework_still sa = {ask_still, dev, pid, ticket, free0 + short_bytes};
+		if (gp_framework_post(true, &sa, framework_done) == 0) {
 			framework_last_ns = t0;
-			struct still_ask sa = {p, t0, m->bytes};
-			frameworks = gp_framework_empty(why, sizeof why, ask_still, &sa);
-			if (frameworks > 0) {
-				COUNT(dev, framework_empties, (uint64_t)frameworks);
-				/* what the framework freed waits for a fence (its cudaFree): the
-				 * framework synchronized the device before freeing, so this fence
-				 * returns at once, and its memory goes to the driver, not the cache */
-				(void)gp_pool_fence(p);
-				given += give_idle(p, st, need - given);
-			}
+			posted = true;
 		}
-		(void)device_free(p, &freed);
-		/* a framework's memory outside the pool (PyTorch's expandable segments) goes to
-		 * the driver directly: what the GPU gained counts too */
-		if (freed > free0 && freed - free0 > given)
-			given = freed - free0;
 	}
-	uint64_t took = now_ns() - t0;
-	a.bytes = given;
-	a.held = took;
+	(void)device_free(p, &freed);
+	/* a framework's memory outside the pool (PyTorch's expandable segments) goes to the
+	 * driver directly: what the GPU gained counts too */
+	if (freed > free0 && freed - free0 > given)
+		given = freed - free0;
 	if (given) {
 		COUNT(dev, reclaims_served, 1);
 		COUNT(dev, reclaim_given_bytes, given);
-	} else {
+	} else if (short_bytes && !posted) {
 		COUNT(dev, reclaims_refused, 1);
 	}
-	char b[3][32];
-	size_t wl = strlen(why);
-	while (wl && (why[wl - 1] == ' ' || why[wl - 1] == ';'))
-		why[--wl] = '\0'; /* the script's "torch: ...; " list, its last separator off */
-	if (given || why[0])
-		gp_log(GP_LOG_INFO, "reclaim: gave %s on device %d to pid %d (uid %u) in %.3f s%s%s%s (GPU free %s)",
-		       gp_format_bytes(b[0], sizeof b[0], given), dev, (int)from->pid, (unsigned)from->uid,
-		       (double)took / 1e9, frameworks > 0 ? ", framework caches emptied" : "", why[0] ? "; " : "",
-		       why, gp_format_bytes(b[1], sizeof b[1], freed));
-	else
-		gp_log(GP_LOG_DEBUG, "reclaim: nothing for pid %d (uid %u) on device %d: GPU free %s, asked %s", (int)from->pid,
-		       (unsigned)from->uid, dev, gp_format_bytes(b[1], sizeof b[1], free0),
-		       gp_format_bytes(b[2], sizeof b[2], (size_t)m->bytes));
-	(void)gp_share_reply(fd, from, &a);
+	char b[2][32];
+	if (given || posted)
+		gp_log(GP_LOG_INFO, "reclaim: gave %s on device %d to pid %d (uid %u) in %.3f s%s (GPU free %s)",
+		       gp_format_bytes(b[0], sizeof b[0], given), dev, pid, uid, (double)(now_ns() - t0) / 1e9,
+		       posted ? ", emptying framework caches" : "", gp_format_bytes(b[1], sizeof b[1], freed));
+	return given;
+}
+
+/* What could be given on `dev` now, from the last walk of the pool (made again at most every
+ * WALK_EVERY_NS, whoever asks: a peer's queries cost at most ten walks a second), and what
+ * the framework above last said it holds unused. */
+static uint64_t walked_ns[GPUPOOL_MAX_DEVICES];  /* the release thread's only */
+static size_t walked_bytes[GPUPOOL_MAX_DEVICES];
+
+void gp_reclaim_holding(int dev, bool measure, uint64_t *idle, uint64_t *held, uint32_t *flags)
+{
+	gp_pool *p = atomic_load(&R->pools[dev]);
+	const struct gpupool_device_stats *st = gp_registry_slot(R, dev);
+	*idle = *held = 0;
+	*flags = 0;
+	if (!p || !st)
+		return;
+	uint64_t now = now_ns();
+	if (!walked_ns[dev] || now - walked_ns[dev] >= WALK_EVERY_NS) {
+		size_t releasable = 0;
+		(void)gp_pool_decay(p, now, 0, 0, &releasable); /* counts, gives nothing */
+		walked_bytes[dev] = releasable;
+		walked_ns[dev] = now;
+	}
+	uint64_t floor = gp_reclaim_floor(dev);
+	*held = __atomic_load_n(&st->reserved_bytes, __ATOMIC_RELAXED) +
+		__atomic_load_n(&st->unpooled_bytes, __ATOMIC_RELAXED);
+	uint64_t above = *held > floor ? *held - floor : 0;
+	uint64_t seen = 0, fw = gp_framework_idle(dev, &seen);
+	/* the framework's figure, measured on its own thread (this answer does not wait for it)
+	 * when a query finds it a second old */
+	if (measure && gp_framework_present() && (!seen || now - seen >= 1000000000ull))
+		(void)gp_framework_post(false, NULL, NULL);
+	*idle = walked_bytes[dev] + fw;
+	if (*idle > above)
+		*idle = above;
+	if (gp_framework_present())
+		*flags |= GP_SHARE_FRAMEWORK;
 }
 
 void gp_reclaim_answer(int fd, const struct gp_share_msg *m, const struct gp_share_peer *from)
 {
 	GP_REGISTRY_READER;
-	if (atomic_load(&R->exiting))
+	if (atomic_load(&R->exiting) || m->kind != GP_SHARE_QUERY)
 		return;
-	if (m->kind == GP_SHARE_QUERY)
-		answer_query(fd, m, from);
-	else if (m->kind == GP_SHARE_ASK)
-		answer_ask(fd, m, from);
+	struct gp_share_msg a = gp_share_msg_make(GP_SHARE_OFFER, m->id, m->uuid);
+	int dev = -1;
+	for (int d = 0; d < R->ndev && d < GPUPOOL_MAX_DEVICES && R->cfg.reclaim; d++) {
+		const struct gpupool_device_stats *st = gp_registry_slot(R, d);
+		if (atomic_load(&R->pools[d]) && st && gp_statpage_uuid_known(st) &&
+		    memcmp(st->uuid, m->uuid, GPUPOOL_UUID_LEN) == 0)
+			dev = d;
+	}
+	if (dev >= 0) {
+		gp_reclaim_holding(dev, true, &a.bytes, &a.held, &a.flags);
+		a.floor = floors[dev];
+	}
+	(void)gp_share_reply(fd, from, &a); /* an asker gone meanwhile: nothing to do */
 }
 
-/* ---- the asker ------------------------------------------------------------------------- */
+/* ---- the waiter's counters ---------------------------------------------------------------- */
 
-struct offer {
-	int pid;
-	bool answered;
-	uint64_t bytes, held;
-	uint32_t flags;
-};
-
-/* Idle segments first, largest first; then the processes with a framework's cache, the most
- * held first; then the rest (nothing to ask of them). */
-static int offer_cmp(const void *a_, const void *b_)
+void gp_reclaim_count_wait(int dev, unsigned asked, unsigned answers, uint64_t received, uint64_t waited,
+			   bool served, bool waited_in_line)
 {
-	const struct offer *a = a_, *b = b_;
-	int ka = a->bytes ? 0 : (a->flags & GP_SHARE_FRAMEWORK) && a->held ? 1 : 2;
-	int kb = b->bytes ? 0 : (b->flags & GP_SHARE_FRAMEWORK) && b->held ? 1 : 2;
-	if (ka != kb)
-		return ka - kb;
-	uint64_t x = ka == 0 ? a->bytes : a->held, y = ka == 0 ? b->bytes : b->held;
-	return x > y ? -1 : x < y ? 1 : 0;
+	COUNT(dev, reclaim_asks, asked);
+	COUNT(dev, reclaim_answers, answers);
+	COUNT(dev, reclaim_received_bytes, received);
+	COUNT(dev, reclaim_wait_ns, waited);
+	(void)served;
+	(void)waited_in_line;
 }
 
-static struct offer *offer_of(struct offer *o, int n, int pid)
-{
-	for (int i = 0; i < n; i++)
-		if (o[i].pid == pid)
-			return &o[i];
-	return NULL;
-}
-
-static atomic_bool asking; /* a round is running: set and cleared by its thread alone */
-static _Atomic uint64_t next_id = 1;
-
-/* One round: returns the bytes given, *asked the asks sent, *answers those that gave. */
-static size_t round_of_asks(int fd, const unsigned char *uuid, size_t want, gp_pool *p, uint64_t deadline,
-			    unsigned *asked, unsigned *answers, char *who, size_t whocap)
-{
-	int *pids = NULL;
-	int n = gp_share_peers(getpid(), MAX_PEERS, &pids);
-	if (n <= 0) {
-		free(pids);
-		return 0;
-	}
-	struct offer *o = calloc((size_t)n, sizeof *o);
-	if (!o) {
-		free(pids);
-		return 0;
-	}
-	uint64_t id = atomic_fetch_add(&next_id, 1) | ((uint64_t)getpid() << 32);
-	struct gp_share_msg q = gp_share_msg_make(GP_SHARE_QUERY, id, uuid);
-	q.bytes = want;
-	int waiting = 0;
-	for (int i = 0; i < n; i++) {
-		o[i].pid = pids[i];
-		if (gp_share_send(fd, pids[i], &q) == 0)
-			waiting++;
-		else
-			o[i].answered = true; /* gone, or not listening: nothing to wait for */
-	}
-	free(pids);
-	/* the offers: every process answers at once from its release thread */
-	uint64_t qdl = now_ns() + QUERY_WAIT_NS;
-	if (qdl > deadline)
-		qdl = deadline;
-	while (waiting > 0) {
-		struct gp_share_msg m;
-		struct gp_share_peer from;
-		int rc = gp_share_wait(fd, &m, &from, qdl);
-		if (rc == -ETIMEDOUT || (rc < 0 && rc != -EBADMSG))
-			break;
-		if (rc != 0 || m.kind != GP_SHARE_OFFER || m.id != id || memcmp(m.uuid, uuid, GPUPOOL_UUID_LEN) != 0)
-			continue;
-		/* the kernel names the sender: an answer counts only from the process asked */
-		struct offer *f = offer_of(o, n, from.pid);
-		if (!f || f->answered)
-			continue;
-		f->answered = true;
-		f->bytes = m.bytes;
-		f->held = m.held;
-		f->flags = m.flags;
-		waiting--;
-	}
-	qsort(o, (size_t)n, sizeof *o, offer_cmp);
-	size_t got = 0;
-	for (int i = 0; i < n && now_ns() < deadline; i++) {
-		if (!o[i].bytes && !((o[i].flags & GP_SHARE_FRAMEWORK) && o[i].held))
-			break; /* sorted: nobody after holds anything to give */
-		struct gp_share_msg ask = gp_share_msg_make(GP_SHARE_ASK, id, uuid);
-		ask.bytes = want;
-		if (gp_share_send(fd, o[i].pid, &ask) != 0)
-			continue;
-		(*asked)++;
-		uint64_t sent = now_ns();
-		size_t free_before = 0;
-		(void)device_free(p, &free_before);
-		for (;;) {
-			struct gp_share_msg m;
-			struct gp_share_peer from;
-			int rc = gp_share_wait(fd, &m, &from, deadline);
-			if (rc == -ETIMEDOUT || (rc < 0 && rc != -EBADMSG))
-				break;
-			if (rc != 0 || m.kind != GP_SHARE_GAVE || m.id != id || from.pid != o[i].pid)
-				continue; /* a late offer, or anyone else's datagram */
-			/* a holder's word is not taken for more than the GPU gained meanwhile, nor
-			 * its time for more than the wait (a hostile one says 16 EiB in 584 years) */
-			size_t free_after = 0;
-			if (device_free(p, &free_after) != 0 || free_after < free_before)
-				free_after = free_before;
-			if (m.bytes > free_after - free_before)
-				m.bytes = free_after - free_before;
-			if (m.held > now_ns() - sent)
-				m.held = now_ns() - sent;
-			if (m.bytes) {
-				(*answers)++;
-				got += m.bytes;
-				size_t k = strlen(who);
-				char b[32];
-				if (k + 64 < whocap)
-					snprintf(who + k, whocap - k, "%spid %d gave %s in %.3f s", k ? ", " : "", o[i].pid,
-						 gp_format_bytes(b, sizeof b, m.bytes), (double)m.held / 1e9);
-			}
-			break;
-		}
-		size_t free_now = 0;
-		if (device_free(p, &free_now) == 0 && free_now >= want)
-			break;
-	}
-	free(o);
-	return got;
-}
+/* ---- memory gpupool does not pool --------------------------------------------------------- */
 
 int gp_reclaim_before_oom(int dev, size_t bytes)
 {
-	if (!R->cfg.reclaim || !R->cfg.reclaim_wait_ms || atomic_load(&R->exiting))
+	struct gp_wait w;
+	if (!gp_waitq_begin(&w, dev, bytes, false))
 		return 0;
-	GP_REGISTRY_READER;
-	gp_pool *p = atomic_load(&R->pools[dev]);
-	struct gpupool_device_stats *st = gp_registry_slot(R, dev);
-	if (!p || !st || !gp_statpage_uuid_known(st))
-		return 0;
-	uint64_t t0 = now_ns(), deadline = t0 + (uint64_t)R->cfg.reclaim_wait_ms * 1000000u;
-	/* one round at a time in a process: another thread's round serves this one too */
-	if (atomic_exchange(&asking, true)) {
-		while (atomic_load(&asking) && now_ns() < deadline)
-			usleep(1000);
-		return 1; /* try again: the round may have made room */
-	}
-	size_t want = gp_pool_segment_for(p, bytes), free0 = 0;
-	int rc = 0;
-	/* the GPU has the room: the limit or the pool refused, which neighbours cannot change */
-	if (device_free(p, &free0) != 0 || free0 >= want)
-		goto out;
-	int fd = gp_share_asker();
-	if (fd < 0)
-		goto out;
-	unsigned char uuid[GPUPOOL_UUID_LEN];
-	memcpy(uuid, st->uuid, sizeof uuid);
-	unsigned asked = 0, answers = 0;
-	char who[512] = "";
-	size_t got = round_of_asks(fd, uuid, want, p, deadline, &asked, &answers, who, sizeof who);
-	close(fd);
-	uint64_t waited = now_ns() - t0;
-	size_t free1 = 0;
-	(void)device_free(p, &free1);
-	COUNT(dev, reclaim_asks, asked);
-	COUNT(dev, reclaim_answers, answers);
-	COUNT(dev, reclaim_received_bytes, got);
-	COUNT(dev, reclaim_wait_ns, waited);
-	char b[3][32];
-	if (asked)
-		gp_log(GP_LOG_INFO, "reclaim: device %d needed %s (GPU free %s): %s; GPU free now %s after %.3f s", dev,
-		       gp_format_bytes(b[0], sizeof b[0], want), gp_format_bytes(b[1], sizeof b[1], free0),
-		       who[0] ? who : "nobody gave anything", gp_format_bytes(b[2], sizeof b[2], free1),
-		       (double)waited / 1e9);
-	rc = got > 0 || free1 >= want;
-out:
-	atomic_store(&asking, false);
-	return rc;
+	bool turn = gp_waitq_next(&w);
+	gp_waitq_end(&w, turn);
+	return turn;
 }
 
 void gp_reclaim_after_fork(void)
 {
-	atomic_store(&asking, false); /* a round of the parent's thread, not the child's */
+	framework_last_ns = 0;
+	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
+		floor_known[d] = false;
+		floors[d] = 0;
+		walked_ns[d] = 0;
+	}
 }

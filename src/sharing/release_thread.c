@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include "registry.h"
 #include "registry_internal.h"
 #include "share.h"
+#include "waitq.h"
 
 #define R (gp_registry_self())
 
@@ -75,6 +77,9 @@ static bool pass(void)
 		struct gpupool_device_stats *st = gp_registry_slot(R, d);
 		if (!p || !st || atomic_load(&stopping))
 			continue;
+		/* the floor (reserve), decided at the device's first pass and kept by every pool the
+		 * device has (a reset makes a new one): the decay never goes below it */
+		gp_pool_set_floor(p, gp_reclaim_floor(d));
 		size_t given = gp_pool_decay(p, now, decay_ns, DECAY_BUDGET, NULL);
 		if (given >= DECAY_BUDGET)
 			more = true;
@@ -89,6 +94,44 @@ static bool pass(void)
 		}
 	}
 	return more;
+}
+
+/* Each sender's budget of requests: PEER_RATE a second, PEER_BURST at once (a token bucket
+ * per pid, in a small table; a pid pushed out starts again with a full bucket, so the bound
+ * holds per process only while fewer than PEERS send at once). The release thread's only. */
+#define PEER_RATE 200
+#define PEER_BURST 64
+#define PEERS 64
+static struct {
+	int pid;
+	double tokens;
+	uint64_t at_ns;
+} peers[PEERS];
+
+static bool peer_may(int pid)
+{
+	uint64_t now = now_ns();
+	int slot = 0;
+	for (int i = 0; i < PEERS; i++) {
+		if (peers[i].pid == pid) {
+			slot = i;
+			goto found;
+		}
+		if (peers[i].at_ns < peers[slot].at_ns)
+			slot = i; /* the least recently seen */
+	}
+	peers[slot].pid = pid;
+	peers[slot].tokens = PEER_BURST;
+	peers[slot].at_ns = now;
+found:
+	peers[slot].tokens += (double)(now - peers[slot].at_ns) * PEER_RATE / 1e9;
+	if (peers[slot].tokens > PEER_BURST)
+		peers[slot].tokens = PEER_BURST;
+	peers[slot].at_ns = now;
+	if (peers[slot].tokens < 1)
+		return false;
+	peers[slot].tokens -= 1;
+	return true;
 }
 
 static void drain(void)
@@ -114,9 +157,18 @@ static void drain(void)
 			gp_log(GP_LOG_DEBUG, "share: a datagram that is not a request, ignored");
 			continue;
 		}
+		/* what one process may cost this one: a few requests a second (its own wakes and
+		 * pokes excepted) */
+		if (from.pid != getpid() && !peer_may(from.pid)) {
+			gp_log(GP_LOG_DEBUG, "share: pid %d sends more than %d requests a second; dropped", (int)from.pid,
+			       PEER_RATE);
+			continue;
+		}
 		/* a wake only makes this round look at the page, below */
-		if (m.kind == GP_SHARE_QUERY || m.kind == GP_SHARE_ASK)
+		if (m.kind == GP_SHARE_QUERY)
 			gp_reclaim_answer(sock, &m, &from);
+		else if (m.kind == GP_SHARE_WAIT || m.kind == GP_SHARE_DONE || m.kind == GP_SHARE_POKE)
+			gp_waitq_message(sock, &m, &from);
 	}
 }
 
@@ -127,6 +179,9 @@ static void *release_main(void *arg)
 	while (!atomic_load(&stopping)) {
 		uint64_t now = now_ns();
 		int ms = POLL_MS;
+		int tick = gp_waitq_tick(); /* a line with someone in it: looked at more often */
+		if (tick >= 0 && tick < ms)
+			ms = tick;
 		if (next_pass > now && (next_pass - now) / 1000000u < (uint64_t)ms)
 			ms = (int)((next_pass - now) / 1000000u);
 		if (next_pass <= now)
@@ -154,10 +209,13 @@ static void *release_main(void *arg)
  * thread started: exit handlers run last registered first). */
 static void stop_at_exit(void) { gp_release_thread_stop(); }
 
+const atomic_bool *gp_release_thread_stopping(void) { return &stopping; }
+
 void gp_release_thread_start(void)
 {
 	if (atomic_exchange(&started, true))
 		return;
+	gp_waitq_arm();
 	static bool atexit_set; /* once per process image: a forked child keeps its parent's */
 	if (!atexit_set)
 		atexit_set = atexit(stop_at_exit) == 0;
@@ -208,4 +266,5 @@ void gp_release_thread_after_fork(void)
 	atomic_store(&acting, 0);
 	atomic_store(&stopping, false);
 	atomic_store(&started, false);
+	memset(peers, 0, sizeof peers);
 }

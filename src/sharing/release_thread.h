@@ -6,6 +6,8 @@
 #ifndef GP_RELEASE_THREAD_H
 #define GP_RELEASE_THREAD_H
 
+#include <stdatomic.h>
+
 /* Starts the thread once (a no-op after), and arms its stop at exit. Needs the registry
  * settled and a pool made: the call bodies' first pool starts it (calls/ladder.h). */
 void gp_release_thread_start(void);
@@ -13,6 +15,9 @@ void gp_release_thread_start(void);
 /* Exit (its own exit handler, before the registry's report): stops the thread's work (nothing reaches CUDA after this returns; bounded wait for
  * what is in flight: 2 s). */
 void gp_release_thread_stop(void);
+
+/* The flag an exit sets: a wait on the release thread (a framework's answer) ends with it. */
+const atomic_bool *gp_release_thread_stopping(void);
 
 /* In a forked child: the parent's thread is not here; its socket is the parent's. */
 void gp_release_thread_after_fork(void);

@@ -1,12 +1,13 @@
 /* The channel between processes sharing a GPU (share.h): abstract Unix datagram sockets,
  * one message size, the sender's credentials from the kernel. Never blocks but in
  * gp_share_wait, bounded by its deadline. Depends on libc, proc.h (the clock) and
- * statpage.h (the page directory's names). */
+ * statpage.h (the page directory's names, where /proc/net/unix cannot be read). */
 #include "share.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,7 +98,7 @@ int gp_share_asker(void)
 static bool msg_ok(const struct gp_share_msg *m)
 {
 	return m->magic == GP_SHARE_MAGIC && m->version == GP_SHARE_VERSION && m->kind >= GP_SHARE_WAKE &&
-	       m->kind <= GP_SHARE_GAVE;
+	       m->kind <= GP_SHARE_KIND_LAST && m->kind != 4 && m->kind != 5;
 }
 
 int gp_share_recv(int fd, struct gp_share_msg *m, struct gp_share_peer *from)
@@ -209,9 +210,72 @@ int gp_share_wake(int pid)
 	return rc;
 }
 
+int gp_share_self(const struct gp_share_msg *m)
+{
+	int fd = sock_new();
+	if (fd < 0)
+		return fd;
+	int rc = gp_share_send(fd, getpid(), m);
+	close(fd);
+	return rc;
+}
+
+static int pid_cmp(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return (x > y) - (x < y);
+}
+
+/* The pids in the names of this library's listening sockets of this pid namespace, from
+ * /proc/net/unix ("... Inode @gpupool.<pidns>.<pid>"), live ones only: a name whose pid is
+ * gone is a squatter's or a leftover. -errno when the file cannot be read. */
+static int peers_from_sockets(int self, int max, int **pids)
+{
+	FILE *f = fopen("/proc/net/unix", "re");
+	if (!f)
+		return -errno;
+	char prefix[64];
+	int plen = snprintf(prefix, sizeof prefix, "@gpupool.%lu.", pidns());
+	int cap = 64, k = 0;
+	int *out = malloc(sizeof *out * (size_t)cap);
+	char line[512];
+	while (out && fgets(line, sizeof line, f) && k < max) {
+		char *at = strstr(line, prefix);
+		if (!at)
+			continue;
+		char *end = NULL;
+		long pid = strtol(at + plen, &end, 10);
+		if (!end || end == at + plen || (*end != '\n' && *end != '\0') || pid <= 0 || pid > (1L << 22) ||
+		    pid == self)
+			continue;
+		if (kill((pid_t)pid, 0) != 0 && errno != EPERM)
+			continue; /* gone: nobody answers */
+		if (k == cap) {
+			int *more = realloc(out, sizeof *out * (size_t)(cap *= 2));
+			if (!more)
+				break;
+			out = more;
+		}
+		out[k++] = (int)pid;
+	}
+	fclose(f);
+	if (!out)
+		return -ENOMEM;
+	qsort(out, (size_t)k, sizeof *out, pid_cmp);
+	int u = 0; /* a process has one name; a second socket bound to it cannot exist */
+	for (int i = 0; i < k; i++)
+		if (!u || out[u - 1] != out[i])
+			out[u++] = out[i];
+	*pids = out;
+	return u;
+}
+
 int gp_share_peers(int self, int max, int **pids)
 {
 	*pids = NULL;
+	int k = peers_from_sockets(self, max, pids);
+	if (k >= 0)
+		return k;
 	int dfd = open(gp_statpage_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return -errno;
@@ -225,7 +289,7 @@ int gp_share_peers(int self, int max, int **pids)
 		free(names);
 		return -ENOMEM;
 	}
-	int k = 0;
+	k = 0;
 	for (int i = 0; i < n && k < max; i++)
 		if (names[i].live && names[i].pid != self)
 			out[k++] = names[i].pid;

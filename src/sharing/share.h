@@ -17,18 +17,33 @@
 #include "gpupool/stats.h"
 
 #define GP_SHARE_MAGIC 0x48535047u /* "GPSH" little-endian */
-#define GP_SHARE_VERSION 1u
+#define GP_SHARE_VERSION 2u
 
 enum gp_share_kind {
 	GP_SHARE_WAKE = 1,  /* look at the page now: a release request was made (gpupool-stat) */
 	GP_SHARE_QUERY = 2, /* what could you give on GPU uuid? (bytes: what the asker needs) */
 	GP_SHARE_OFFER = 3, /* the answer: bytes releasable now, held = reserved + unpooled, flags */
-	GP_SHARE_ASK = 4,   /* give idle memory on GPU uuid: the asker needs `bytes` free */
-	GP_SHARE_GAVE = 5,  /* the answer: bytes given back to the driver, held = ns it took */
+	/* 4, 5: the asks of version 1, no longer sent */
+	/* The wait queue of a GPU (waitq.h, docs/sharing.md). A waiter's ticket is the
+	 * CLOCK_MONOTONIC time it began to wait (one clock for every process of the machine):
+	 * earlier tickets are served first. */
+	GP_SHARE_WAIT = 8,  /* I wait for `bytes` on GPU uuid: id = my ticket, held = the
+			     * CLOCK_MONOTONIC time my wait ends; sent again about once a second */
+	GP_SHARE_HEARD = 9, /* the answer to a WAIT: id = its ticket, bytes = idle memory the
+			     * holder has there now, held = what it holds there (reserved +
+			     * unpooled), flags (GP_SHARE_WAITING, GP_SHARE_FRAMEWORK) */
+	GP_SHARE_FREED = 10, /* to a waiter: memory went back to the driver on GPU uuid (bytes;
+			      * 0: some, not counted), id = the ticket it is meant for */
+	GP_SHARE_DONE = 11,  /* the wait with ticket id on GPU uuid ended (served or not) */
+	GP_SHARE_POKE = 12,  /* from a process to its own release thread: memory was freed while
+			      * others wait (accepted from the process itself only) */
+	GP_SHARE_KIND_LAST = GP_SHARE_POKE
 };
 
-/* OFFER: a framework's cache above gpupool (PyTorch, CuPy) may hold more than `bytes`. */
+/* OFFER, HEARD: a framework's cache above gpupool (PyTorch, CuPy) may hold more than `bytes`. */
 #define GP_SHARE_FRAMEWORK 1u
+/* HEARD: the holder waits for memory on that GPU itself. */
+#define GP_SHARE_WAITING 2u
 
 struct gp_share_msg {
 	uint32_t magic;   /* GP_SHARE_MAGIC */
@@ -40,6 +55,7 @@ struct gp_share_msg {
 	uint64_t held;
 	uint32_t flags;
 	uint32_t pad_;
+	uint64_t floor; /* OFFER: the memory the holder keeps whatever others ask (its reserve) */
 };
 
 /* Who sent a datagram, as the kernel says, and where an answer goes. */
@@ -87,8 +103,13 @@ struct gp_share_msg gp_share_msg_make(enum gp_share_kind kind, uint64_t id, cons
  * a process of a library without the channel answers at its next allocation instead. */
 int gp_share_wake(int pid);
 
-/* The processes that may hold a pool: the pids of the live pages in the page directory
- * (names are listed whoever owns them; nothing is opened), but `self`. Returns the count with
+/* Sends m to this process's own socket (the release thread's): 0 or -errno. */
+int gp_share_self(const struct gp_share_msg *m);
+
+/* The processes that may hold a pool: the pids named by the listening sockets of this
+ * library in the network namespace (/proc/net/unix: one name per live process, which files
+ * planted in a shared directory cannot add to), but `self`, in pid order; where /proc/net/unix
+ * cannot be read, the pids of the live pages in the page directory. Returns the count with
  * *pids malloc'd (the caller frees), at most `max`; or -errno. */
 int gp_share_peers(int self, int max, int **pids);
 

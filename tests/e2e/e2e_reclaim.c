@@ -4,6 +4,8 @@
  *                                    (the pool keeps them), prints "ready", idles
  *   e2e_reclaim busy MIB [SECONDS]   the same, then allocates and frees 1 MiB blocks in a loop
  *                                    (a holder that is itself allocating)
+ *   e2e_reclaim keep MIB [SECONDS]   takes MIB in 64 MiB pieces and keeps them (in use: nothing
+ *                                    idle to give), prints "ready", idles
  *   e2e_reclaim ask MIB              one cudaMalloc of MIB: prints "ok" or the error, and the
  *                                    time it took; exit status 0 ok, 3 out of memory
  * SIGINT or SIGTERM ends the idling: main returns and the exit report is written. */
@@ -29,7 +31,7 @@ static double now_s(void)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: e2e_reclaim hold|busy|ask MIB [SECONDS]\n");
+		fprintf(stderr, "usage: e2e_reclaim hold|busy|keep|ask MIB [SECONDS]\n");
 		return 2;
 	}
 	size_t mib = (size_t)strtoull(argv[2], NULL, 10);
@@ -57,9 +59,9 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	for (size_t i = 0; i < n; i++)
+	bool keep = !strcmp(argv[1], "keep");
+	for (size_t i = 0; i < n && !keep; i++)
 		cudaFree(v[i]);
-	free(v);
 	cudaDeviceSynchronize(); /* the fence thread marks the frees done soon after */
 	printf("ready\n");
 	fflush(stdout);
@@ -79,5 +81,8 @@ int main(int argc, char **argv)
 	}
 	if (busy)
 		printf("busy rounds=%lu\n", rounds);
+	for (size_t i = 0; i < n && keep; i++)
+		cudaFree(v[i]);
+	free(v);
 	return 0;
 }

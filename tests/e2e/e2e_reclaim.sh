@@ -41,6 +41,7 @@ start_a() {
 	local envs=()
 	while [ "$1" != -- ]; do envs+=("$1"); shift; done
 	shift
+	: >"$a_out" # before the start: the last holder's "ready" must not be read as this one's
 	env LD_PRELOAD="$preload" GPUPOOL_SHM_DIR="$pdir" GPUPOOL_LOG=info "${envs[@]}" "$@" >"$a_out" 2>"$a_err" &
 	apid=$!
 	for _ in $(seq 200); do
@@ -124,7 +125,8 @@ start_a GPUPOOL_REPORT="$dir/a.json" -- "$prog" busy 768 && {
 	stop_a
 	[ $arc = 0 ] || abad "busy: A's exit status $arc"
 	grep -q "busy rounds=" "$a_out" || bad "busy: A did not allocate"
-	[ "$(json "$dir/a.json" "d['reclaims_served']")" = 1 ] || bad "busy: A did not give"
+	served=$(json "$dir/a.json" "d['reclaims_served']")
+	[ "$served" = 1 ] || abad "busy: A did not give once ($served times)"
 }
 
 # user: B is another user (root only: setpriv drops to nobody)
@@ -160,13 +162,15 @@ start_a GPUPOOL_REPORT="$dir/a.json" -- "$prog" hold 768 && {
 import os, socket, struct, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 name = b"\0gpupool.%d.%d" % (os.stat("/proc/self/ns/pid").st_ino, int(sys.argv[1]))
-good = struct.pack("=IHHQ16sQQII", 0x48535047, 1, 4, 1, b"\0" * 16, 1 << 40, 0, 0, 0)
+F = "=IHHQ16sQQIIQ"  # share.h's struct gp_share_msg, version 2
+good = struct.pack(F, 0x48535047, 2, 8, 1, b"\0" * 16, 1 << 20, 1 << 62, 0, 0, 0)
 for junk in (b"", b"x", good[:-1], good + b"y", b"\xff" * len(good),
-             struct.pack("=IHHQ16sQQII", 0x48535047, 2, 4, 1, b"\0" * 16, 1, 0, 0, 0),
-             struct.pack("=IHHQ16sQQII", 0x48535047, 1, 9, 1, b"\0" * 16, 1, 0, 0, 0)):
+             struct.pack(F, 0x48535047, 1, 8, 1, b"\0" * 16, 1, 0, 0, 0, 0),   # version 1
+             struct.pack(F, 0x48535047, 2, 4, 1, b"\0" * 16, 1, 0, 0, 0, 0),   # version 1's ask
+             struct.pack(F, 0x48535047, 2, 99, 1, b"\0" * 16, 1, 0, 0, 0, 0)):
     for _ in range(30):
         s.sendto(junk, name)
-s.sendto(good, name)  # an ask for a GPU A does not have: refused politely
+s.sendto(good, name)  # a wait on a GPU A does not have: nothing to answer
 EOF
 	sleep 0.3
 	kill -0 $apid || bad "junk: A died"
@@ -187,47 +191,62 @@ if ldd "${preload##*:}" 2>/dev/null | grep -q libtsan; then
 	exit $fail
 fi
 
-# forged: an ask for more than the whole GPU (no allocation needs it) gets nothing, though the
-# GPU is "short" of it; A keeps its idle memory and its framework's cache
+# forged: a claim to wait for more than the whole GPU (no allocation needs it), with a ticket
+# from before any wait could begin, or for hours, gets nothing; A keeps its idle memory and its
+# framework's cache, and says why in one line each
 start_a GPUPOOL_REPORT="$dir/a.json" "$pyasan" PYTHONPATH="$here/reclaim_framework" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" -- \
 	"$py" "$here/reclaim_framework/hold.py" 256 && {
 	"$py" - "$apid" <<'EOF' || bad "forged: A gave memory to an ask for 1 TiB"
-import os, socket, struct, sys
+import os, socket, struct, sys, time
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(b"")
-s.settimeout(3)
+s.settimeout(1)
 uuid = bytes.fromhex("66616b65677075000000000000000001")  # the fake device's
-s.sendto(struct.pack("=IHHQ16sQQII", 0x48535047, 1, 4, 7, uuid, 1 << 40, 0, 0, 0), b"\0gpupool.%d.%d" % (os.stat("/proc/self/ns/pid").st_ino, int(sys.argv[1])))
-r = struct.unpack("=IHHQ16sQQII", s.recv(64))
-sys.exit(0 if r[2] == 5 and r[5] == 0 else 1)
+F = "=IHHQ16sQQIIQ"
+now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+to = b"\0gpupool.%d.%d" % (os.stat("/proc/self/ns/pid").st_ino, int(sys.argv[1]))
+s.sendto(struct.pack(F, 0x48535047, 2, 8, now, uuid, 1 << 40, now + 10**10, 0, 0, 0), to)          # 1 TiB
+s.sendto(struct.pack(F, 0x48535047, 2, 8, now - 10**12, uuid, 1 << 20, now + 10**10, 0, 0, 0), to)  # an old ticket
+s.sendto(struct.pack(F, 0x48535047, 2, 8, now, uuid, 1 << 20, now + 10**13, 0, 0, 0), to)          # hours
+try:
+    s.recv(128)
+    sys.exit(1)  # answered: it took one of them for a wait
+except socket.timeout:
+    sys.exit(0)
 EOF
 	stop_a
+	[ "$(grep -c "claims to wait on device 0 with a ticket, an end or a size no wait can have" "$a_err")" = 3 ] ||
+		bad "forged: A's line for each false claim"
 	grep -q "emptied=0 cached=" "$a_out" || bad "forged: A's framework cache was emptied"
 }
 
-# liar: a peer (no gpupool: a page name and a socket) that says it gave 16 EiB: B fails as it
-# would have, and counts nothing received
-"$py" - "$pdir" >"$dir/liar.out" <<'EOF' &
-import socket, struct, os, sys
-open(os.path.join(sys.argv[1], "gpupool.%d" % os.getpid()), "w").close()
+# liar: a peer (no gpupool: a socket of the library's name) that says it holds 16 EiB and gave
+# 16 EiB: B, short because a process outside gpupool keeps 768 MiB in use, waits its bound
+# and fails as it would have, and counts nothing received
+env -u LD_PRELOAD GPUPOOL_DISABLE=1 "$prog" keep 768 >"$dir/keep.out" 2>&1 &
+kpid=$!
+for _ in $(seq 100); do grep -q ready "$dir/keep.out" 2>/dev/null && break; sleep 0.05; done
+"$py" - >"$dir/liar.out" <<'EOF' &
+import socket, struct, os
+F = "=IHHQ16sQQIIQ"
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(b"\0gpupool.%d.%d" % (os.stat("/proc/self/ns/pid").st_ino, os.getpid()))
 print("ready", flush=True)
 while True:
-    m, addr = s.recvfrom(64)
-    mg, v, k, i, u, b, h, f, p = struct.unpack("=IHHQ16sQQII", m)
-    if k in (2, 4):
-        s.sendto(struct.pack("=IHHQ16sQQII", mg, 1, k + 1, i, u, (1 << 64) - 1, (1 << 64) - 1, 1, 0), addr)
+    m, addr = s.recvfrom(128)
+    mg, v, k, i, u, b, h, f, p, fl = struct.unpack(F, m)
+    if k == 8:  # a WAIT: heard, holding everything, and a gift of everything
+        s.sendto(struct.pack(F, mg, 2, 9, i, u, (1 << 64) - 1, (1 << 64) - 1, 0, 0, 0), addr)
+        s.sendto(struct.pack(F, mg, 2, 10, i, u, (1 << 64) - 1, 0, 0, 0, 0), addr)
 EOF
 lpid=$!
 for _ in $(seq 100); do grep -q ready "$dir/liar.out" 2>/dev/null && break; sleep 0.05; done
-ask 2048
+ask 512 GPUPOOL_CONF=reclaim_wait_ms:1000
 [ $brc = 3 ] || bad "liar: B should fail with out of memory ($brc)"
 [ "$(json "$dir/b.json" "d['reclaim_received_bytes'] == 0 and d['reclaim_answers'] == 0")" = True ] ||
 	bad "liar: B counted what the liar said"
-kill $lpid
-wait $lpid 2>/dev/null
-rm -f "$pdir/gpupool.$lpid"
+kill $lpid $kpid
+wait $lpid $kpid 2>/dev/null
 
 # framework: A's memory in a framework's cache above gpupool
 start_a GPUPOOL_REPORT="$dir/a.json" "$pyasan" PYTHONPATH="$here/reclaim_framework" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" -- \
@@ -241,11 +260,11 @@ start_a GPUPOOL_REPORT="$dir/a.json" "$pyasan" PYTHONPATH="$here/reclaim_framewo
 		bad "framework: A's counters"
 }
 
-# gil: A's program keeps the interpreter's lock for 4 s; B gives up after 2 s; A's release
-# thread, once it has the lock, finds the ask stale and empties nothing
+# gil: A's program keeps the interpreter's lock for 4 s; B gives up after 2 s; A's framework
+# thread, once it has the lock, finds B gone from the line and empties nothing
 start_a GPUPOOL_REPORT="$dir/a.json" "$pyasan" RECLAIM_HOLD_GIL=4 PYTHONPATH="$here/reclaim_framework" \
 	LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" -- "$py" "$here/reclaim_framework/hold.py" 768 && {
-	ask 512
+	ask 512 GPUPOOL_CONF=reclaim_wait_ms:2000
 	[ $brc = 3 ] || bad "gil: B should fail with out of memory ($brc)"
 	sleep 3
 	stop_a
@@ -255,7 +274,7 @@ start_a GPUPOOL_REPORT="$dir/a.json" "$pyasan" RECLAIM_HOLD_GIL=4 PYTHONPATH="$h
 # raises: empty_cache raises; named in A's line, never printed as a traceback; B fails
 start_a GPUPOOL_REPORT="$dir/a.json" "$pyasan" RECLAIM_TORCH_RAISE=1 PYTHONPATH="$here/reclaim_framework" \
 	LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" -- "$py" "$here/reclaim_framework/hold.py" 768 && {
-	ask 512
+	ask 512 GPUPOOL_CONF=reclaim_wait_ms:1000
 	[ $brc = 3 ] || bad "raises: B should fail with out of memory ($brc)"
 	kill -0 $apid || bad "raises: A died"
 	stop_a

@@ -1,7 +1,7 @@
 /* The share layer's channel (share.h): a listener and an asker talk, the kernel names the
  * sender, an answer goes back to the asker's own address, junk is refused and consumed, a
  * name already taken is refused, a process that is not there refuses at once, and the
- * peers are the live pages but the caller. Depends on share.c, statpage.c and proc.c. */
+ * peers are the live listeners but the caller. Depends on share.c, statpage.c and proc.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -92,7 +92,7 @@ static void test_junk(void **state)
 	(void)state;
 	int l = gp_share_listen(fake_pid(3));
 	assert_true(l >= 0);
-	struct gp_share_msg good = gp_share_msg_make(GP_SHARE_ASK, 5, NULL), m;
+	struct gp_share_msg good = gp_share_msg_make(GP_SHARE_WAIT, 5, NULL), m;
 	struct gp_share_peer from;
 	char big[sizeof good + 64];
 	memset(big, 0x41, sizeof big);
@@ -109,13 +109,15 @@ static void test_junk(void **state)
 	bad = good;
 	bad.kind = 0;
 	send_raw(fake_pid(3), &bad, sizeof bad);
-	bad.kind = 6;
+	bad.kind = GP_SHARE_KIND_LAST + 1;
+	send_raw(fake_pid(3), &bad, sizeof bad);
+	bad.kind = 4; /* version 1's ask, no longer a message */
 	send_raw(fake_pid(3), &bad, sizeof bad);
 	send_raw(fake_pid(3), &good, sizeof good); /* and one good one, after them */
-	for (int i = 0; i < 7; i++)
+	for (int i = 0; i < 8; i++)
 		assert_int_equal(gp_share_wait(l, &m, &from, in_ms(1000)), -EBADMSG); /* each consumed */
 	assert_int_equal(gp_share_wait(l, &m, &from, in_ms(1000)), 0);
-	assert_int_equal(m.kind, GP_SHARE_ASK);
+	assert_int_equal(m.kind, GP_SHARE_WAIT);
 	assert_int_equal(m.id, 5);
 	/* an unbound sender: nowhere to answer, said as such */
 	assert_int_equal(from.addrlen, 0);
@@ -134,7 +136,7 @@ static void test_sender_is_named(void **state)
 	assert_true(c >= 0);
 	if (c == 0) {
 		int a = gp_share_asker();
-		struct gp_share_msg g = gp_share_msg_make(GP_SHARE_GAVE, 9, NULL);
+		struct gp_share_msg g = gp_share_msg_make(GP_SHARE_FREED, 9, NULL);
 		g.bytes = 1 << 30;
 		_exit(a >= 0 && gp_share_send(a, fake_pid(4), &g) == 0 ? 0 : 1);
 	}
@@ -148,7 +150,9 @@ static void test_sender_is_named(void **state)
 	close(l);
 }
 
-/* The peers: live pages but the caller's, none of another kind of name. */
+/* The peers: the processes whose listening socket has this library's name, but the caller;
+ * names of gone pids and files planted in the page directory are no peers (256 planted
+ * pages once kept every real peer out of the list). */
 static void test_peers(void **state)
 {
 	(void)state;
@@ -156,31 +160,72 @@ static void test_peers(void **state)
 	assert_non_null(mkdtemp(dir));
 	setenv("GPUPOOL_SHM_DIR", dir, 1);
 	char path[512];
-	char names[5][64] = {"gpupool.1", "", "", "gpupool.x", "other"};
-	snprintf(names[1], sizeof names[1], "gpupool.%d", getpid());
-	snprintf(names[2], sizeof names[2], "gpupool.%d", getppid());
-	for (int i = 0; i < 5; i++) {
-		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+	for (int i = 0; i < 300; i++) { /* junk pages: names of live pids, files anyone may make */
+		snprintf(path, sizeof path, "%s/gpupool.%d", dir, i == 0 ? 1 : i == 1 ? getppid() : fake_pid(i));
 		int fd = open(path, O_CREAT | O_WRONLY, 0600);
 		assert_true(fd >= 0);
 		close(fd);
 	}
-	snprintf(path, sizeof path, "%s/gpupool.%d", dir, fake_pid(9)); /* a process that is gone */
-	close(open(path, O_CREAT | O_WRONLY, 0600));
+	int squat = gp_share_listen(fake_pid(7)); /* a name whose pid is gone */
+	assert_true(squat >= 0);
+	int own = gp_share_listen(getpid()); /* the caller's own */
+	assert_true(own >= 0);
+	/* two children that listen under their own names, and wait to be told to go */
+	int go[2];
+	assert_int_equal(pipe(go), 0);
+	int ready[2];
+	assert_int_equal(pipe(ready), 0);
+	pid_t kids[2];
+	for (int i = 0; i < 2; i++) {
+		kids[i] = fork();
+		assert_true(kids[i] >= 0);
+		if (kids[i] == 0) {
+			close(go[1]); /* the parent's end: its close (or death) ends the read below */
+			int l = gp_share_listen(getpid());
+			char c = l >= 0 ? 'y' : 'n';
+			if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) < 0)
+				_exit(1);
+			_exit(0);
+		}
+	}
+	close(go[0]);
+	for (int i = 0; i < 2; i++) {
+		char c = 0;
+		assert_int_equal(read(ready[0], &c, 1), 1);
+		assert_int_equal(c, 'y');
+	}
+	/* other tests' processes may listen too: the children are in the list, in pid order,
+	 * and no name of this process's, of a gone pid or of a planted page is */
 	int *p = NULL;
-	int n = gp_share_peers(getpid(), 16, &p);
-	/* pid 1 (init) and the parent: live, not this process */
-	assert_int_equal(n, 2);
-	assert_true((p[0] == 1 && p[1] == getppid()) || (p[1] == 1 && p[0] == getppid()));
+	int n = gp_share_peers(getpid(), 1 << 16, &p);
+	assert_true(n >= 2);
+	int seen = 0;
+	for (int i = 0; i < n; i++) {
+		assert_true(p[i] != getpid());
+		assert_true(p[i] != fake_pid(7));
+		assert_true(i == 0 || p[i - 1] < p[i]);
+		seen += p[i] == kids[0] || p[i] == kids[1];
+	}
+	assert_int_equal(seen, 2);
 	free(p);
 	assert_int_equal(gp_share_peers(getpid(), 1, &p), 1); /* at most max */
+	free(p);
+	close(go[1]);
+	for (int i = 0; i < 2; i++) {
+		int st;
+		assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
+	}
+	close(ready[0]);
+	close(ready[1]);
+	close(squat);
+	close(own);
+	n = gp_share_peers(getpid(), 1 << 16, &p);
+	for (int i = 0; i < n; i++) /* the children are gone, their sockets with them */
+		assert_true(p[i] != kids[0] && p[i] != kids[1]);
 	free(p);
 	char cmd[300];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 	assert_int_equal(system(cmd), 0);
-	setenv("GPUPOOL_SHM_DIR", "/nonexistent/gpupool-share", 1);
-	assert_true(gp_share_peers(getpid(), 16, &p) < 0);
-	assert_null(p);
 	unsetenv("GPUPOOL_SHM_DIR");
 }
 

@@ -1,6 +1,6 @@
 """A framework's cache above gpupool, for e2e_reclaim.sh: the shape of what gpupool calls in
 PyTorch when another process needs the GPU's memory (torch.cuda.is_initialized(),
-torch.cuda.empty_cache()). Device memory is real: taken with cudaMalloc through the process's
+torch.cuda.empty_cache(), and what it reserves and uses). Device memory is real: taken with cudaMalloc through the process's
 global namespace (the preloaded libgpupool.so first), over the fake runtime. With
 RECLAIM_TORCH_RAISE set, empty_cache raises, as a framework's callback may."""
 import ctypes
@@ -17,6 +17,18 @@ class cuda:  # noqa: N801 (torch.cuda's name)
     @staticmethod
     def is_initialized():
         return True
+
+    @staticmethod
+    def device_count():
+        return 1
+
+    @staticmethod
+    def memory_reserved(device=0):
+        return sum(64 << 20 for _ in cuda.cached)
+
+    @staticmethod
+    def memory_allocated(device=0):
+        return 0  # everything held is cache: nothing is in use
 
     @staticmethod
     def hold(mib, piece=64):

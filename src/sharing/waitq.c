@@ -1,0 +1,672 @@
+/* The wait queue of each GPU (waitq.h): this process's copy of each GPU's line (its own
+ * waiters and the others' from their messages) under one leaf lock, the gate every budget
+ * take passes, the waiter's side (tell, wait to be woken, give up, end) and the holder's (a
+ * WAIT: answer, keep, serve; a DONE; a POKE from this process's own frees). Depends on the
+ * registry, the pool, the budget, share.h, reclaim.h and framework.h; never on the call
+ * bodies. */
+#include "waitq.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "budget.h"
+#include "format.h"
+#include "framework.h"
+#include "log.h"
+#include "proc.h"
+#include "rank.h"
+#include "reclaim.h"
+#include "registry.h"
+#include "registry_internal.h"
+#include "statpage.h"
+
+#define R (gp_registry_self())
+
+#define MAX_ENTRIES 256          /* the line's entries this process keeps, every GPU */
+#define MAX_PER_PID 32           /* a process's waiting threads, as others count them */
+#define MAX_PEERS 65536          /* processes told of a wait: one name per live pid */
+#define MS (1000 * 1000ull)
+#define TELL_EVERY_NS (1000 * MS) /* a waiter tells again (processes started since, lost datagrams) */
+#define SLICE_NS (250 * MS)       /* a waiter's look round when nothing wakes it */
+#define HEARD_NS (100 * MS)       /* nobody on the GPU answered with memory held: nothing to wait for */
+#define QUICK_NS (200 * MS)       /* a quick wait: what others give at once */
+#define HEAD_TAKE_NS (250 * MS)   /* a head that leaves what it waits for unused loses its place */
+#define CLAIM_MAX_NS (60000 * MS) /* no wait is longer (reclaim_wait_ms's largest) */
+#define TICK_MS 50                /* the release thread's round while a line is not empty */
+
+
+enum { END_SERVED, END_BOUND, END_NOBODY, END_HOLD_WAIT, END_QUICK, END_ERROR };
+
+struct entry {
+	int pid;
+	unsigned uid;
+	int dev;
+	bool self; /* a waiting thread of this process */
+	uint64_t ticket, bytes, deadline;
+	uint64_t avail_since; /* the head: since when the GPU has had what it waits for */
+	bool woken;           /* woken by this process: it is taking what it got (its DONE is on the
+			       * way), and nothing more is given for it until it tells again */
+	struct gp_share_peer to; /* where its FREED goes (another process's) */
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct entry tab[MAX_ENTRIES];
+static int ntab;
+static atomic_int lines; /* ntab, read without the lock */
+atomic_uint gp_waitq_others[GPUPOOL_MAX_DEVICES];
+static atomic_uint in_line[GPUPOOL_MAX_DEVICES]; /* every entry, this process's too: the gate */
+static atomic_bool poked[GPUPOOL_MAX_DEVICES];
+static _Thread_local uint64_t my_ticket; /* the calling thread's wait, 0 none */
+
+static uint64_t now_ns(void) { return gp_clock_ns(CLOCK_MONOTONIC); }
+
+static void lock_take(void)
+{
+	gp_rank_take(GP_RANK_WAITQ);
+	pthread_mutex_lock(&lock);
+}
+
+static void lock_give(void)
+{
+	pthread_mutex_unlock(&lock);
+	gp_rank_give(GP_RANK_WAITQ);
+}
+
+static void add_locked(const struct entry *e)
+{
+	tab[ntab++] = *e;
+	atomic_store_explicit(&lines, ntab, memory_order_relaxed);
+	atomic_fetch_add(&in_line[e->dev], 1);
+	if (!e->self)
+		atomic_fetch_add(&gp_waitq_others[e->dev], 1);
+}
+
+static void remove_locked(int i)
+{
+	atomic_fetch_sub(&in_line[tab[i].dev], 1);
+	if (!tab[i].self)
+		atomic_fetch_sub(&gp_waitq_others[tab[i].dev], 1);
+	tab[i] = tab[--ntab];
+	atomic_store_explicit(&lines, ntab, memory_order_relaxed);
+}
+
+/* What the waiters on `dev` with a ticket before `ticket` wait for (bytes), those whose wait
+ * has not ended. */
+static uint64_t earlier_need_locked(int dev, uint64_t ticket, uint64_t now)
+{
+	uint64_t sum = 0;
+	for (int i = 0; i < ntab; i++)
+		if (tab[i].dev == dev && tab[i].ticket < ticket && tab[i].deadline > now && sum + tab[i].bytes >= sum)
+			sum += tab[i].bytes;
+	return sum;
+}
+
+static uint64_t earlier_need(int dev, uint64_t ticket)
+{
+	uint64_t now = now_ns();
+	lock_take();
+	uint64_t v = earlier_need_locked(dev, ticket, now);
+	lock_give();
+	return v;
+}
+
+/* The device's free memory as the driver says (the registry's backend: no reset gate, no
+ * pool lock taken; callable with a pool's lock held, as a segment's own calls are). */
+static int device_free(int dev, size_t *free_bytes)
+{
+	size_t total = 0;
+	const struct gp_backend *be = gp_registry_backend();
+	return be->mem_info ? be->mem_info(be->ctx, dev, free_bytes, &total) : -ENOSYS;
+}
+
+/* The gate (budget.h): device memory may be taken now unless an earlier waiter needs it. */
+static int gate(int dev, size_t bytes)
+{
+	if (dev < 0 || dev >= GPUPOOL_MAX_DEVICES || !atomic_load_explicit(&in_line[dev], memory_order_relaxed))
+		return 0;
+	uint64_t earlier = earlier_need(dev, my_ticket ? my_ticket : UINT64_MAX);
+	size_t free_b = 0;
+	if (!earlier || device_free(dev, &free_b) != 0)
+		return 0;
+	return free_b >= bytes && free_b - bytes >= earlier ? 0 : -EBUSY;
+}
+
+void gp_waitq_arm(void)
+{
+	static const struct gp_budget_gate g = {gate};
+	gp_budget_set_gate(&g);
+}
+
+/* The device of this process whose GPU is `uuid`, with a pool; -1 if none. Inside the
+ * caller's GP_REGISTRY_READER. */
+static int device_of(const unsigned char *uuid)
+{
+	for (int d = 0; d < R->ndev && d < GPUPOOL_MAX_DEVICES; d++) {
+		struct gpupool_device_stats *st = gp_registry_slot(R, d);
+		if (atomic_load(&R->pools[d]) && st && gp_statpage_uuid_known(st) &&
+		    memcmp(st->uuid, uuid, GPUPOOL_UUID_LEN) == 0)
+			return d;
+	}
+	return -1;
+}
+
+/* ---- the waiter -------------------------------------------------------------------------- */
+
+/* Tells every process of the machine (each keeps the line of the GPUs it uses): the first
+ * time and about once a second after, for processes started since and datagrams lost. */
+static void tell(struct gp_wait *w)
+{
+	int *pids = NULL;
+	int n = gp_share_peers(getpid(), MAX_PEERS, &pids);
+	struct gp_share_msg m = gp_share_msg_make(GP_SHARE_WAIT, w->ticket, w->uuid);
+	m.bytes = w->need;
+	m.held = w->deadline;
+	for (int i = 0; i < n; i++) {
+		if (gp_share_send(w->fd, pids[i], &m) != 0)
+			continue;
+		bool known = false; /* told is sorted: pids come in pid order */
+		for (int k = 0; k < w->ntold && !known; k++)
+			known = w->told[k] == pids[i];
+		if (!known) {
+			int *more = realloc(w->told, sizeof *more * (size_t)(w->ntold + 1));
+			if (more) {
+				w->told = more;
+				w->told[w->ntold++] = pids[i];
+			}
+		}
+	}
+	free(pids);
+	w->last_told = now_ns();
+}
+
+bool gp_waitq_begin(struct gp_wait *w, int dev, size_t bytes, bool quick)
+{
+	memset(w, 0, sizeof *w);
+	w->fd = -1;
+	w->dev = dev;
+	if (!R->cfg.reclaim || !R->cfg.reclaim_wait_ms || atomic_load(&R->exiting) || dev < 0 ||
+	    dev >= GPUPOOL_MAX_DEVICES || my_ticket)
+		return false;
+	GP_REGISTRY_READER;
+	gp_pool *p = atomic_load(&R->pools[dev]);
+	struct gpupool_device_stats *st = gp_registry_slot(R, dev);
+	if (!p || !st || !gp_statpage_uuid_known(st))
+		return false;
+	memcpy(w->uuid, st->uuid, sizeof w->uuid);
+	w->need = gp_pool_segment_for(p, bytes);
+	if (w->need < bytes)
+		w->need = bytes;
+	uint64_t now = now_ns();
+	size_t total = 0;
+	const struct gp_backend *be = gp_registry_backend();
+	if (!be->mem_info || be->mem_info(be->ctx, dev, &w->free0, &total) != 0 || w->need > total)
+		return false; /* more than the whole GPU: no wait can serve it */
+	/* the GPU has the room: the limit or the pool refused, which nobody else can change */
+	uint64_t earlier = earlier_need(dev, now);
+	if (w->free0 >= w->need && w->free0 - w->need >= earlier)
+		return false;
+	w->fd = gp_share_asker();
+	if (w->fd < 0)
+		return false;
+	uint64_t bound = (uint64_t)R->cfg.reclaim_wait_ms * MS;
+	w->quick = quick;
+	if (quick && bound > QUICK_NS)
+		bound = QUICK_NS;
+	w->t0 = now;
+	w->deadline = now + bound;
+	/* hold and wait: a waiter that holds memory gives up behind a head stuck this long */
+	w->hw_ns = (uint64_t)R->cfg.reclaim_wait_ms * MS / 4;
+	if (w->hw_ns > 1000 * MS)
+		w->hw_ns = 1000 * MS;
+	w->last_free = w->free0;
+	lock_take();
+	/* one ticket per waiting thread: two threads of a process never share one */
+	w->ticket = now;
+	for (int i = 0; i < ntab; i++)
+		if (tab[i].self && tab[i].ticket >= w->ticket)
+			w->ticket = tab[i].ticket + 1;
+	bool room = ntab < MAX_ENTRIES;
+	if (room) {
+		struct entry e = {.pid = getpid(), .uid = (unsigned)getuid(), .dev = dev, .self = true,
+				  .ticket = w->ticket, .bytes = w->need, .deadline = w->deadline};
+		add_locked(&e);
+	}
+	lock_give();
+	if (!room) {
+		close(w->fd);
+		w->fd = -1;
+		return false;
+	}
+	my_ticket = w->ticket;
+	tell(w);
+	return true;
+}
+
+/* It is this waiter's turn: the GPU has what it needs and what every earlier one needs. */
+static bool my_turn(struct gp_wait *w)
+{
+	size_t free_b = 0;
+	if (device_free(w->dev, &free_b) != 0)
+		return false;
+	uint64_t earlier = earlier_need(w->dev, w->ticket);
+	return free_b >= w->need && free_b - w->need >= earlier;
+}
+
+static void heard(struct gp_wait *w, const struct gp_share_msg *m, const struct gp_share_peer *from)
+{
+	(void)from;
+	w->heard++;
+	if (w->held_by_others + m->held >= w->held_by_others)
+		w->held_by_others += m->held;
+	if (m->flags & GP_SHARE_WAITING)
+		w->waiting_holders++;
+}
+
+/* A holder says it gave memory back: credited no more than the GPU gained since the last
+ * look (a hostile one says 16 EiB). */
+static void credit(struct gp_wait *w, const struct gp_share_msg *m, const struct gp_share_peer *from)
+{
+	size_t free_now = 0;
+	if (device_free(w->dev, &free_now) != 0)
+		return;
+	uint64_t gain = free_now > w->last_free ? free_now - w->last_free : 0;
+	w->last_free = free_now;
+	uint64_t c = m->bytes < gain ? m->bytes : gain;
+	if (!c)
+		return;
+	w->received += c;
+	w->gifts++;
+	size_t k = strlen(w->who);
+	char b[32];
+	if (k + 64 < sizeof w->who)
+		snprintf(w->who + k, sizeof w->who - k, "%spid %d gave %s in %.3f s", k ? ", " : "", (int)from->pid,
+			 gp_format_bytes(b, sizeof b, c), (double)(now_ns() - w->t0) / 1e9);
+}
+
+/* Hold and wait: this waiter holds memory on the GPU of its own, and a waiter before it has
+ * been stuck for hw_ns with the GPU short of what it needs. The later ticket gives up: what
+ * it holds (the program frees it on its error path) may be what the first one lacks. */
+static bool hold_and_wait(struct gp_wait *w, uint64_t now)
+{
+	if (w->quick)
+		return false;
+	uint64_t head = UINT64_MAX, head_bytes = 0;
+	lock_take();
+	for (int i = 0; i < ntab; i++)
+		if (tab[i].dev == w->dev && tab[i].ticket < head && tab[i].deadline > now) {
+			head = tab[i].ticket;
+			head_bytes = tab[i].bytes;
+		}
+	lock_give();
+	if (head >= w->ticket || now - head < w->hw_ns)
+		return false; /* this waiter is first, or the first has not waited long */
+	GP_REGISTRY_READER;
+	const struct gpupool_device_stats *st = gp_registry_slot(R, w->dev);
+	uint64_t mine = st ? __atomic_load_n(&st->allocated_bytes, __ATOMIC_RELAXED) +
+				     __atomic_load_n(&st->unpooled_bytes, __ATOMIC_RELAXED)
+			   : 0;
+	size_t free_b = 0;
+	return mine && device_free(w->dev, &free_b) == 0 && free_b < head_bytes;
+}
+
+bool gp_waitq_next(struct gp_wait *w)
+{
+	/* the last wake was not enough (the allocation failed again): the holders hear it at once,
+	 * and give for this waiter again */
+	if (w->tried)
+		tell(w);
+	w->tried = false;
+	for (;;) {
+		uint64_t now = now_ns();
+		if (now >= w->deadline) {
+			w->why = w->quick ? END_QUICK : END_BOUND;
+			return false;
+		}
+		uint64_t until = now + SLICE_NS < w->deadline ? now + SLICE_NS : w->deadline;
+		struct gp_share_msg m;
+		struct gp_share_peer from;
+		int rc = gp_share_wait(w->fd, &m, &from, until);
+		if (rc == 0) {
+			if (m.id != w->ticket || memcmp(m.uuid, w->uuid, GPUPOOL_UUID_LEN) != 0)
+				continue; /* another wait's, or junk */
+			if (m.kind == GP_SHARE_HEARD) {
+				heard(w, &m, &from);
+			} else if (m.kind == GP_SHARE_FREED) {
+				credit(w, &m, &from);
+				if (my_turn(w))
+					return w->tried = true;
+			}
+			continue;
+		}
+		if (rc == -EBADMSG)
+			continue;
+		if (rc != -ETIMEDOUT) {
+			w->why = END_ERROR;
+			return false;
+		}
+		/* a look round: nothing woke this waiter for a slice */
+		now = now_ns();
+		if (!w->held_by_others && now - w->t0 >= HEARD_NS) {
+			w->why = END_NOBODY; /* nobody on the GPU holds anything that could come back */
+			return false;
+		}
+		if (hold_and_wait(w, now)) {
+			w->why = END_HOLD_WAIT;
+			return false;
+		}
+		if (my_turn(w))
+			return w->tried = true; /* freed outside gpupool (a process without it) */
+		if (now - w->last_told >= TELL_EVERY_NS)
+			tell(w);
+	}
+}
+
+void gp_waitq_end(struct gp_wait *w, bool served)
+{
+	if (w->fd < 0)
+		return;
+	struct gp_share_msg m = gp_share_msg_make(GP_SHARE_DONE, w->ticket, w->uuid);
+	for (int i = 0; i < w->ntold; i++)
+		(void)gp_share_send(w->fd, w->told[i], &m);
+	lock_take();
+	for (int i = 0; i < ntab; i++)
+		if (tab[i].self && tab[i].ticket == w->ticket && tab[i].dev == w->dev) {
+			remove_locked(i);
+			break;
+		}
+	lock_give();
+	my_ticket = 0;
+	close(w->fd);
+	w->fd = -1;
+	free(w->told);
+	w->told = NULL;
+	if (served)
+		w->why = END_SERVED;
+	uint64_t waited = now_ns() - w->t0;
+	size_t free1 = 0;
+	(void)device_free(w->dev, &free1);
+	gp_reclaim_count_wait(w->dev, (unsigned)w->ntold, w->gifts, w->received, waited, served, w->why != END_QUICK);
+	static const char *const ends[] = {
+		[END_SERVED] = "",
+		[END_BOUND] = "; gave up after reclaim_wait_ms",
+		[END_NOBODY] = "; nobody on the GPU holds memory that could come back",
+		[END_HOLD_WAIT] = "; gave up: it holds memory of its own behind an earlier waiter (hold and wait)",
+		[END_QUICK] = "",
+		[END_ERROR] = "; its socket failed",
+	};
+	char b[3][32];
+	gp_log(GP_LOG_INFO, "reclaim: device %d needed %s (GPU free %s): %s; GPU free now %s after %.3f s%s", w->dev,
+	       gp_format_bytes(b[0], sizeof b[0], w->need), gp_format_bytes(b[1], sizeof b[1], w->free0),
+	       w->who[0] ? w->who : "nobody gave anything", gp_format_bytes(b[2], sizeof b[2], free1),
+	       (double)waited / 1e9, ends[w->why]);
+}
+
+/* ---- the holder (the release thread) ---------------------------------------------------- */
+
+/* Wakes the waiters of other processes on `dev`, first ticket first: the first always, then
+ * the next while what they wait for together fits in what the GPU has free. */
+static void wake(int fd, int dev, size_t given)
+{
+	size_t free_b = 0;
+	(void)device_free(dev, &free_b);
+	struct entry line[MAX_ENTRIES];
+	int n = 0;
+	uint64_t now = now_ns();
+	lock_take();
+	for (int i = 0; i < ntab; i++)
+		if (tab[i].dev == dev && tab[i].deadline > now)
+			line[n++] = tab[i];
+	lock_give();
+	/* in ticket order (a few entries: insertion sort) */
+	for (int i = 1; i < n; i++)
+		for (int k = i; k > 0 && line[k].ticket < line[k - 1].ticket; k--) {
+			struct entry t = line[k];
+			line[k] = line[k - 1];
+			line[k - 1] = t;
+		}
+	const struct gpupool_device_stats *st = gp_registry_slot(R, dev);
+	if (!st)
+		return;
+	uint64_t sum = 0;
+	for (int i = 0; i < n; i++) {
+		if (i > 0 && sum + line[i].bytes > free_b)
+			break;
+		sum += line[i].bytes;
+		if (line[i].self)
+			continue; /* this process's own waiters find their turn themselves */
+		struct gp_share_msg m = gp_share_msg_make(GP_SHARE_FREED, line[i].ticket, (const unsigned char *)st->uuid);
+		m.bytes = i == 0 ? given : 0;
+		(void)gp_share_reply(fd, &line[i].to, &m);
+		lock_take();
+		for (int k = 0; k < ntab; k++)
+			if (!tab[k].self && tab[k].pid == line[i].pid && tab[k].ticket == line[i].ticket)
+				tab[k].woken = true;
+		lock_give();
+	}
+}
+
+/* Gives what the other processes' waiters on `dev` lack, from what this process holds
+ * idle, and wakes them. `freed`: this process just freed memory there (a POKE). */
+static void serve(int fd, int dev, bool freed)
+{
+	uint64_t want = 0, now = now_ns();
+	int pid = 0;
+	unsigned uid = 0;
+	uint64_t first = UINT64_MAX;
+	lock_take();
+	for (int i = 0; i < ntab; i++)
+		if (tab[i].dev == dev && !tab[i].self && tab[i].deadline > now && !tab[i].woken) {
+			if (want + tab[i].bytes >= want)
+				want += tab[i].bytes;
+			if (tab[i].ticket < first) {
+				first = tab[i].ticket;
+				pid = tab[i].pid;
+				uid = tab[i].uid;
+			}
+		}
+	lock_give();
+	if (!want)
+		return;
+	size_t free0 = 0;
+	if (device_free(dev, &free0) != 0)
+		return;
+	size_t given = 0;
+	if (free0 < want)
+		given = gp_reclaim_give(dev, want - free0, pid, uid, first);
+	size_t free1 = 0;
+	(void)device_free(dev, &free1);
+	if (given || freed || free1 > free0 || free1 >= want)
+		wake(fd, dev, given);
+}
+
+/* A peer's claim to wait, checked: its ticket not in the future nor older than any wait can
+ * be, its end after now and no later than its ticket allows, its size no larger than the GPU. */
+static bool claim_ok(const struct gp_share_msg *m, int dev, uint64_t now)
+{
+	size_t free_b = 0, total = 0;
+	const struct gp_backend *be = gp_registry_backend();
+	if (!be->mem_info || be->mem_info(be->ctx, dev, &free_b, &total) != 0)
+		total = 0;
+	return m->id <= now + MS && now - m->id <= CLAIM_MAX_NS && m->held > now && m->held - m->id <= CLAIM_MAX_NS &&
+	       m->bytes && (!total || m->bytes <= total);
+}
+
+static void on_wait(int fd, const struct gp_share_msg *m, const struct gp_share_peer *from)
+{
+	int dev = R->cfg.reclaim ? device_of(m->uuid) : -1;
+	if (dev < 0 || from->pid == getpid())
+		return; /* not on this GPU here: nothing held to give, nothing to answer */
+	uint64_t now = now_ns();
+	if (!claim_ok(m, dev, now)) {
+		gp_log(GP_LOG_INFO, "share: pid %d (uid %u) claims to wait on device %d with a ticket, an end or a size "
+				    "no wait can have; ignored",
+		       (int)from->pid, (unsigned)from->uid, dev);
+		return;
+	}
+	bool waiting_here = false, kept = false;
+	lock_take();
+	int mine = 0, at = -1;
+	for (int i = 0; i < ntab; i++) {
+		if (tab[i].self && tab[i].dev == dev)
+			waiting_here = true;
+		if (!tab[i].self && tab[i].pid == from->pid) {
+			mine++;
+			if (tab[i].ticket == m->id && tab[i].dev == dev)
+				at = i;
+		}
+	}
+	if (at >= 0) {
+		tab[at].deadline = m->held;
+		tab[at].bytes = m->bytes;
+		tab[at].to = *from;
+		tab[at].woken = false; /* told again: still short */
+		kept = true;
+	} else if (mine < MAX_PER_PID && ntab < MAX_ENTRIES) {
+		struct entry e = {.pid = from->pid, .uid = from->uid, .dev = dev, .ticket = m->id, .bytes = m->bytes,
+				  .deadline = m->held, .to = *from};
+		add_locked(&e);
+		kept = true;
+	}
+	lock_give();
+	if (!kept) {
+		gp_log(GP_LOG_INFO, "share: pid %d (uid %u) waits on device %d, but this process keeps no more waiters "
+				    "(%d of one process, %d in all); not served from here",
+		       (int)from->pid, (unsigned)from->uid, dev, MAX_PER_PID, MAX_ENTRIES);
+		return;
+	}
+	struct gp_share_msg a = gp_share_msg_make(GP_SHARE_HEARD, m->id, m->uuid);
+	gp_reclaim_holding(dev, false, &a.bytes, &a.held, &a.flags);
+	if (waiting_here)
+		a.flags |= GP_SHARE_WAITING;
+	(void)gp_share_reply(fd, from, &a);
+	serve(fd, dev, false);
+}
+
+void gp_waitq_message(int fd, const struct gp_share_msg *m, const struct gp_share_peer *from)
+{
+	GP_REGISTRY_READER;
+	if (atomic_load(&R->exiting))
+		return;
+	if (m->kind == GP_SHARE_WAIT) {
+		on_wait(fd, m, from);
+	} else if (m->kind == GP_SHARE_DONE) {
+		int dev = device_of(m->uuid);
+		lock_take();
+		for (int i = 0; i < ntab; i++)
+			if (!tab[i].self && tab[i].pid == from->pid && tab[i].ticket == m->id && tab[i].dev == dev) {
+				remove_locked(i);
+				break;
+			}
+		lock_give();
+	} else if (m->kind == GP_SHARE_POKE && from->pid == getpid()) {
+		for (int d = 0; d < GPUPOOL_MAX_DEVICES && d < R->ndev; d++)
+			if (atomic_exchange(&poked[d], false))
+				serve(fd, d, true);
+	}
+}
+
+void gp_waitq_freed(int dev)
+{
+	if (atomic_exchange(&poked[dev], true))
+		return; /* one on its way already */
+	struct gp_share_msg m = gp_share_msg_make(GP_SHARE_POKE, (uint64_t)dev, NULL);
+	if (gp_share_self(&m) != 0)
+		atomic_store(&poked[dev], false);
+}
+
+int gp_waitq_tick(void)
+{
+	if (!atomic_load_explicit(&lines, memory_order_relaxed))
+		return -1;
+	GP_REGISTRY_READER;
+	uint64_t now = now_ns();
+	int heads_dev[GPUPOOL_MAX_DEVICES];
+	uint64_t heads_ticket[GPUPOOL_MAX_DEVICES], heads_bytes[GPUPOOL_MAX_DEVICES];
+	int nheads = 0;
+	lock_take();
+	for (int i = ntab - 1; i >= 0; i--)
+		if (!tab[i].self && tab[i].deadline <= now)
+			remove_locked(i); /* its wait is over, whatever it said */
+	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
+		int h = -1;
+		for (int i = 0; i < ntab; i++)
+			if (tab[i].dev == d && (h < 0 || tab[i].ticket < tab[h].ticket))
+				h = i;
+		if (h >= 0 && !tab[h].self) {
+			heads_dev[nheads] = d;
+			heads_ticket[nheads] = tab[h].ticket;
+			heads_bytes[nheads++] = tab[h].bytes;
+		}
+	}
+	int left = ntab;
+	lock_give();
+	for (int k = 0; k < nheads; k++) {
+		size_t free_b = 0;
+		if (device_free(heads_dev[k], &free_b) != 0)
+			continue;
+		bool there = free_b >= heads_bytes[k];
+		lock_take();
+		for (int i = 0; i < ntab; i++) {
+			if (tab[i].dev != heads_dev[k] || tab[i].ticket != heads_ticket[k] || tab[i].self)
+				continue;
+			if (!there) {
+				tab[i].avail_since = 0;
+			} else if (!tab[i].avail_since) {
+				tab[i].avail_since = now;
+			} else if (now - tab[i].avail_since > HEAD_TAKE_NS) {
+				gp_log(GP_LOG_INFO, "share: pid %d (uid %u) waited on device %d but left the memory it "
+						    "waits for unused for %.1f s; it loses its place",
+				       tab[i].pid, tab[i].uid, heads_dev[k], (double)(now - tab[i].avail_since) / 1e9);
+				remove_locked(i);
+			}
+			break;
+		}
+		lock_give();
+	}
+	return left ? TICK_MS : -1;
+}
+
+bool gp_waitq_waiting(int dev, int pid, uint64_t ticket)
+{
+	bool there = false;
+	uint64_t now = now_ns();
+	lock_take();
+	for (int i = 0; i < ntab && !there; i++)
+		there = tab[i].dev == dev && tab[i].pid == pid && tab[i].ticket == ticket && tab[i].deadline > now;
+	lock_give();
+	return there;
+}
+
+uint64_t gp_waitq_own(int dev, uint64_t *since_ns)
+{
+	uint64_t sum = 0, first = UINT64_MAX, now = now_ns();
+	lock_take();
+	for (int i = 0; i < ntab; i++)
+		if (tab[i].self && tab[i].dev == dev) {
+			sum += tab[i].bytes;
+			if (tab[i].ticket < first)
+				first = tab[i].ticket;
+		}
+	lock_give();
+	if (since_ns)
+		*since_ns = sum ? gp_clock_ns(CLOCK_REALTIME) - (now - first) : 0;
+	return sum;
+}
+
+void gp_waitq_after_fork(void)
+{
+	pthread_mutex_init(&lock, NULL);
+	ntab = 0;
+	atomic_store(&lines, 0);
+	my_ticket = 0;
+	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
+		atomic_store(&in_line[d], 0);
+		atomic_store(&gp_waitq_others[d], 0);
+		atomic_store(&poked[d], false);
+	}
+}
