@@ -1177,8 +1177,17 @@ FK_API cudaError_t cudaMalloc(void **devPtr, size_t size)
 FK_API cudaError_t cudaFree(void *devPtr)
 {
 	ENTER(cudaFree);
-	if (!devPtr)
+	if (!devPtr) {
+#ifdef FK_ON_DRIVER
+		/* as libcudart: the device's primary context made current (the idiom that
+		 * initialises the context before driver calls) */
+		pthread_mutex_lock(&g_lock);
+		if (t_device < g_ndev)
+			(void)fk_driver(t_device);
+		pthread_mutex_unlock(&g_lock);
+#endif
 		return cudaSuccess;
+	}
 	pthread_mutex_lock(&g_lock);
 	cudaError_t e = cudaSuccess;
 	struct alloc *a = fk_alloc_exact(devPtr);
