@@ -283,6 +283,13 @@ static int names(void)
 	CU(alloc(&p, 4096));
 	CHECK(e2e_stats(0).driver_allocs == 1);
 	CU(release(p));
+	/* and the pool's segment came from the runtime's cudaMalloc, whose driver is the real
+	 * one: the driver saw one segment, never the 4 KiB, never twice */
+	void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	size_t (*alloc_sizes)(size_t *, size_t);
+	E2E_FN(alloc_sizes, dlsym(cu, "gpfakecu_alloc_sizes"));
+	size_t sizes[8];
+	CHECK(alloc_sizes(sizes, 8) == 1 && sizes[0] >= (size_t)2 << 20 && e2e_stats(0).segment_allocs == 1);
 
 	/* dlmopen into the base namespace is dlopen: the same handle, answered by gpupool */
 	void *h = dlmopen(LM_ID_BASE, "libcuda.so.1", RTLD_NOW);
