@@ -16,12 +16,32 @@
 #            100 GiB idle (a C++ program, then PyTorch's default allocator), ROUNDS rounds
 #   train    A trains (a deterministic MLP, 300 steps) with 120 GiB idle in PyTorch's cache
 #            while B asks 60 GiB at step ~100; and A alone: step times and losses
-# Environment: GPUPOOL_LIB (else scripts/build-gpu-lib builds one), ROUNDS (3), PY (python3).
+#   suite    what scripts/gpu-suite sharing runs, sized as a fraction of the card (FRACTION,
+#            0.6): A takes that much in 1 GiB pieces, frees it and idles, B (PyTorch under
+#            LD_PRELOAD) asks as much as one tensor, for A under gpupool in each mode:
+#            PyTorch's default allocator, empty_cache(), expandable_segments, gpupool-run
+#            --torch, a C++ program that freed with cudaFree, CuPy's default pool (skipped
+#            without CuPy); then A training (STEPS, 300) alone and asked at step 100.
+#            bench/gpu/share_table.py OUTDIR prints the verdicts and the table
+# Environment: GPUPOOL_LIB (else scripts/build-gpu-lib builds one), ROUNDS (3), PY (python3),
+# FRACTION, STEPS.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?usage: bench/gpu/sharing.sh OUTDIR [PART...]}
 shift
 parts=${*:-idle waits train}
+for part in $parts; do # before anything is built
+	case $part in
+	idle | waits | train | suite) ;;
+	*) echo "sharing.sh: unknown part $part (idle, waits, train, suite)" >&2; exit 2 ;;
+	esac
+done
+fraction=${FRACTION:-0.6}
+steps=${STEPS:-300}
+if ! awk -v f="$fraction" 'BEGIN { exit !(f + 0 > 0 && f + 0 < 1) }' || ! [[ $steps =~ ^[1-9][0-9]*$ ]]; then
+	echo "sharing.sh: FRACTION must be in (0, 1) and STEPS a positive integer (got $fraction, $steps)" >&2
+	exit 2
+fi
 rounds=${ROUNDS:-3}
 py=${PY:-python3}
 lib=${GPUPOOL_LIB:-$(scripts/build-gpu-lib)}
@@ -72,6 +92,31 @@ scenario() {
 	cat "$d/b.log" >&2
 }
 
+# train_run DIR GIB STEPS alone|asked ASK: A takes GIB, frees it into PyTorch's cache and
+# trains STEPS steps; asked: B asks ASK GiB once A has reached step 100
+train_run() {
+	local d=$1 g=$2 n=$3 mode=$4 ask=$5
+	mkdir -p "$d"
+	echo "== train $mode: $d" >&2
+	# shellcheck disable=SC2046
+	env $(gp "$d/a.json") CUBLAS_WORKSPACE_CONFIG=:4096:8 \
+		$py $here/share_torch.py hold "$g" --train "$n" >"$d/a.log" 2>"$d/a.err" &
+	A_PID=$!
+	if [ "$mode" = asked ]; then
+		for _ in $(seq 1200); do
+			grep -q '^step=100 ' "$d/a.log" 2>/dev/null && break
+			kill -0 $A_PID 2>/dev/null || break
+			sleep 0.1
+		done
+		env LD_PRELOAD="$lib" GPUPOOL_LOG=info GPUPOOL_REPORT="$d/b.json" \
+			$py $here/share_torch.py ask "$ask" >"$d/b.log" 2>"$d/b.err"
+		echo "b_rc=$?" >>"$d/b.log"
+		cat "$d/b.log" >&2
+	fi
+	wait $A_PID
+	grep '^done=' "$d/a.log" >&2
+}
+
 for part in $parts; do
 	case $part in
 	idle)
@@ -110,29 +155,43 @@ for part in $parts; do
 	train)
 		for r in $(seq "$rounds"); do
 			for mode in alone asked; do
-				d=$out/train-$mode-$r
-				mkdir -p "$d"
-				echo "== train $mode round $r" >&2
-				# shellcheck disable=SC2046
-				env $(gp "$d/a.json") CUBLAS_WORKSPACE_CONFIG=:4096:8 \
-					$py $here/share_torch.py hold 120 --train 300 >"$d/a.log" 2>"$d/a.err" &
-				A_PID=$!
-				if [ $mode = asked ]; then
-					for _ in $(seq 1200); do
-						grep -q '^step=100 ' "$d/a.log" 2>/dev/null && break
-						kill -0 $A_PID 2>/dev/null || break
-						sleep 0.1
-					done
-					env LD_PRELOAD="$lib" GPUPOOL_LOG=info GPUPOOL_REPORT="$d/b.json" \
-						$py $here/share_torch.py ask 60 >"$d/b.log" 2>"$d/b.err"
-					echo "b_rc=$?" >>"$d/b.log"
-					cat "$d/b.log" >&2
-				fi
-				wait $A_PID
-				grep '^done=' "$d/a.log" >&2
+				train_run "$out/train-$mode-$r" 120 300 $mode 60
 			done
 		done
 		;;
-	*) echo "sharing.sh: unknown part $part" >&2; exit 2 ;;
+	suite)
+		# the card's memory as the driver reports it (MiB), the first device the process sees
+		cvd=${CUDA_VISIBLE_DEVICES:-0}
+		total=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i "${cvd%%,*}" 2>/dev/null | head -1)
+		[ -n "$total" ] || total=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+		g=$(awk -v m="$total" -v f="$fraction" 'BEGIN { printf "%d", m * f / 1024 }')
+		echo "suite: ${fraction} of ${total} MiB: A holds and B asks ${g} GiB" >&2
+		echo "fraction=$fraction total_mib=$total gib=$g" >"$out/suite.txt"
+		holdpy="$py $here/share_torch.py hold $g --seconds 300"
+		askpy="$py $here/share_torch.py ask $g"
+		for m in default empty expandable torchmode cpp cupy; do
+			d=$out/suite-$m
+			rm -rf "$d"
+			mkdir -p "$d"
+			case $m in
+			default) scenario suite-$m "$(gp "$d/a.json")" "$holdpy" "$(gp "$d/b.json")" "$askpy" ;;
+			empty) scenario suite-$m "$(gp "$d/a.json")" "$holdpy --empty" "$(gp "$d/b.json")" "$askpy" ;;
+			expandable)
+				scenario suite-$m "$(gp "$d/a.json") PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" "$holdpy" \
+					"$(gp "$d/b.json")" "$askpy" ;;
+			torchmode)
+				scenario suite-$m "GPUPOOL_LIB=$lib GPUPOOL_LOG=info GPUPOOL_REPORT=$d/a.json" \
+					"scripts/gpupool-run --torch $holdpy" "$(gp "$d/b.json")" "$askpy" ;;
+			cpp) scenario suite-$m "$(gp "$d/a.json")" "$hold_bin $g 300" "$(gp "$d/b.json")" "$askpy" ;;
+			cupy)
+				scenario suite-$m "$(gp "$d/a.json")" "$py $here/share_cupy.py hold $g --seconds 300" \
+					"$(gp "$d/b.json")" "$askpy" ;;
+			esac
+		done
+		for mode in alone asked; do
+			rm -rf "$out/suite-train-$mode"
+			train_run "$out/suite-train-$mode" "$g" "$steps" $mode "$g"
+		done
+		;;
 	esac
 done

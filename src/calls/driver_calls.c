@@ -820,39 +820,6 @@ CUresult gp_calls_driver_ctx_destroy(CUcontext ctx, bool v2)
 	return e;
 }
 
-/* gpupool's entry point for `symbol` (a name as cuGetProcAddress is asked for it, without
- * a version suffix) as the driver resolves it for `version` and `flags`, or NULL when it is
- * not an interposed one. The versions at which each name gained its _v2 (cuda.h). */
-static void *by_version(const struct gp_entries *t, const struct gp_driver *D, const char *symbol, int version,
-			cuuint64_t flags)
-{
-	static const struct {
-		const char *name;
-		int v2_since;
-	} versioned[] = {
-		{"cuMemAlloc", 3020},      {"cuMemFree", 3020},     {"cuMemGetInfo", 3020},
-		{"cuMemGetAddressRange", 3020}, {"cuStreamDestroy", 4000}, {"cuCtxDestroy", 4000},
-		{"cuStreamBeginCapture", 10010}, {"cuDevicePrimaryCtxReset", 11000}, {"cuGetProcAddress", 12000},
-		{"cuMemAllocPitch", 3020},
-	};
-	char name[96];
-	const char *v2 = "";
-	for (size_t i = 0; i < sizeof versioned / sizeof versioned[0]; i++)
-		if (!strcmp(symbol, versioned[i].name) && version >= versioned[i].v2_since)
-			v2 = "_v2";
-	bool ptsz = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
-	void *ours = NULL;
-	if (ptsz && (size_t)snprintf(name, sizeof name, "%s%s_ptsz", symbol, v2) < sizeof name)
-		ours = gp_entries_by_name(t, D, name);
-	if (!ours && (size_t)snprintf(name, sizeof name, "%s%s", symbol, v2) < sizeof name)
-		ours = gp_entries_by_name(t, D, name);
-	/* a driver without the _v2 (a CUDA 11 driver has no cuGetProcAddress_v2) gave its one
-	 * version */
-	if (!ours && *v2 && (size_t)snprintf(name, sizeof name, "%s", symbol) < sizeof name)
-		ours = gp_entries_by_name(t, D, name);
-	return ours;
-}
-
 CUresult gp_calls_driver_get_proc_address(const char *symbol, void **pfn, int version, cuuint64_t flags,
 				    CUdriverProcAddressQueryResult *status, bool v2, const struct gp_entries *t)
 {
@@ -865,9 +832,8 @@ CUresult gp_calls_driver_get_proc_address(const char *symbol, void **pfn, int ve
 	 * entry for exactly the one picked, matched by address, or where the driver hands out
 	 * an address other than its exported symbol's, by the name it must have picked. */
 	if (e == CUDA_SUCCESS && pfn && *pfn && symbol) {
-		void *ours = gp_entries_for_real(t, D, *pfn);
-		if (!ours)
-			ours = by_version(t, D, symbol, version, flags);
+		void *ours = gp_entries_for_answer(t, D, symbol, *pfn, version,
+						   flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
 		if (ours)
 			*pfn = ours;
 	}

@@ -5,6 +5,7 @@
 #include "runtime_calls.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -18,6 +19,8 @@
 #include "pool.h"
 #include "proc.h"
 #include "backend_guard.h"
+#include "entries.h"
+#include "libcuda.h"
 #include "reclaim.h"
 #include "registry.h"
 #include "route.h"
@@ -762,6 +765,57 @@ cudaError_t gp_calls_stream_create(cudaStream_t *s, unsigned flags, int priority
 		gp_cuda_stream_created(r->rt, *s, flags);
 	if (e == cudaSuccess && !r->off)
 		gp_registry_stream_seen(r, "created a stream");
+	return e;
+}
+
+/* ---- the driver's entry points as the runtime hands them out ----------------------------
+ * A dynamic runtime holds the real driver: gpupool's dlsym gives libcudart the driver's own
+ * cuGetProcAddress (hooks/dlsym.c), so that the pools' segments, which the runtime layer
+ * takes with the runtime's cudaMalloc, never come back through the driver layer. What the
+ * runtime hands the program through cudaGetDriverEntryPoint(ByVersion) is therefore the
+ * driver's own entry point, past gpupool (PyTorch's driver table and expandable segments,
+ * TransformerEngine, NCCL take cuMemCreate & co. this way). The runtime is asked; where its
+ * answer succeeded with an entry point that stands for a name the driver layer interposes,
+ * the program gets gpupool's entry point for exactly that one (entries.h), with the
+ * runtime's code and status unchanged. Every other answer, a failed one included, is the
+ * runtime's as it is. */
+cudaError_t gp_calls_get_driver_entry_point(const char *symbol, void **fn, unsigned version, bool by_version,
+					    unsigned long long flags, enum cudaDriverEntryPointQueryResult *status,
+					    bool ptsz, const struct gp_entries *t)
+{
+	const struct gp_registry *r = gp_registry_get();
+	enum gp_runtime_variant v = ptsz ? GP_RT_PTSZ : GP_RT_PLAIN;
+	cudaError_t e;
+	int asked = 0; /* the version the runtime asked the driver for: 0 when unknown */
+	/* cudaGetDriverEntryPoint asks the driver for the runtime's own version (CUDART_VERSION) */
+	if (!by_version && r->rt && (!r->rt->RuntimeGetVersion || r->rt->RuntimeGetVersion(&asked) != cudaSuccess))
+		asked = 0; /* unknown: matched by address only */
+	/* a CUDA 11 runtime's entry point has no driverStatus, nor has its caller */
+	if (!by_version && asked > 0 && asked < 12000)
+		status = NULL;
+	if (by_version) {
+		cudaError_t (*get)(const char *, void **, unsigned, unsigned long long,
+				   enum cudaDriverEntryPointQueryResult *) = RT_FN(r, GetDriverEntryPointByVersion[v]);
+		if (!get)
+			return absent(r);
+		e = get(symbol, fn, version, flags, status);
+		asked = version > INT_MAX ? INT_MAX : (int)version;
+	} else {
+		cudaError_t (*get)(const char *, void **, unsigned long long, enum cudaDriverEntryPointQueryResult *) =
+			RT_FN(r, GetDriverEntryPoint[v]);
+		if (!get)
+			return absent(r);
+		e = get(symbol, fn, flags, status);
+	}
+	if (e != cudaSuccess || !fn || !*fn || !symbol || (status && *status != cudaDriverEntryPointSuccess) ||
+	    r->drv_off)
+		return e;
+	/* the per-thread variants: asked for, or the default of the _ptsz entry point */
+	bool per_thread = (flags & cudaEnablePerThreadDefaultStream) ||
+			  (ptsz && !(flags & (cudaEnableLegacyStream | cudaEnablePerThreadDefaultStream)));
+	void *ours = gp_entries_for_answer(t, gp_libcuda_get(), symbol, *fn, asked, per_thread);
+	if (ours)
+		*fn = ours;
 	return e;
 }
 

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 #include <stdbool.h>
 
+#include "entries.h"
 #include "gpupool/stats.h"
 
 enum gp_call { GP_CALL_SYNC, GP_CALL_ASYNC, GP_CALL_ASYNC_PTSZ };
@@ -34,6 +35,14 @@ cudaError_t gp_calls_malloc_from_pool(void **ptr, size_t size, cudaMemPool_t poo
 cudaError_t gp_calls_mem_pool_create(cudaMemPool_t *pool, const struct cudaMemPoolProps *props);
 cudaError_t gp_calls_mem_pool_destroy(cudaMemPool_t pool);
 cudaError_t gp_calls_device_set_mem_pool(int dev, cudaMemPool_t pool);
+
+/* cudaGetDriverEntryPoint (by_version false: the runtime's own version) and
+ * cudaGetDriverEntryPointByVersion, plain or _ptsz: the runtime's answer, with gpupool's
+ * entry point from `t` (the hooks' table) in place of each driver entry point it
+ * interposes. */
+cudaError_t gp_calls_get_driver_entry_point(const char *symbol, void **fn, unsigned version, bool by_version,
+					    unsigned long long flags, enum cudaDriverEntryPointQueryResult *status,
+					    bool ptsz, const struct gp_entries *t);
 
 /* The public API (gpupool.h). */
 long long gp_calls_release(int device);

@@ -6,6 +6,7 @@
 
 #include "gpupool.h"
 #include "hooks.h"
+#include "hooks_driver.h"
 #include "runtime_calls.h"
 #include "torch_entry.h"
 
@@ -120,6 +121,39 @@ GP_EXPORT cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool) { return gp_call
 GP_EXPORT cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
 {
 	return gp_calls_device_set_mem_pool(device, memPool);
+}
+
+/* The CUDA 12 and 13 signatures. CUDA 11.3-11.8's cudaGetDriverEntryPoint had no
+ * driverStatus: under such a runtime the fourth argument is whatever its caller's register
+ * held, and the call body neither passes it on nor reads it. */
+GP_EXPORT cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags,
+					      enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	return gp_calls_get_driver_entry_point(symbol, funcPtr, 0, false, flags, driverStatus, false,
+					       &gp_hooks_driver_entries);
+}
+
+GP_EXPORT cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr, unsigned long long flags,
+						   enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	return gp_calls_get_driver_entry_point(symbol, funcPtr, 0, false, flags, driverStatus, true,
+					       &gp_hooks_driver_entries);
+}
+
+GP_EXPORT cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+						       unsigned long long flags,
+						       enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	return gp_calls_get_driver_entry_point(symbol, funcPtr, cudaVersion, true, flags, driverStatus, false,
+					       &gp_hooks_driver_entries);
+}
+
+GP_EXPORT cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr,
+							    unsigned int cudaVersion, unsigned long long flags,
+							    enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	return gp_calls_get_driver_entry_point(symbol, funcPtr, cudaVersion, true, flags, driverStatus, true,
+					       &gp_hooks_driver_entries);
 }
 
 GP_EXPORT long long gpupool_release(int device) { return gp_calls_release(device); }

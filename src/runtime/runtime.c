@@ -126,13 +126,16 @@ static bool resolve(void)
 	SYM(MemPoolGetAttribute, "cudaMemPoolGetAttribute");
 	SYM(MemPoolTrimTo, "cudaMemPoolTrimTo");
 	SYM(GetDeviceProperties, "cudaGetDeviceProperties");
+	SYM(GetDriverEntryPoint[GP_RT_PLAIN], "cudaGetDriverEntryPoint");
+	SYM(GetDriverEntryPoint[GP_RT_PTSZ], "cudaGetDriverEntryPoint_ptsz");
+	SYM(GetDriverEntryPointByVersion[GP_RT_PLAIN], "cudaGetDriverEntryPointByVersion");
+	SYM(GetDriverEntryPointByVersion[GP_RT_PTSZ], "cudaGetDriverEntryPointByVersion_ptsz");
 	/* what GPUPOOL_LOG=info names: the file the runtime was loaded from and its version
 	 * (cudaRuntimeGetVersion needs no device and makes no context) */
-	cudaError_t (*version)(int *) = NULL;
-	SYM_INTO(version, "cudaRuntimeGetVersion");
+	SYM(RuntimeGetVersion, "cudaRuntimeGetVersion");
 #undef STREAMED
 #undef SYM
-	log_found(version);
+	log_found(rt.RuntimeGetVersion);
 	return true;
 }
 

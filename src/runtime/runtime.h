@@ -62,6 +62,14 @@ struct gp_runtime {
 	cudaError_t (*MemPoolTrimTo)(cudaMemPool_t, size_t);
 	/* a device's UUID where the driver cannot be asked (gp_runtime_device_uuid) */
 	cudaError_t (*GetDeviceProperties)(struct cudaDeviceProp *, int);
+	/* the driver's entry points as the runtime hands them out (CUDA 11.3 and 12.5 on), each
+	 * in its plain and _ptsz variant (no fallback between them: the flags' default differs),
+	 * and the runtime's version, which cudaGetDriverEntryPoint asks the driver for */
+	cudaError_t (*GetDriverEntryPoint[2])(const char *, void **, unsigned long long,
+					      enum cudaDriverEntryPointQueryResult *);
+	cudaError_t (*GetDriverEntryPointByVersion[2])(const char *, void **, unsigned int, unsigned long long,
+						       enum cudaDriverEntryPointQueryResult *);
+	cudaError_t (*RuntimeGetVersion)(int *);
 	/* indexed by enum gp_runtime_variant */
 	struct gp_runtime_streamed variant[2];
 };

@@ -3,8 +3,10 @@
  * libcudart for gpupool's runtime layer to interpose; the runtime finds the driver through
  * cuGetProcAddress_v2 on libcuda's handle and gets gpupool's driver entry points. Each
  * cudaMalloc is served by the pool through the driver layer; a recovered out-of-memory
- * leaves no stale error; a failed one is cudaErrorMemoryAllocation, once. Run with
- * FAKECUDA_CAPACITY=64M. */
+ * leaves no stale error; a failed one is cudaErrorMemoryAllocation, once. The runtime's
+ * cudaGetDriverEntryPoint asks the same cuGetProcAddress_v2, gpupool's, so what it hands out
+ * is gpupool's too: its cuMemCreate is counted. Run with FAKECUDA_CAPACITY=64M. */
+#define CUDA_ENABLE_DEPRECATED /* cudaGetDriverEntryPoint is deprecated in CUDA 13 */
 #include "e2e_drv.h"
 
 #define N 300
@@ -52,6 +54,27 @@ int main(void)
 	CK(cudaFree(c));
 	st = e2e_stats(0);
 	CHECK(st.ooms == 1 && st.driver_allocs == N + 3 && st.driver_frees == N + 3);
+
+	/* the driver's entry points as this runtime hands them out: gpupool's, counted */
+	void *fn = NULL;
+	enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+	CK(cudaGetDriverEntryPoint("cuMemCreate", &fn, cudaEnableDefault, &q));
+	CHECK(q == cudaDriverEntryPointSuccess && fn == dlsym(RTLD_DEFAULT, "cuMemCreate"));
+	CUresult (*create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
+	CUresult (*release_h)(CUmemGenericAllocationHandle);
+	E2E_FN(create, fn);
+	CK(cudaGetDriverEntryPointByVersion("cuMemRelease", &fn, 12000, cudaEnableDefault, &q));
+	E2E_FN(release_h, fn);
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof prop);
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	CUmemGenericAllocationHandle h;
+	CHECK(create(&h, (size_t)16 << 20, &prop, 0) == CUDA_SUCCESS);
+	CHECK(e2e_stats(0).unpooled_vmm_bytes == (size_t)16 << 20);
+	CHECK(release_h(h) == CUDA_SUCCESS);
+	CHECK(e2e_stats(0).unpooled_vmm_bytes == 0);
+	st = e2e_stats(0);
 	printf("static runtime: %llu allocations through the driver layer, %llu OOM retries, %llu OOMs\n",
 	       (unsigned long long)st.driver_allocs, (unsigned long long)st.oom_retries, (unsigned long long)st.ooms);
 	return 0;

@@ -1718,29 +1718,74 @@ static void (*fc_internal(const char *name))(void)
 	return NULL;
 }
 
-/* Both versions: the per-thread variants first when asked for, then the newest version the
- * fake has, then the name (the version asked for is not looked at). */
-static CUresult fc_get_proc(const char *symbol, void **pfn, cuuint64_t flags, CUdriverProcAddressQueryResult *status)
+/* The CUDA version (1000 * major + 10 * minor) that introduced `name`, for the fake's names
+ * newer than CUDA 3.0 (cuda.h); the others are older. */
+static int fc_since(const char *name)
+{
+	static const struct {
+		const char *name;
+		int since;
+	} t[] = {
+		{"cuStreamBeginCapture_v2", 10010}, {"cuStreamBeginCapture_v2_ptsz", 10010},
+		{"cuStreamEndCapture", 10000}, {"cuStreamEndCapture_ptsz", 10000},
+		{"cuStreamIsCapturing", 10000}, {"cuStreamIsCapturing_ptsz", 10000},
+		{"cuThreadExchangeStreamCaptureMode", 10010},
+		{"cuMemCreate", 10020}, {"cuMemRelease", 10020}, {"cuMemMap", 10020}, {"cuMemUnmap", 10020},
+		{"cuMemAddressReserve", 10020}, {"cuMemAddressFree", 10020}, {"cuMemSetAccess", 10020},
+		{"cuMemGetAllocationGranularity", 10020}, {"cuMemGetAllocationPropertiesFromHandle", 10020},
+		{"cuDevicePrimaryCtxRelease_v2", 11000}, {"cuDevicePrimaryCtxReset_v2", 11000},
+		{"cuMemAllocAsync", 11020}, {"cuMemAllocAsync_ptsz", 11020}, {"cuMemFreeAsync", 11020},
+		{"cuMemFreeAsync_ptsz", 11020}, {"cuMemPoolCreate", 11020}, {"cuMemPoolDestroy", 11020},
+		{"cuDeviceGetDefaultMemPool", 11020}, {"cuDeviceGetMemPool", 11020}, {"cuDeviceSetMemPool", 11020},
+		{"cuMemAllocFromPoolAsync", 11020}, {"cuMemAllocFromPoolAsync_ptsz", 11020},
+		{"cuMemPoolGetAttribute", 11020}, {"cuMemPoolSetAttribute", 11020}, {"cuMemPoolTrimTo", 11020},
+		{"cuGetProcAddress", 11030}, {"cuDeviceGetUuid_v2", 11040}, {"cuGetProcAddress_v2", 12000},
+		{"cuCtxCreate_v4", 12050},
+	};
+	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+		if (!strcmp(t[i].name, name))
+			return t[i].since;
+	return 3000;
+}
+
+/* Both versions, as the real driver: a version past the driver's own is
+ * CUDA_ERROR_INVALID_VALUE (a CUDA 11 driver did not check); then the per-thread variants
+ * first when asked for, then the _v2, then the name, each only where the version asked for
+ * has it. A name found only past that version is CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+ * (the fake lacks the old versions of the _v2 names: asked for cuMemAlloc at 3.1, the real
+ * driver gives its 32-bit cuMemAlloc, the fake nothing); one not found at all
+ * CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND; both CUDA_ERROR_NOT_FOUND with a NULL entry point. */
+static CUresult fc_get_proc(const char *symbol, void **pfn, int version, cuuint64_t flags,
+			    CUdriverProcAddressQueryResult *status)
 {
 	if (!symbol || !pfn)
 		return CUDA_ERROR_INVALID_VALUE;
+#ifndef FAKECU_CUDA11
+	if (version > 13000)
+		return CUDA_ERROR_INVALID_VALUE;
+#endif
 	static const char *const ptsz_suffixes[] = {"_v2_ptsz", "_ptsz", "_v2_ptds", "_ptds"};
 	static const char *const suffixes[] = {"_v2", ""};
 	void (*fn)(void) = NULL;
+	bool too_new = false;
 	char name[128];
-	for (size_t i = 0; !fn && (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && i < 4; i++) {
-		snprintf(name, sizeof name, "%s%s", symbol, ptsz_suffixes[i]);
+	for (size_t i = 0; !fn && i < 6; i++) {
+		if (i < 4 && !(flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
+			continue;
+		snprintf(name, sizeof name, "%s%s", symbol, i < 4 ? ptsz_suffixes[i] : suffixes[i - 4]);
 		fn = fc_lookup(name);
-	}
-	for (size_t i = 0; !fn && i < 2; i++) {
-		snprintf(name, sizeof name, "%s%s", symbol, suffixes[i]);
-		fn = fc_lookup(name);
+		if (fn && fc_since(name) > version) {
+			fn = NULL;
+			too_new = true;
+		}
 	}
 	if (fn && fc_internal(name))
 		fn = fc_internal(name);
 	memcpy(pfn, &fn, sizeof fn);
 	if (status)
-		*status = fn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+		*status = fn	    ? CU_GET_PROC_ADDRESS_SUCCESS
+			  : too_new ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+				    : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
 	return fn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 
@@ -1748,13 +1793,13 @@ FC_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
 				    CUdriverProcAddressQueryResult *status)
 {
 	ENTER(cuGetProcAddress_v2);
-	return fc_get_proc(symbol, pfn, flags, status);
+	return fc_get_proc(symbol, pfn, version, flags, status);
 }
 
 FC_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
 	ENTER(cuGetProcAddress);
-	return fc_get_proc(symbol, pfn, flags, NULL);
+	return fc_get_proc(symbol, pfn, version, flags, NULL);
 }
 
 /* ---- control API ---- */

@@ -12,10 +12,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#ifdef FK_ON_DRIVER
 #include <cuda.h>
 #include <dlfcn.h>
-#endif
 
 #pragma GCC visibility push(default)
 #include "fakecuda.h"
@@ -60,7 +58,9 @@
 	X(cudaMemPoolDestroy) X(cudaDeviceGetDefaultMemPool) X(cudaDeviceGetMemPool) \
 	X(cudaDeviceSetMemPool) X(cudaMallocFromPoolAsync) X(cudaMallocFromPoolAsync_ptsz) \
 	X(cudaMemPoolGetAttribute) X(cudaMemPoolSetAttribute) X(cudaMemPoolTrimTo) \
-	X(cudaGetDeviceProperties) X(cudaGetDeviceProperties_v2) X(cudaDeviceGetAttribute)
+	X(cudaGetDeviceProperties) X(cudaGetDeviceProperties_v2) X(cudaDeviceGetAttribute) \
+	X(cudaGetDriverEntryPoint) X(cudaGetDriverEntryPoint_ptsz) X(cudaGetDriverEntryPointByVersion) \
+	X(cudaGetDriverEntryPointByVersion_ptsz)
 
 #define FK_ENUM(n) FN_##n,
 enum { FK_FUNCS(FK_ENUM) FN_COUNT };
@@ -447,6 +447,46 @@ static cudaError_t fk_enter(int fn)
 			return fk_ret(e_); \
 	} while (0)
 
+/* ---- the driver, as libcudart finds it ----
+ * libcuda.so.1 loaded with dlopen, and its cuGetProcAddress_v2 (cuGetProcAddress on a CUDA 11
+ * driver) found with dlsym on its handle: every other driver entry point is asked of it. A
+ * preloaded libgpupool.so answers that dlsym from this library (libcudart.so.13) with the
+ * driver's own, and from a program this source is compiled into (the static runtime, as
+ * plain nvcc links it) with gpupool's. Found once; NULL where there is no driver. */
+typedef CUresult (*fk_gpa_v2_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+typedef CUresult (*fk_gpa_v1_fn)(const char *, void **, int, cuuint64_t);
+static struct {
+	fk_gpa_v2_fn v2;
+	fk_gpa_v1_fn v1;
+} g_gpa;
+static pthread_once_t g_gpa_once = PTHREAD_ONCE_INIT;
+
+static void fk_gpa_find(void)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW);
+	void *s = h ? dlsym(h, "cuGetProcAddress_v2") : NULL;
+	memcpy(&g_gpa.v2, &s, sizeof s);
+	s = h ? dlsym(h, "cuGetProcAddress") : NULL;
+	memcpy(&g_gpa.v1, &s, sizeof s);
+}
+
+/* The driver's cuGetProcAddress_v2, or its cuGetProcAddress behind the same signature (the
+ * status made from its code); false when there is no driver. */
+static bool fk_gpa(const char *symbol, void **fn, int version, cuuint64_t flags, CUdriverProcAddressQueryResult *st,
+		   CUresult *e)
+{
+	pthread_once(&g_gpa_once, fk_gpa_find);
+	if (g_gpa.v2) {
+		*e = g_gpa.v2(symbol, fn, version, flags, st);
+	} else if (g_gpa.v1) {
+		*e = g_gpa.v1(symbol, fn, version, flags);
+		*st = *e == CUDA_SUCCESS ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+	} else {
+		return false;
+	}
+	return true;
+}
+
 /* ---- device memory: host memory, or (FK_ON_DRIVER) the driver's ---- */
 #ifdef FK_ON_DRIVER
 /* Built on top of the fake driver (ondriver/): like the real runtime, the memory comes from
@@ -466,10 +506,8 @@ static bool fk_driver(int device)
 {
 	if (!g_drv.tried) {
 		g_drv.tried = true;
-		void *h = dlopen("libcuda.so.1", RTLD_NOW);
-		void *gpa = h ? dlsym(h, "cuGetProcAddress_v2") : NULL;
-		CUresult (*get)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
-		memcpy(&get, &gpa, sizeof get);
+		pthread_once(&g_gpa_once, fk_gpa_find);
+		fk_gpa_v2_fn get = g_gpa.v2;
 		CUresult (*init)(unsigned) = NULL;
 		CUdriverProcAddressQueryResult st;
 		g_drv.ok = get && get("cuInit", (void **)&init, 13000, 0, &st) == CUDA_SUCCESS &&
@@ -1139,8 +1177,17 @@ FK_API cudaError_t cudaMalloc(void **devPtr, size_t size)
 FK_API cudaError_t cudaFree(void *devPtr)
 {
 	ENTER(cudaFree);
-	if (!devPtr)
+	if (!devPtr) {
+#ifdef FK_ON_DRIVER
+		/* as libcudart: the device's primary context made current (the idiom that
+		 * initialises the context before driver calls) */
+		pthread_mutex_lock(&g_lock);
+		if (t_device < g_ndev)
+			(void)fk_driver(t_device);
+		pthread_mutex_unlock(&g_lock);
+#endif
 		return cudaSuccess;
+	}
 	pthread_mutex_lock(&g_lock);
 	cudaError_t e = cudaSuccess;
 	struct alloc *a = fk_alloc_exact(devPtr);
@@ -2389,6 +2436,68 @@ FK_API cudaError_t cudaDriverGetVersion(int *driverVersion)
 		return fk_ret(cudaErrorInvalidValue);
 	*driverVersion = 13000;
 	return cudaSuccess;
+}
+
+/* ---- the driver's entry points ----
+ * As libcudart: asked of the driver's cuGetProcAddress (fk_gpa) at the version given (13000,
+ * the runtime's own, for cudaGetDriverEntryPoint), with the flags' stream variant (the
+ * default: the legacy stream's, the per-thread one's for the _ptsz entry points). A name the
+ * driver does not have, or has only past that version, is cudaSuccess with a NULL entry
+ * point and the status saying which; a version past the driver's is the driver's
+ * CUDA_ERROR_INVALID_VALUE, cudaErrorInvalidValue. No driver: cudaErrorInsufficientDriver. */
+static cudaError_t fk_entry_point(const char *symbol, void **fn, int version, unsigned long long flags,
+				  enum cudaDriverEntryPointQueryResult *status, bool ptsz)
+{
+	if (!symbol || !fn || flags > cudaEnablePerThreadDefaultStream)
+		return fk_ret(cudaErrorInvalidValue);
+	cuuint64_t f = flags != cudaEnableDefault ? flags
+		       : ptsz			 ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+						 : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+	void *p = NULL;
+	CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+	CUresult e;
+	if (!fk_gpa(symbol, &p, version, f, &st, &e))
+		return fk_ret(cudaErrorInsufficientDriver);
+	if (e != CUDA_SUCCESS && e != CUDA_ERROR_NOT_FOUND)
+		return fk_ret(e == CUDA_ERROR_INVALID_VALUE ? cudaErrorInvalidValue : cudaErrorNotSupported);
+	*fn = e == CUDA_SUCCESS ? p : NULL;
+	if (status)
+		*status = e == CUDA_SUCCESS ? cudaDriverEntryPointSuccess
+			  : st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ? cudaDriverEntryPointVersionNotSufficent
+									     : cudaDriverEntryPointSymbolNotFound;
+	return cudaSuccess;
+}
+
+FK_API cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags,
+					   enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	ENTER(cudaGetDriverEntryPoint);
+	return fk_entry_point(symbol, funcPtr, 13000, flags, driverStatus, false);
+}
+
+FK_API cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr, unsigned long long flags,
+						enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	ENTER(cudaGetDriverEntryPoint_ptsz);
+	return fk_entry_point(symbol, funcPtr, 13000, flags, driverStatus, true);
+}
+
+FK_API cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+						    unsigned long long flags,
+						    enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	ENTER(cudaGetDriverEntryPointByVersion);
+	return fk_entry_point(symbol, funcPtr, cudaVersion > INT32_MAX ? INT32_MAX : (int)cudaVersion, flags,
+			      driverStatus, false);
+}
+
+FK_API cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+							 unsigned long long flags,
+							 enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	ENTER(cudaGetDriverEntryPointByVersion_ptsz);
+	return fk_entry_point(symbol, funcPtr, cudaVersion > INT32_MAX ? INT32_MAX : (int)cudaVersion, flags,
+			      driverStatus, true);
 }
 
 /* ---- control API ---- */

@@ -65,6 +65,11 @@ cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream,
 cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream);
 cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
                                          cudaStream_t stream);
+cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr, unsigned long long flags,
+                                         enum cudaDriverEntryPointQueryResult *driverStatus);
+cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+                                                  unsigned long long flags,
+                                                  enum cudaDriverEntryPointQueryResult *driverStatus);
 /* CUDA 12's name of cudaGetDeviceProperties, still exported for programs built against it. */
 cudaError_t cudaGetDeviceProperties_v2(struct cudaDeviceProp *prop, int device);
 

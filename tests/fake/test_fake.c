@@ -1,6 +1,8 @@
 /* Tests of the fake CUDA runtime itself (tests/fake/fakecuda.c): memory and errors, stream
  * order, fences, events, per-thread streams, capture and graphs, IPC, counters and fault
- * injection (API and FAKECUDA_FAIL in a child process). Links only against the fake. */
+ * injection (API and FAKECUDA_FAIL in a child process), the driver's entry points asked of
+ * the fake driver (found through LD_LIBRARY_PATH). Links only against the fake. */
+#define CUDA_ENABLE_DEPRECATED /* cudaGetDriverEntryPoint is deprecated in CUDA 13 */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
+
+#include <cuda.h>
 
 #include "fakecuda.h"
 #include "testproc.h"
@@ -946,6 +950,59 @@ static int child_main(void)
 	return fails ? 1 : 0;
 }
 
+/* cudaGetDriverEntryPoint(ByVersion)(_ptsz), as libcudart answers them: the driver's own
+ * entry point picked by the version (the runtime's own, 13.0, where none is given) and the
+ * flags' stream variant; a name the driver lacks, or has only past the version, is success
+ * with NULL and the status saying which; a version past the driver's, bad flags and NULL
+ * pointers are cudaErrorInvalidValue, left as the last error. */
+static void test_driver_entry_points(void **state)
+{
+	(void)state;
+	void *fn = NULL;
+	enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+	unsigned long asked = gpfake_calls("cudaGetDriverEntryPoint");
+	assert_int_equal(cudaGetDriverEntryPoint("cuMemCreate", &fn, cudaEnableDefault, &q), cudaSuccess);
+	assert_int_equal(gpfake_calls("cudaGetDriverEntryPoint"), asked + 1);
+	void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD); /* the runtime loaded the driver */
+	assert_non_null(cu);
+	assert_int_equal(q, cudaDriverEntryPointSuccess);
+	assert_ptr_equal(fn, dlsym(cu, "cuMemCreate"));
+	assert_int_equal(cudaGetDriverEntryPoint("cuMemAlloc", &fn, cudaEnableDefault, NULL), cudaSuccess);
+	assert_ptr_equal(fn, dlsym(cu, "cuMemAlloc_v2"));
+	/* stream variants: the flags, else the entry point's default */
+	assert_int_equal(cudaGetDriverEntryPoint("cuMemAllocAsync", &fn, cudaEnablePerThreadDefaultStream, &q), cudaSuccess);
+	assert_ptr_equal(fn, dlsym(cu, "cuMemAllocAsync_ptsz"));
+	assert_int_equal(cudaGetDriverEntryPoint_ptsz("cuMemAllocAsync", &fn, cudaEnableDefault, &q), cudaSuccess);
+	assert_ptr_equal(fn, dlsym(cu, "cuMemAllocAsync_ptsz"));
+	assert_int_equal(cudaGetDriverEntryPoint_ptsz("cuMemAllocAsync", &fn, cudaEnableLegacyStream, &q), cudaSuccess);
+	assert_ptr_equal(fn, dlsym(cu, "cuMemAllocAsync"));
+	assert_int_equal(cudaGetDriverEntryPointByVersion_ptsz("cuMemFreeAsync", &fn, 12000, 0, &q), cudaSuccess);
+	assert_ptr_equal(fn, dlsym(cu, "cuMemFreeAsync_ptsz"));
+	/* by version: cuGetProcAddress gained its _v2 in 12.0 */
+	assert_int_equal(cudaGetDriverEntryPointByVersion("cuGetProcAddress", &fn, 11080, 0, &q), cudaSuccess);
+	assert_ptr_equal(fn, dlsym(cu, "cuGetProcAddress"));
+	assert_int_equal(cudaGetDriverEntryPointByVersion("cuGetProcAddress", &fn, 12000, 0, &q), cudaSuccess);
+	assert_ptr_equal(fn, dlsym(cu, "cuGetProcAddress_v2"));
+	/* not there, or not yet there at the version asked for */
+	fn = &q;
+	assert_int_equal(cudaGetDriverEntryPoint("cuNoSuchEntryPoint", &fn, 0, &q), cudaSuccess);
+	assert_null(fn);
+	assert_int_equal(q, cudaDriverEntryPointSymbolNotFound);
+	fn = &q;
+	assert_int_equal(cudaGetDriverEntryPointByVersion("cuMemCreate", &fn, 10010, 0, &q), cudaSuccess);
+	assert_null(fn);
+	assert_int_equal(q, cudaDriverEntryPointVersionNotSufficent);
+	assert_int_equal(cudaGetLastError(), cudaSuccess);
+	/* errors */
+	assert_int_equal(cudaGetDriverEntryPointByVersion("cuMemCreate", &fn, 13010, 0, &q), cudaErrorInvalidValue);
+	assert_int_equal(cudaGetLastError(), cudaErrorInvalidValue);
+	assert_int_equal(cudaGetDriverEntryPoint("cuMemCreate", &fn, 3, &q), cudaErrorInvalidValue);
+	assert_int_equal(cudaGetDriverEntryPoint(NULL, &fn, 0, &q), cudaErrorInvalidValue);
+	assert_int_equal(cudaGetDriverEntryPoint("cuMemCreate", NULL, 0, &q), cudaErrorInvalidValue);
+	assert_int_equal(cudaGetLastError(), cudaErrorInvalidValue);
+	dlclose(cu);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "--child") == 0)
@@ -969,6 +1026,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_machine_shared, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_machine_visible, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_machine_malformed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_driver_entry_points, setup, teardown),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	machine_cleanup((const char *const[]){ "shared", "visible", "short", "magic", "link", NULL });

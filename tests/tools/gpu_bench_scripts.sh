@@ -15,6 +15,7 @@ bad() { echo "FAIL: $*"; fail=1; }
 
 PYTHONPYCACHEPREFIX=$tmp/pyc python3 -m py_compile "$g"/*.py && ok "py_compile" || bad "py_compile"
 bash -n "$g/steps.sh" && ok "bash -n steps.sh" || bad "bash -n steps.sh"
+bash -n "$g/sharing.sh" && ok "bash -n sharing.sh" || bad "bash -n sharing.sh"
 
 # exit 2 and one message, before any build or GPU work
 expect2() { # DESC CMD...
@@ -32,6 +33,49 @@ expect2 "train.py unknown model" python3 "$g/train.py" --model bogus --mode defa
 expect2 "train.py --steps 0" python3 "$g/train.py" --model bert --mode default --steps 0
 expect2 "lag.py unknown mode" python3 "$g/lag.py" --model llama --mode async
 expect2 "torch_pluggable.py --steps 0" python3 "$g/torch_pluggable.py" default --model bert --steps 0
+# the sharing stage's scripts (scripts/gpu-suite sharing)
+expect2 "sharing.sh unknown part" "$g/sharing.sh" "$tmp/o" bogus
+expect2 "sharing.sh FRACTION out of range" env FRACTION=1.5 "$g/sharing.sh" "$tmp/o" suite
+expect2 "sharing.sh STEPS 0" env STEPS=0 "$g/sharing.sh" "$tmp/o" suite
+expect2 "cap_paths.py unknown mode" python3 "$g/cap_paths.py" bogus
+expect2 "cap_paths.py --fraction 0" python3 "$g/cap_paths.py" jax --fraction 0
+expect2 "share_cupy.py 0 GiB" python3 "$g/share_cupy.py" hold 0
+expect2 "share_table.py without OUTDIR" python3 "$g/share_table.py"
+
+# share_table.py: the verdicts from the logs and exit reports sharing.sh suite leaves
+o=$tmp/share
+rep() { echo "{\"processes\":[{\"pid\":1,\"devices\":[{\"device\":0$1}]}]}" >"$2"; }
+mkdir -p "$o"
+echo "fraction=0.6 total_mib=81559 gib=47" >"$o/suite.txt"
+for m in default empty expandable torchmode cpp cupy; do
+	mkdir -p "$o/suite-$m"
+	echo "ready=1 reserved=50465865728" >"$o/suite-$m/a.log"
+	printf 'ok=1 seconds=0.1400 gib=47\nb_rc=0\n' >"$o/suite-$m/b.log"
+	rep ',"reclaim_given_bytes":18253611008,"framework_empties":1' "$o/suite-$m/a.json"
+	rep ',"reclaim_asks":1' "$o/suite-$m/b.json"
+done
+printf 'ok=0 seconds=2.0100 gib=47 error=OutOfMemoryError\nb_rc=3\n' >"$o/suite-expandable/b.log"
+echo "skip=1 reason=no_cupy" >"$o/suite-cupy/a.log"
+rm "$o/suite-cupy/b.log"
+mkdir -p "$o/suite-train-alone" "$o/suite-train-asked"
+printf 'step=299 ms=3.1 t=9.0 loss=1.0e+00\ndone=1 loss_sum=3.141592653589e+02\n' >"$o/suite-train-alone/a.log"
+cp "$o/suite-train-alone/a.log" "$o/suite-train-asked/a.log"
+printf 'ok=1 seconds=0.2100 gib=47\nb_rc=0\n' >"$o/suite-train-asked/b.log"
+rep ',"reclaim_given_bytes":17179869184,"framework_empties":1' "$o/suite-train-asked/a.json"
+t=$(python3 "$g/share_table.py" "$o" 2>&1)
+rc=$?
+[ $rc = 1 ] && grep -q '^PASS share/default (B got 47 GiB in 0.1400 s; A gave 17.0 GiB' <<<"$t" &&
+	grep -q '^FAIL share/expandable (B did not get 47 GiB' <<<"$t" && grep -q '^SKIP share/cupy' <<<"$t" &&
+	grep -q '^PASS share/train' <<<"$t" && grep -qF '| PyTorch, expandable_segments:True | out of memory |' <<<"$t" &&
+	ok "share_table verdicts" || bad "share_table verdicts: rc=$rc: $t"
+printf 'ok=1 seconds=0.1 gib=47\nb_rc=0\n' >"$o/suite-expandable/b.log"
+echo "done=1 loss_sum=3.141592653590e+02" >"$o/suite-train-asked/a.log"
+t=$(python3 "$g/share_table.py" "$o" 2>&1)
+rc=$?
+[ $rc = 1 ] && grep -q '^FAIL share/train' <<<"$t" && grep -qF 'loss sum DIFFERS' <<<"$t" &&
+	ok "share_table: a loss sum that moved fails" || bad "share_table loss sum: rc=$rc: $t"
+cp "$o/suite-train-alone/a.log" "$o/suite-train-asked/a.log"
+python3 "$g/share_table.py" "$o" >/dev/null 2>&1 && ok "share_table: all pass" || bad "share_table: all pass"
 
 # the shape plans: fixed by the seed, inside the ranges workloads.py states
 PYTHONPYCACHEPREFIX=$tmp/pyc python3 - "$g" <<'PY' && ok "workload shapes" || bad "workload shapes"
