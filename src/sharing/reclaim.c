@@ -152,6 +152,13 @@ static bool ask_still(const struct gp_framework_still *s)
 }
 
 static uint64_t framework_last_ns; /* the release thread's only */
+/* What frameworks gave on their thread, not yet told to a waiter (bytes, per device). */
+static _Atomic uint64_t credit[GPUPOOL_MAX_DEVICES];
+
+uint64_t gp_reclaim_take_credit(int dev)
+{
+	return dev >= 0 && dev < GPUPOOL_MAX_DEVICES ? atomic_exchange(&credit[dev], 0) : 0;
+}
 
 /* A framework's answer, on its thread: counted and said; what it freed waits for a fence (its
  * cudaFree) and goes to the driver, not the cache, from the release thread (a POKE), which
@@ -167,6 +174,17 @@ static void framework_done(const struct gp_framework_still *s, int n, const char
 	while (wl && (what[wl - 1] == ' ' || what[wl - 1] == ';'))
 		what[--wl] = '\0'; /* the script's "torch: ...; " list, its last separator off */
 	GP_REGISTRY_READER;
+	/* what the GPU gained while the caches were emptied: memory the framework handed the
+	 * driver itself (PyTorch's expandable segments); what it freed into the pool goes with
+	 * the POKE below, and is counted there */
+	gp_pool *p = s->device >= 0 && s->device < GPUPOOL_MAX_DEVICES ? atomic_load(&R->pools[s->device]) : NULL;
+	size_t free_now = 0;
+	if (n > 0 && p && device_free(p, &free_now) == 0 && free_now > s->free_before) {
+		uint64_t gain = free_now - s->free_before;
+		COUNT(s->device, reclaims_served, 1);
+		COUNT(s->device, reclaim_given_bytes, gain);
+		atomic_fetch_add(&credit[s->device], gain);
+	}
 	if (n > 0)
 		COUNT(s->device, framework_empties, (uint64_t)n);
 	if (n > 0 || what[0])
@@ -189,9 +207,12 @@ size_t gp_reclaim_give(int dev, size_t short_bytes, int pid, unsigned uid, uint6
 	size_t need = short_bytes ? short_bytes + SLACK(short_bytes) : 0;
 	/* while anyone waits, this process's frees go back at once: every whole free segment
 	 * above the floor (a fence first, for those its cudaFree's left pending) */
-	if (!short_bytes && gp_pool_has_pending(p))
-		(void)gp_pool_fence(p);
-	size_t given = give_idle(p, short_bytes ? need : SIZE_MAX / 2);
+	size_t want = short_bytes ? need : SIZE_MAX / 2;
+	size_t given = give_idle(p, want);
+	if (given < want && gp_pool_has_pending(p)) {
+		(void)gp_pool_fence(p); /* blocks its cudaFree's left pending, then them too */
+		given += give_idle(p, want - given);
+	}
 	bool posted = false;
 	uint64_t held = __atomic_load_n(&st->reserved_bytes, __ATOMIC_RELAXED) +
 			__atomic_load_n(&st->unpooled_bytes, __ATOMIC_RELAXED);
@@ -199,7 +220,9 @@ size_t gp_reclaim_give(int dev, size_t short_bytes, int pid, unsigned uid, uint6
 	 * answering); their memory comes back through a POKE */
 	if (short_bytes && given < need && gp_framework_present() && !atomic_load(&R->exiting) &&
 	    (!floor || held > floor) && (!framework_last_ns || t0 - framework_last_ns >= FRAMEWORK_EVERY_NS)) {
-		struct gp_framework_still sa = {ask_still, dev, pid, ticket, free0 + short_bytes};
+		size_t free_post = 0;
+		(void)device_free(p, &free_post);
+		struct gp_framework_still sa = {ask_still, dev, pid, ticket, free0 + short_bytes, free_post};
 		if (gp_framework_post(true, &sa, framework_done) == 0) {
 			framework_last_ns = t0;
 			posted = true;
@@ -216,6 +239,8 @@ size_t gp_reclaim_give(int dev, size_t short_bytes, int pid, unsigned uid, uint6
 	} else if (short_bytes && !posted) {
 		COUNT(dev, reclaims_refused, 1);
 	}
+	if (!posted && !given && !short_bytes)
+		return 0; /* a free while others wait, with nothing whole to give: nothing to say */
 	char b[2][32];
 	if (given || posted)
 		gp_log(GP_LOG_INFO, "reclaim: gave %s on device %d to pid %d (uid %u) in %.3f s%s (GPU free %s)",
@@ -310,6 +335,7 @@ void gp_reclaim_after_fork(void)
 {
 	framework_last_ns = 0;
 	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
+		atomic_store(&credit[d], 0);
 		floor_known[d] = false;
 		floors[d] = 0;
 		walked_ns[d] = 0;

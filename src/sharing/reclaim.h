@@ -19,6 +19,10 @@
  * the floor goes (fenced first). Counted and logged. Returns what the GPU gained. */
 size_t gp_reclaim_give(int dev, size_t short_bytes, int pid, unsigned uid, uint64_t ticket);
 
+/* Bytes the frameworks gave on `dev` on their own thread since the last call (their memory
+ * outside the pool, handed to the driver by the framework itself), for the next FREED. */
+uint64_t gp_reclaim_take_credit(int dev);
+
 /* What this process could give on `dev` now (*idle: from the last walk of its pool, made at
  * most ten times a second whoever asks, and what a framework above last said it holds
  * unused, above the floor), what it holds there (*held: reserved + unpooled), and *flags

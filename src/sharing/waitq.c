@@ -35,7 +35,8 @@
 #define SLICE_NS (250 * MS)       /* a waiter's look round when nothing wakes it */
 #define HEARD_NS (100 * MS)       /* nobody on the GPU answered with memory held: nothing to wait for */
 #define QUICK_NS (200 * MS)       /* a quick wait: what others give at once */
-#define HEAD_TAKE_NS (250 * MS)   /* a head that leaves what it waits for unused loses its place */
+#define HEAD_TAKE_NS (1000 * MS)  /* a head that leaves what it waits for unused loses its place
+				   * (more than a waiter's look round and its telling again) */
 #define CLAIM_MAX_NS (60000 * MS) /* no wait is longer (reclaim_wait_ms's largest) */
 #define TICK_MS 50                /* the release thread's round while a line is not empty */
 
@@ -390,7 +391,7 @@ void gp_waitq_end(struct gp_wait *w, bool served)
 	uint64_t waited = now_ns() - w->t0;
 	size_t free1 = 0;
 	(void)device_free(w->dev, &free1);
-	gp_reclaim_count_wait(w->dev, (unsigned)w->ntold, w->gifts, w->received, waited, served, w->why != END_QUICK);
+	gp_reclaim_count_wait(w->dev, w->heard, w->gifts, w->received, waited, served, w->why != END_QUICK);
 	static const char *const ends[] = {
 		[END_SERVED] = "",
 		[END_BOUND] = "; gave up after reclaim_wait_ms",
@@ -442,6 +443,8 @@ static void wake(int fd, int dev, size_t given)
 		struct gp_share_msg m = gp_share_msg_make(GP_SHARE_FREED, line[i].ticket, (const unsigned char *)st->uuid);
 		m.bytes = i == 0 ? given : 0;
 		(void)gp_share_reply(fd, &line[i].to, &m);
+		if (sum > free_b)
+			continue; /* woken to look, not yet with enough: given for again */
 		lock_take();
 		for (int k = 0; k < ntab; k++)
 			if (!tab[k].self && tab[k].pid == line[i].pid && tab[k].ticket == line[i].ticket)
@@ -480,6 +483,8 @@ static void serve(int fd, int dev, bool freed)
 		given = gp_reclaim_give(dev, want - free0, pid, uid, first);
 	size_t free1 = 0;
 	(void)device_free(dev, &free1);
+	/* what a framework gave on its own thread since (memory it handed the driver itself) */
+	given += gp_reclaim_take_credit(dev);
 	if (given || freed || free1 > free0 || free1 >= want)
 		wake(fd, dev, given);
 }

@@ -201,7 +201,8 @@ import os, socket, struct, sys, time
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(b"")
 s.settimeout(1)
-uuid = bytes.fromhex("66616b65677075000000000000000001")  # the fake device's
+ino = os.stat(os.environ["FAKECUDA_MACHINE"]).st_ino & 0xffffffff  # the fake device's (fm_uuid)
+uuid = b"fakegpu\0" + ino.to_bytes(4, "big") + b"\0\0\0\1"
 F = "=IHHQ16sQQIIQ"
 now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
 to = b"\0gpupool.%d.%d" % (os.stat("/proc/self/ns/pid").st_ino, int(sys.argv[1]))

@@ -46,6 +46,7 @@ static struct fm_file *g_file;
 static struct fm_slot *g_slot; /* this process's; NULL: off (none, or a child after fork) */
 static uint64_t g_owner;
 static const char *g_who = "fake";
+static uint32_t g_machine_id; /* the machine file's inode: its GPUs' UUIDs carry it (fm_uuid) */
 
 FM_FN bool fm_on(void)
 {
@@ -288,6 +289,7 @@ FM_FN bool fm_open(const char *who, int *nphys, size_t cap[FM_MAXDEV])
 		}
 	}
 	g_file = f;
+	g_machine_id = (uint32_t)st.st_ino;
 	if (!fm_claim()) {
 		g_file = NULL;
 		munmap(m, sizeof *f);
@@ -311,6 +313,10 @@ FM_FN void fm_uuid(int phys, unsigned char out[16])
 {
 	memset(out, 0, 16);
 	memcpy(out, "fakegpu", 7);
+	/* a machine-wide device (FAKECUDA_MACHINE) is another GPU than another machine file's,
+	 * as two machines never share a GPU: bytes 8-11 are its file's inode (zero without one) */
+	for (int i = 0; i < 4; i++)
+		out[8 + i] = (unsigned char)(g_machine_id >> (8 * (3 - i)));
 	out[15] = (unsigned char)(phys + 1);
 }
 

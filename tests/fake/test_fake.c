@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -779,13 +780,26 @@ static void test_machine_visible(void **state)
 	(void)state;
 	char var[192], line[256], err[4096];
 	snprintf(var, sizeof var, "FAKECUDA_MACHINE=%s", machine_path("visible"));
+	/* the machine's devices carry its file's inode in bytes 8-11 (fm_uuid): made by a first
+	 * process, then named */
+	const char *env0[] = { var, "FAKECUDA_DEVICES=3", "FAKECUDA_CAPACITY=8M", NULL };
+	struct child c0 = spawn("/proc/self/exe", env0, "info", "-", "-");
+	read_line(c0.out, line, sizeof line);
+	assert_int_equal(finish(c0, err, sizeof err), 0);
+	struct stat mst;
+	assert_int_equal(stat(machine_path("visible"), &mst), 0);
+	unsigned ino = (unsigned)mst.st_ino;
+	char u3[96], u1[96];
+	snprintf(u3, sizeof u3, "CUDA_VISIBLE_DEVICES=GPU-66616b65-6770-7500-%04x-%04x00000003,1", ino >> 16,
+		 ino & 0xffff);
+	snprintf(u1, sizeof u1, "CUDA_VISIBLE_DEVICES=GPU-66616B6567707500%08X00000001,0", ino);
 	struct {
 		const char *cvd, *expect;
 	} cases[] = {
 		{ NULL, "n 3 rc 0 uuid 1 2 3" },
 		{ "CUDA_VISIBLE_DEVICES=2,0", "n 2 rc 0 uuid 3 1" },
-		{ "CUDA_VISIBLE_DEVICES=GPU-66616b65-6770-7500-0000-000000000003,1", "n 2 rc 0 uuid 3 2" },
-		{ "CUDA_VISIBLE_DEVICES=GPU-66616B65677075000000000000000001,0", "n 1 rc 0 uuid 1" },
+		{ u3, "n 2 rc 0 uuid 3 2" },
+		{ u1, "n 1 rc 0 uuid 1" },
 		{ "CUDA_VISIBLE_DEVICES=1,7,0", "n 1 rc 0 uuid 2" },      /* stops at the first invalid */
 		{ "CUDA_VISIBLE_DEVICES=1,1,0", "n 1 rc 0 uuid 2" },      /* named twice */
 		{ "CUDA_VISIBLE_DEVICES=GPU-66616b65,0", "n 0 rc 100 uuid" }, /* an ambiguous prefix */

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <cmocka.h>
 
 #include "fakecu.h"
@@ -350,10 +351,17 @@ static void test_machine_across_fakes(void **state)
 	assert_string_equal(line, "free 8388608 total 8388608 rc 0");
 
 	/* both number the devices CUDA_VISIBLE_DEVICES shows alike, with the same UUIDs */
-	const char *cvd[] = {"CUDA_VISIBLE_DEVICES=2,0", "CUDA_VISIBLE_DEVICES=GPU-66616b65-6770-7500-0000-000000000002",
-			     "CUDA_VISIBLE_DEVICES=", NULL};
-	const char *expect[] = {"n 2 rc 0 uuid 3 1", "n 1 rc 0 uuid 2", "n 0 rc 100 uuid"};
 	snprintf(var, sizeof var, "FAKECUDA_MACHINE=%s", machine_path("v")); /* three devices */
+	/* the machine's devices carry its file's inode in bytes 8-11 (fm_uuid) */
+	const char *e0[] = {var, "FAKECUDA_DEVICES=3", "FAKECUDA_CAPACITY=8M", NULL};
+	run_line("/proc/self/exe", e0, "info", "-", "-", line, sizeof line);
+	struct stat mst;
+	assert_int_equal(stat(machine_path("v"), &mst), 0);
+	char u2[96];
+	snprintf(u2, sizeof u2, "CUDA_VISIBLE_DEVICES=GPU-66616b65-6770-7500-%04x-%04x00000002",
+		 (unsigned)mst.st_ino >> 16, (unsigned)mst.st_ino & 0xffff);
+	const char *cvd[] = {"CUDA_VISIBLE_DEVICES=2,0", u2, "CUDA_VISIBLE_DEVICES=", NULL};
+	const char *expect[] = {"n 2 rc 0 uuid 3 1", "n 1 rc 0 uuid 2", "n 0 rc 100 uuid"};
 	for (int i = 0; cvd[i]; i++) {
 		const char *e3[] = {var, "FAKECUDA_DEVICES=3", "FAKECUDA_CAPACITY=8M", cvd[i], NULL};
 		run_line("/proc/self/exe", e3, "info", "-", "-", line, sizeof line);

@@ -134,9 +134,13 @@ class cuda:  # noqa: N801 (torch.cuda's name)
         cuda.emptied += 1
 
     @staticmethod
-    def memory_reserved():
+    def device_count():
+        return 1
+
+    @staticmethod
+    def memory_reserved(device=0):
         return len(cuda._pages) * PAGE
 
     @staticmethod
-    def memory_allocated():
+    def memory_allocated(device=0):
         return sum(k for _, k in cuda._tensors) * PAGE
