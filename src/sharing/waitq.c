@@ -207,10 +207,14 @@ bool gp_waitq_begin(struct gp_wait *w, int dev, size_t bytes, bool quick)
 	const struct gp_backend *be = gp_registry_backend();
 	if (!be->mem_info || be->mem_info(be->ctx, dev, &w->free0, &total) != 0 || w->need > total)
 		return false; /* more than the whole GPU: no wait can serve it */
-	/* the GPU has the room: the limit or the pool refused, which nobody else can change */
-	uint64_t earlier = earlier_need(dev, now);
-	if (w->free0 >= w->need && w->free0 - w->need >= earlier)
+	/* the GPU has the room: the limit refused, which nobody else can change; or the room
+	 * came back since the allocation failed (another process's allocation and free crossed
+	 * it): tried again at once, in line */
+	uint64_t earlier = earlier_need(dev, now), limit = gp_budget_limit(dev);
+	bool room = w->free0 >= w->need && w->free0 - w->need >= earlier;
+	if (room && limit && gp_budget_held(dev, GP_BUDGET_KINDS) + w->need > limit)
 		return false;
+	w->again = room;
 	w->fd = gp_share_asker();
 	if (w->fd < 0)
 		return false;
@@ -220,10 +224,6 @@ bool gp_waitq_begin(struct gp_wait *w, int dev, size_t bytes, bool quick)
 		bound = QUICK_NS;
 	w->t0 = now;
 	w->deadline = now + bound;
-	/* hold and wait: a waiter that holds memory gives up behind a head stuck this long */
-	w->hw_ns = (uint64_t)R->cfg.reclaim_wait_ms * MS / 4;
-	if (w->hw_ns > 1000 * MS)
-		w->hw_ns = 1000 * MS;
 	w->last_free = w->free0;
 	lock_take();
 	/* one ticket per waiting thread: two threads of a process never share one */
@@ -231,14 +231,14 @@ bool gp_waitq_begin(struct gp_wait *w, int dev, size_t bytes, bool quick)
 	for (int i = 0; i < ntab; i++)
 		if (tab[i].self && tab[i].ticket >= w->ticket)
 			w->ticket = tab[i].ticket + 1;
-	bool room = ntab < MAX_ENTRIES;
-	if (room) {
+	bool kept = ntab < MAX_ENTRIES;
+	if (kept) {
 		struct entry e = {.pid = getpid(), .uid = (unsigned)getuid(), .dev = dev, .self = true,
 				  .ticket = w->ticket, .bytes = w->need, .deadline = w->deadline};
 		add_locked(&e);
 	}
 	lock_give();
-	if (!room) {
+	if (!kept) {
 		close(w->fd);
 		w->fd = -1;
 		return false;
@@ -260,10 +260,20 @@ static bool my_turn(struct gp_wait *w)
 
 static void heard(struct gp_wait *w, const struct gp_share_msg *m, const struct gp_share_peer *from)
 {
-	(void)from;
-	w->heard++;
-	if (w->held_by_others + m->held >= w->held_by_others)
-		w->held_by_others += m->held;
+	int k = 0;
+	while (k < w->nholders && w->holders[k].pid != from->pid)
+		k++;
+	if (k == w->nholders) {
+		if (k == (int)(sizeof w->holders / sizeof w->holders[0]))
+			return; /* the first 64 that answer are enough to judge by */
+		w->nholders++;
+		w->heard++;
+		w->holders[k].pid = from->pid;
+		w->holders[k].held = 0;
+	}
+	w->held_by_others -= w->holders[k].held;
+	w->holders[k].held = m->held > (1ull << 56) ? 1ull << 56 : m->held; /* no sum wraps */
+	w->held_by_others += w->holders[k].held;
 	if (m->flags & GP_SHARE_WAITING)
 		w->waiting_holders++;
 }
@@ -289,23 +299,36 @@ static void credit(struct gp_wait *w, const struct gp_share_msg *m, const struct
 			 gp_format_bytes(b, sizeof b, c), (double)(now_ns() - w->t0) / 1e9);
 }
 
-/* Hold and wait: this waiter holds memory on the GPU of its own, and a waiter before it has
- * been stuck for hw_ns with the GPU short of what it needs. The later ticket gives up: what
- * it holds (the program frees it on its error path) may be what the first one lacks. */
+/* Hold and wait: this waiter holds memory on the GPU of its own, a waiter before it has been
+ * stuck for HOLD_WAIT_NS with the GPU short of what it needs, and every process that said it
+ * holds memory there is waiting in the line too: none of them can go on until one lets go.
+ * The later tickets give up (what they hold, the program frees on its error path); the first
+ * goes on. A holder that is not waiting (still working, or outside gpupool) may free what the
+ * first needs: then it is waited for, up to the bound. */
+#define HOLD_WAIT_NS (200 * MS)
 static bool hold_and_wait(struct gp_wait *w, uint64_t now)
 {
 	if (w->quick)
 		return false;
 	uint64_t head = UINT64_MAX, head_bytes = 0;
+	bool all_wait = true;
 	lock_take();
 	for (int i = 0; i < ntab; i++)
 		if (tab[i].dev == w->dev && tab[i].ticket < head && tab[i].deadline > now) {
 			head = tab[i].ticket;
 			head_bytes = tab[i].bytes;
 		}
+	for (int k = 0; k < w->nholders && all_wait; k++) {
+		if (!w->holders[k].held)
+			continue;
+		bool waits = false;
+		for (int i = 0; i < ntab && !waits; i++)
+			waits = tab[i].dev == w->dev && tab[i].pid == w->holders[k].pid && tab[i].deadline > now;
+		all_wait = waits;
+	}
 	lock_give();
-	if (head >= w->ticket || now - head < w->hw_ns)
-		return false; /* this waiter is first, or the first has not waited long */
+	if (head >= w->ticket || now - head < HOLD_WAIT_NS || !all_wait)
+		return false; /* this waiter is first, the first has not waited long, or someone works */
 	GP_REGISTRY_READER;
 	const struct gpupool_device_stats *st = gp_registry_slot(R, w->dev);
 	uint64_t mine = st ? __atomic_load_n(&st->allocated_bytes, __ATOMIC_RELAXED) +
@@ -322,6 +345,10 @@ bool gp_waitq_next(struct gp_wait *w)
 	if (w->tried)
 		tell(w);
 	w->tried = false;
+	if (w->again && w->nagain++ < 3) {
+		w->again = false;
+		return w->tried = true;
+	}
 	for (;;) {
 		uint64_t now = now_ns();
 		if (now >= w->deadline) {
@@ -396,7 +423,8 @@ void gp_waitq_end(struct gp_wait *w, bool served)
 		[END_SERVED] = "",
 		[END_BOUND] = "; gave up after reclaim_wait_ms",
 		[END_NOBODY] = "; nobody on the GPU holds memory that could come back",
-		[END_HOLD_WAIT] = "; gave up: it holds memory of its own behind an earlier waiter (hold and wait)",
+		[END_HOLD_WAIT] = "; gave up: it holds memory of its own behind an earlier waiter, and every "
+				  "holder on the GPU waits (hold and wait)",
 		[END_QUICK] = "",
 		[END_ERROR] = "; its socket failed",
 	};

@@ -7,8 +7,8 @@
  *   - A ticket is the CLOCK_MONOTONIC time a wait began; earlier tickets are served first:
  *     no allocation of any process may take device memory that an earlier waiter on that GPU
  *     needs (the gate in every budget take: budget.h).
- *   - A waiter that holds memory of its own on the GPU, behind another that has been stuck
- *     for a while, gives up (hold and wait: the later ticket ends in out of memory).
+ *   - When every process holding memory on the GPU waits in its line, none can go on (hold
+ *     and wait): the later tickets that hold memory end in out of memory, the first goes on.
  *   - No wait outlasts reclaim_wait_ms; a head of the line that leaves memory it waits for
  *     unused loses its place; a peer's claim is checked (its ticket, its end, its size).
  * Depends on the registry, the pool, share.h and reclaim.h; never on the call bodies. */
@@ -31,13 +31,20 @@ struct gp_wait {
 	int fd;               /* its own socket: holders answer and wake it there */
 	bool quick;           /* only what others give at once (a framework's first failure) */
 	bool tried;           /* the last gp_waitq_next said try: if it is called again, that failed */
-	uint64_t ticket, deadline, t0, last_told, hw_ns;
+	bool again;           /* the GPU had the room when it began: try again at once */
+	int nagain;
+	uint64_t ticket, deadline, t0, last_told;
 	size_t need;          /* bytes it waits for (the segment the allocation needs) */
 	size_t free0, last_free;
 	unsigned char uuid[GPUPOOL_UUID_LEN];
 	int *told;            /* the processes told, for the DONE */
 	int ntold;
 	unsigned heard, waiting_holders, gifts;
+	struct {
+		int pid;
+		uint64_t held;
+	} holders[64];        /* who answered, with what it holds on the GPU (its last answer) */
+	int nholders;
 	uint64_t held_by_others, received;
 	char who[400];        /* "pid 12 gave 1.0 GiB in 0.003 s, ..." */
 	int why;              /* how it ended: enum in waitq.c */

@@ -13,12 +13,14 @@
  *                                    0 ok, 3 out of memory
  *   e2e_reclaim ask MIB              one cudaMalloc of MIB: prints "ok" or the error, and the
  *                                    time it took; exit status 0 ok, 3 out of memory
- *   e2e_reclaim churn MIB PIECE SECONDS IDLE_MS
- *                                    rounds until SECONDS: takes MIB in PIECE MiB pieces, frees
- *                                    them, idles 0..IDLE_MS; a piece that fails frees the
- *                                    round's and starts the next round (an out of memory). Prints
- *                                    "rounds=R ooms=O" and each allocation's wait in ms
- *                                    ("waits=a,b,...": those over 1 ms)
+ *   e2e_reclaim churn MIB PIECE SECONDS IDLE_MS [cache]
+ *                                    rounds until SECONDS: takes MIB in PIECE MiB pieces, touches
+ *                                    them, frees them, idles 0..IDLE_MS; a piece that fails
+ *                                    frees the round's and starts the next round (an out of
+ *                                    memory). With "cache", a framework's caching allocator
+ *                                    (PyTorch's): the pieces are kept from round to round (its
+ *                                    empty_cache on an out of memory finds none unused). Prints "rounds=R ooms=O allocs=A" and each
+ *                                    allocation's wait in ms ("waits=a,b,...": those over 1 ms)
  * SIGINT or SIGTERM ends the idling: main returns and the exit report is written. */
 #include <cuda_runtime_api.h>
 #include <signal.h>
@@ -52,23 +54,25 @@ static int ask(size_t mib)
 	return e == cudaSuccess ? 0 : e == cudaErrorMemoryAllocation ? 3 : 1;
 }
 
-/* Rounds of MIB in PIECE MiB pieces, each freed at the end of its round, until `seconds`. */
-static int churn(size_t mib, size_t piece, double seconds, unsigned idle_ms)
+/* Rounds of MIB in PIECE MiB pieces, each freed at the end of its round (or kept, `cache`),
+ * until `seconds`. */
+static int churn(size_t mib, size_t piece, double seconds, unsigned idle_ms, bool cache)
 {
-	size_t n = mib / piece;
+	size_t n = mib / piece, cached = 0;
 	void **v = calloc(n ? n : 1, sizeof *v);
-	unsigned long rounds = 0, ooms = 0;
+	unsigned long rounds = 0, ooms = 0, allocs = 0;
 	unsigned seed = (unsigned)getpid();
 	char waits[65536] = "";
 	size_t wl = 0;
 	double end = now_s() + seconds;
 	while (!stop && now_s() < end) {
-		size_t k = 0;
+		size_t k = cache ? cached : 0;
 		bool oom = false;
 		for (; k < n; k++) {
 			double t0 = now_s();
 			cudaError_t e = cudaMalloc(&v[k], piece << 20);
 			double ms = (now_s() - t0) * 1e3;
+			allocs++;
 			if (ms > 1 && wl + 16 < sizeof waits)
 				wl += (size_t)snprintf(waits + wl, sizeof waits - wl, "%s%.0f", wl ? "," : "", ms);
 			if (e != cudaSuccess) {
@@ -80,15 +84,26 @@ static int churn(size_t mib, size_t piece, double seconds, unsigned idle_ms)
 		for (size_t i = 0; i < k; i++)
 			cudaMemset(v[i], (int)(rounds & 0xff), piece << 20);
 		cudaDeviceSynchronize();
-		for (size_t i = 0; i < k; i++)
-			cudaFree(v[i]);
+		if (cache) {
+			/* freed into the framework's cache: kept (an out of memory empties nothing: the
+			 * cache held only what this round was using) */
+			if (k > cached)
+				cached = k;
+		} else {
+			for (size_t i = 0; i < k; i++)
+				cudaFree(v[i]);
+			cached = 0;
+		}
 		if (oom)
 			ooms++;
 		else
 			rounds++;
 		usleep((useconds_t)(rand_r(&seed) % (idle_ms + 1)) * 1000);
 	}
-	printf("rounds=%lu ooms=%lu waits=%s\n", rounds, ooms, waits);
+	for (size_t i = 0; i < cached; i++)
+		cudaFree(v[i]);
+	printf("rounds=%lu ooms=%lu allocs=%lu waits=%s\n", rounds, ooms, allocs, waits);
+	fflush(stdout);
 	free(v);
 	return 0;
 }
@@ -113,7 +128,8 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "churn")) {
 		if (argc < 6)
 			return 2;
-		return churn(mib, (size_t)strtoull(argv[3], NULL, 10), atof(argv[4]), (unsigned)atoi(argv[5]));
+		return churn(mib, (size_t)strtoull(argv[3], NULL, 10), atof(argv[4]), (unsigned)atoi(argv[5]),
+			     argc > 6 && !strcmp(argv[6], "cache"));
 	}
 	bool keep = !strcmp(argv[1], "keep"), holdask = !strcmp(argv[1], "holdask");
 	double free_after = keep && argc > 3 ? atof(argv[3]) : -1;
