@@ -119,7 +119,13 @@ class MaxBatchTest(unittest.TestCase):
     def test_limit_and_report_env(self):
         r = self.run_mb("--limit", "8G", env={"FAKE_OOM_ABOVE": "2", "GPUPOOL_CONF": "fence:sync,limit:1G"})
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual({x[1] for x in self.tried()}, {"fence:sync,limit:8G"})
+        # the limit replaced, and a short wait in the GPU's line for the probes
+        self.assertEqual({x[1] for x in self.tried()}, {"fence:sync,limit:8G,reclaim_wait_ms:500"})
+
+    def test_wait_set_by_the_user_kept(self):
+        r = self.run_mb(env={"FAKE_OOM_ABOVE": "2", "GPUPOOL_CONF": "reclaim_wait_ms:3000"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual({x[1] for x in self.tried()}, {"reclaim_wait_ms:3000"})
         self.assertEqual({x[2] for x in self.tried()}, {"-"})  # --no-preload
 
     def test_limit_checked_first(self):
