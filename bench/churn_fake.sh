@@ -11,7 +11,9 @@
 #   gpupool-noqueue the same with reclaim:0: gpupool caches, nobody shares or waits
 # Prints one markdown table: rounds done (all, and per process), out of memory errors, the
 # wait of an allocation (p50 / p99 / max, ms) as the processes saw it; medians over the rounds
-# with the range. Usage: bench/churn_fake.sh BUILD_DIR [SECONDS] [ROUNDS]
+# with the range. With CHECK=1 (the test churn-fake), exits 1 when under gpupool any round had an
+# out of memory or a process that finished no round. Usage: bench/churn_fake.sh BUILD_DIR
+# [SECONDS] [ROUNDS]
 set -euo pipefail
 b=${1:?usage: bench/churn_fake.sh BUILD_DIR [SECONDS] [ROUNDS]}
 secs=${2:-20}
@@ -47,36 +49,4 @@ for r in $(seq "$rounds"); do
 		echo "churn_fake: round $r $c: $(tr '\n' ' ' <"$tmp/$c.$r" | sed 's/waits=[0-9,]*//g')" >&2
 	done
 done
-python3 - "$tmp" "$rounds" $configs <<'PY'
-import statistics, sys
-tmp, rounds, configs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-def parse(path):
-    procs = []
-    for line in open(path):
-        f = dict(kv.split("=", 1) for kv in line.split())
-        waits = [float(x) for x in f.get("waits", "").split(",") if x]
-        procs.append((int(f["rounds"]), int(f["ooms"]), int(f["allocs"]), waits))
-    return procs
-def pct(v, q):
-    v = sorted(v)
-    return v[min(len(v) - 1, int(q * len(v)))] if v else 0.0
-def med(xs, fmt="%g"):
-    m = statistics.median(xs)
-    return (fmt % m) + (" (%s-%s)" % (fmt % min(xs), fmt % max(xs)) if len(xs) > 1 and min(xs) != max(xs) else "")
-print("| configuration | rounds done | per process (sorted) | out of memory | wait p50 / p99 / max (ms) |")
-print("| --- | ---: | --- | ---: | --- |")
-for c in configs:
-    done, ooms, p50, p99, mx, per = [], [], [], [], [], []
-    for r in range(1, rounds + 1):
-        procs = parse("%s/%s.%d" % (tmp, c, r))
-        done.append(sum(p[0] for p in procs))
-        ooms.append(sum(p[1] for p in procs))
-        waits = [w for p in procs for w in p[3]]
-        allocs = sum(p[2] for p in procs)
-        allw = waits + [0.0] * max(0, allocs - len(waits))
-        p50.append(pct(allw, 0.5)); p99.append(pct(allw, 0.99)); mx.append(max(allw) if allw else 0.0)
-        per.append(sorted((p[0] for p in procs), reverse=True))
-    mid = sorted(range(rounds), key=lambda i: done[i])[rounds // 2]
-    print("| %s | %s | %s | %s | %s / %s / %s |" % (c, med(done), ", ".join(map(str, per[mid])), med(ooms),
-          med(p50, "%.0f"), med(p99, "%.0f"), med(mx, "%.0f")))
-PY
+python3 "$(dirname "$0")/churn_table.py" ${CHECK:+--check gpupool} "$tmp" "$rounds" $configs
