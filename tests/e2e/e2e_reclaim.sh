@@ -13,6 +13,12 @@
 #   framework    A's memory in a framework's cache (a stand-in for PyTorch) goes to B
 #   gil          A keeps the interpreter's lock past B's wait: nothing emptied for nobody
 #   raises       the framework's empty_cache raises: caught, named, A lives on, B fails cleanly
+#   deep         A raised its recursion limit and its framework runs 2,500-deep Python when
+#                emptied: it survives (the framework's thread has a Python thread's stack)
+#   shutdown     A's framework is still emptying (a slow empty_cache) when A's interpreter
+#                ends: A exits at once, never waiting for an answer that cannot come
+#   flood        another process sends 20,000 queries as fast as it can: A answers at most
+#                its per-process budget, and still serves B
 # Arguments: the preloaded library, e2e_reclaim, the page directory, python3.
 . "$(dirname "$0")/e2e_lib.sh"
 py=$4
@@ -283,6 +289,75 @@ start_a GPUPOOL_REPORT="$dir/a.json" "$pyasan" RECLAIM_TORCH_RAISE=1 PYTHONPATH=
 	grep -q "torch: RuntimeError: empty_cache failed on purpose" "$a_err" || bad "raises: A's line names the error"
 	! grep -q Traceback "$a_err" || bad "raises: a traceback was printed"
 	grep -q "emptied=0 cached=12" "$a_out" || bad "raises: the cache changed"
+}
+
+# deep: Python 2,500 deep on the thread that empties the cache (a 256 KiB stack ended it in SIGSEGV)
+start_a GPUPOOL_REPORT="$dir/a.json" "$pyasan" RECLAIM_RECURSION=100000 RECLAIM_EMPTY_DEEP=2500 \
+	PYTHONPATH="$here/reclaim_framework" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" -- \
+	"$py" "$here/reclaim_framework/hold.py" 768 && {
+	ask 512
+	[ $brc = 0 ] || abad "deep: B failed ($brc)"
+	kill -0 $apid || abad "deep: A died"
+	stop_a
+	[ $arc = 0 ] || abad "deep: A's exit status $arc"
+	grep -q "emptied=1 cached=0" "$a_out" || abad "deep: the cache was not emptied"
+}
+
+# shutdown: the framework's thread is inside a 3 s empty_cache when A's interpreter ends
+start_a "$pyasan" RECLAIM_EMPTY_SLEEP=3 RECLAIM_EXIT_MARK=1 PYTHONPATH="$here/reclaim_framework" \
+	LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" -- "$py" "$here/reclaim_framework/hold.py" 768 && {
+	ask 512 GPUPOOL_CONF=reclaim_wait_ms:500
+	kill -INT $apid
+	t0=$(date +%s%N)
+	wait $apid
+	arc=$?
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	[ $arc = 0 ] || abad "shutdown: A's exit status $arc"
+	# the interpreter's end, then exit: nothing waits for the framework's thread (it waited 2 s)
+	[ $ms -lt 1500 ] || abad "shutdown: A took $ms ms to exit with its framework's thread inside Python"
+}
+
+# flood: 20,000 queries from one process in one second; A answers at most its budget for one
+# process (200 a second, 64 at once) and still serves B
+start_a "$pyasan" GPUPOOL_REPORT="$dir/a.json" -- "$prog" hold 768 && {
+	"$py" - "$apid" >"$dir/flood.out" <<'EOF' || bad "flood: the sender failed"
+import os, socket, struct, sys, time
+F = "=IHHQ16sQQIIQ"
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(b"")
+s.setblocking(False)
+to = b"\0gpupool.%d.%d" % (os.stat("/proc/self/ns/pid").st_ino, int(sys.argv[1]))
+ino = os.stat(os.environ["FAKECUDA_MACHINE"]).st_ino & 0xffffffff
+uuid = b"fakegpu\0" + ino.to_bytes(4, "big") + b"\0\0\0\1"
+sent = answers = 0
+end = time.monotonic() + 1
+while time.monotonic() < end and sent < 20000:
+    try:
+        s.sendto(struct.pack(F, 0x48535047, 2, 2, sent, uuid, 1, 0, 0, 0, 0), to)
+        sent += 1
+    except BlockingIOError:
+        pass
+    try:
+        while True:
+            s.recv(128)
+            answers += 1
+    except BlockingIOError:
+        pass
+end = time.monotonic() + 1
+while time.monotonic() < end:
+    try:
+        s.recv(128)
+        answers += 1
+    except BlockingIOError:
+        time.sleep(0.01)
+print("sent=%d answers=%d" % (sent, answers))
+EOF
+	answers=$(sed -n 's/.*answers=\([0-9]*\).*/\1/p' "$dir/flood.out")
+	# at most 64 at once and 200 a second over the two seconds
+	[ -n "$answers" ] && [ "$answers" -le 500 ] || { bad "flood: A answered ${answers:-?} queries of one process"; cat "$dir/flood.out"; }
+	ask 512
+	[ $brc = 0 ] || abad "flood: B failed after the flood ($brc)"
+	stop_a
 }
 
 [ $fail = 0 ] && echo "reclaim: all scenarios pass"

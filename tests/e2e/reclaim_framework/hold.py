@@ -8,6 +8,9 @@ import time
 
 import torch
 
+if os.environ.get("RECLAIM_RECURSION"):
+    sys.setrecursionlimit(int(os.environ["RECLAIM_RECURSION"]))
+
 torch.cuda.hold(int(sys.argv[1]))
 print("ready", flush=True)
 if os.environ.get("RECLAIM_HOLD_GIL"):
@@ -19,3 +22,5 @@ end = time.time() + float(sys.argv[2] if len(sys.argv) > 2 else 60)
 while not stop and time.time() < end:
     time.sleep(0.02)
 print("emptied=%d cached=%d" % (torch.cuda.emptied, len(torch.cuda.cached)), flush=True)
+if os.environ.get("RECLAIM_EXIT_MARK"):  # the interpreter's end begins now
+    print("exiting=%.3f" % time.monotonic(), flush=True)

@@ -2,7 +2,9 @@
 PyTorch when another process needs the GPU's memory (torch.cuda.is_initialized(),
 torch.cuda.empty_cache(), and what it reserves and uses). Device memory is real: taken with cudaMalloc through the process's
 global namespace (the preloaded libgpupool.so first), over the fake runtime. With
-RECLAIM_TORCH_RAISE set, empty_cache raises, as a framework's callback may."""
+RECLAIM_TORCH_RAISE set, empty_cache raises, as a framework's callback may; with
+RECLAIM_EMPTY_DEEP=N it first serialises a list N deep (deep Python on the thread that runs it);
+with RECLAIM_EMPTY_SLEEP=S it first sleeps S seconds (a slow framework)."""
 import ctypes
 import os
 
@@ -42,6 +44,16 @@ class cuda:  # noqa: N801 (torch.cuda's name)
     def empty_cache():
         if os.environ.get("RECLAIM_TORCH_RAISE"):
             raise RuntimeError("empty_cache failed on purpose")
+        if os.environ.get("RECLAIM_EMPTY_DEEP"):
+            # deep Python, as a model's code may run (a program that raised its recursion limit)
+            import json
+            deep = []
+            for _ in range(int(os.environ["RECLAIM_EMPTY_DEEP"])):
+                deep = [deep]
+            json.dumps(deep)
+        if os.environ.get("RECLAIM_EMPTY_SLEEP"):
+            import time
+            time.sleep(float(os.environ["RECLAIM_EMPTY_SLEEP"]))
         for p in cuda.cached:
             _rt.cudaFree(p)
         cuda.cached.clear()
