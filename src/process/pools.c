@@ -92,8 +92,16 @@ gp_pool *gp_registry_pool_create(int dev)
 	/* the device's UUID, which names the physical GPU the same way in every process
 	 * whatever CUDA_VISIBLE_DEVICES renumbers (gpupool-stat, Prometheus' UUID label) */
 	unsigned char uuid[GPUPOOL_UUID_LEN];
-	if (slot && (gp_libcuda_device_uuid(dev, uuid) == 0 || gp_runtime_device_uuid(R->rt, dev, uuid) == 0))
+	char name[GPUPOOL_DEVICE_NAME_LEN] = "";
+	if (slot && gp_libcuda_device_uuid(dev, uuid) == 0) {
 		(void)gp_statpage_set_uuid(page, dev, uuid);
+		(void)gp_libcuda_device_name(dev, name, sizeof name);
+	} else if (slot && gp_runtime_device_uuid(R->rt, dev, uuid, name, sizeof name) == 0) {
+		(void)gp_statpage_set_uuid(page, dev, uuid);
+	}
+	/* and its name, as nvidia-smi shows it beside the UUID (gpupool-stat's GPU lines) */
+	if (slot && name[0])
+		(void)gp_statpage_set_device_name(page, dev, name);
 	const struct gp_backend *be = slot ? gp_registry_pool_backend_new() : NULL;
 	if (!be || gp_pool_create(&p, dev, &prm, be, slot) != 0) {
 		gp_log(GP_LOG_WARN, "device %d: cannot create a pool; passing its calls through", dev);
@@ -111,6 +119,8 @@ out:
 	gp_mutex_unlock(&pools_lock, GP_RANK_POOLS);
 	return p;
 }
+
+const struct gpupool_page *gp_registry_page(void) { return __atomic_load_n(&page, __ATOMIC_ACQUIRE); }
 
 long long gp_registry_release(int only)
 {

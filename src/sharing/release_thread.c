@@ -22,6 +22,7 @@
 #include "registry.h"
 #include "registry_internal.h"
 #include "share.h"
+#include "status.h"
 
 #define R (gp_registry_self())
 
@@ -117,6 +118,8 @@ static void drain(void)
 		/* a wake only makes this round look at the page, below */
 		if (m.kind == GP_SHARE_QUERY || m.kind == GP_SHARE_ASK)
 			gp_reclaim_answer(sock, &m, &from);
+		else if (m.kind == GP_SHARE_STATUS)
+			gp_status_answer(sock, &m, &from);
 	}
 }
 

@@ -97,7 +97,7 @@ int gp_share_asker(void)
 static bool msg_ok(const struct gp_share_msg *m)
 {
 	return m->magic == GP_SHARE_MAGIC && m->version == GP_SHARE_VERSION && m->kind >= GP_SHARE_WAKE &&
-	       m->kind <= GP_SHARE_GAVE;
+	       m->kind <= GP_SHARE_KIND_LAST;
 }
 
 int gp_share_recv(int fd, struct gp_share_msg *m, struct gp_share_peer *from)

@@ -17,7 +17,8 @@
 #include "gpupool/stats.h"
 
 #define GP_SHARE_MAGIC 0x48535047u /* "GPSH" little-endian */
-#define GP_SHARE_VERSION 1u
+/* 2: the status exchange (kinds 6 and 7, struct gp_share_status appended to every message) */
+#define GP_SHARE_VERSION 2u
 
 enum gp_share_kind {
 	GP_SHARE_WAKE = 1,  /* look at the page now: a release request was made (gpupool-stat) */
@@ -25,6 +26,26 @@ enum gp_share_kind {
 	GP_SHARE_OFFER = 3, /* the answer: bytes releasable now, held = reserved + unpooled, flags */
 	GP_SHARE_ASK = 4,   /* give idle memory on GPU uuid: the asker needs `bytes` free */
 	GP_SHARE_GAVE = 5,  /* the answer: bytes given back to the driver, held = ns it took */
+	GP_SHARE_STATUS = 6,        /* what do you hold? on GPU uuid, or (uuid all zero) on every GPU */
+	GP_SHARE_STATUS_ANSWER = 7, /* the answer, one message per device: status (below) */
+	GP_SHARE_KIND_LAST = GP_SHARE_STATUS_ANSWER /* the highest kind this version knows */
+};
+
+/* A status answer's figures about one device of the answering process, from its own page
+ * slot (never more than it would show its own user): what a reader that may not open that
+ * page (another user's) shows. Zero in every other kind of message. */
+struct gp_share_status {
+	uint64_t start_time_ns; /* the process's page's start_time_ns (CLOCK_REALTIME) */
+	uint64_t reserved, unpooled, allocated, cached, releasable; /* bytes, the gauges of the slot */
+	uint64_t waiting, wait_started_ns, limit, floor;            /* waiting_bytes, ..., floor_bytes */
+	/* the driver's figures: device_total_bytes, device_free_bytes, device_seen_ns */
+	uint64_t device_total, device_free, device_seen_ns;
+	int32_t device;        /* the device's CUDA ordinal in the answering process */
+	uint16_t index, count; /* this answer is the index-th (from 0) of count, one per device
+				* asked about; count 0: none (one message, nothing in it) */
+	char comm[GPUPOOL_COMM_LEN];           /* the page's comm, NUL-terminated */
+	char lib_version[GPUPOOL_VERSION_LEN]; /* the page's lib_version */
+	char device_name[GPUPOOL_DEVICE_NAME_LEN];
 };
 
 /* OFFER: a framework's cache above gpupool (PyTorch, CuPy) may hold more than `bytes`. */
@@ -40,6 +61,8 @@ struct gp_share_msg {
 	uint64_t held;
 	uint32_t flags;
 	uint32_t pad_;
+	/* version 2: appended (every message has the one size of its version) */
+	struct gp_share_status status; /* GP_SHARE_STATUS_ANSWER only */
 };
 
 /* Who sent a datagram, as the kernel says, and where an answer goes. */

@@ -1,0 +1,23 @@
+/* The status exchange, the holder's side (share.h's GP_SHARE_STATUS): what this process holds
+ * on each device, told to whoever asks on the channel, so that a reader who may not open
+ * this process's page (another user) can still list it. The figures come from the process's
+ * own page slots, with the whole free segments counted afresh and the driver's figures
+ * looked at again when they are older than GP_STATUS_FRESH_NS. Depends on the registry, the
+ * pool and share.h; never on the call bodies or reclaim. */
+#ifndef GP_STATUS_H
+#define GP_STATUS_H
+
+#include "share.h"
+
+/* How old the counted figures may be before a query counts them again: a reader that asks
+ * every tenth of a second (gpupool-stat --watch 0.1) costs each pool one short pass under
+ * its lock per GP_STATUS_FRESH_NS at most, however many ask. */
+#define GP_STATUS_FRESH_NS (50 * 1000 * 1000ull)
+
+/* Answers a GP_SHARE_STATUS that came on the release thread's socket fd from `from`: one
+ * GP_SHARE_STATUS_ANSWER per device with a pool on the GPU asked about (every device when the
+ * query's uuid is all zero), or one with count 0 when there is none. The release thread's
+ * only (it opens its own registry read section). */
+void gp_status_answer(int fd, const struct gp_share_msg *m, const struct gp_share_peer *from);
+
+#endif
