@@ -63,7 +63,7 @@ _gpupool_stat()
 	esac
 	if [[ $cur == -* ]]; then
 		_gpupool_words "--json --prometheus --openmetrics --listen --watch --count --release --timeout
-			--clean --group --wide --help --version" "$cur"
+			--clean --group --wide --no-color --help --version" "$cur"
 	else
 		_gpupool_words "$(_gpupool_pids)" "$cur"
 	fi

@@ -160,10 +160,12 @@ start_a GPUPOOL_REPORT="$dir/a.json" -- "$prog" hold 768 && {
 import os, socket, struct, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 name = b"\0gpupool.%d.%d" % (os.stat("/proc/self/ns/pid").st_ino, int(sys.argv[1]))
-good = struct.pack("=IHHQ16sQQII", 0x48535047, 1, 4, 1, b"\0" * 16, 1 << 40, 0, 0, 0)
+M = "=IHHQ16sQQII208x"  # struct gp_share_msg of share.h's version 2: version 1's fields, then the status
+good = struct.pack(M, 0x48535047, 2, 4, 1, b"\0" * 16, 1 << 40, 0, 0, 0)
 for junk in (b"", b"x", good[:-1], good + b"y", b"\xff" * len(good),
-             struct.pack("=IHHQ16sQQII", 0x48535047, 2, 4, 1, b"\0" * 16, 1, 0, 0, 0),
-             struct.pack("=IHHQ16sQQII", 0x48535047, 1, 9, 1, b"\0" * 16, 1, 0, 0, 0)):
+             struct.pack("=IHHQ16sQQII", 0x48535047, 1, 4, 1, b"\0" * 16, 1, 0, 0, 0),  # version 1's size
+             struct.pack(M, 0x48535047, 3, 4, 1, b"\0" * 16, 1, 0, 0, 0),
+             struct.pack(M, 0x48535047, 2, 99, 1, b"\0" * 16, 1, 0, 0, 0)):
     for _ in range(30):
         s.sendto(junk, name)
 s.sendto(good, name)  # an ask for a GPU A does not have: refused politely
@@ -197,8 +199,9 @@ s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(b"")
 s.settimeout(3)
 uuid = bytes.fromhex("66616b65677075000000000000000001")  # the fake device's
-s.sendto(struct.pack("=IHHQ16sQQII", 0x48535047, 1, 4, 7, uuid, 1 << 40, 0, 0, 0), b"\0gpupool.%d.%d" % (os.stat("/proc/self/ns/pid").st_ino, int(sys.argv[1])))
-r = struct.unpack("=IHHQ16sQQII", s.recv(64))
+M = "=IHHQ16sQQII208x"  # struct gp_share_msg, share.h's version 2
+s.sendto(struct.pack(M, 0x48535047, 2, 4, 7, uuid, 1 << 40, 0, 0, 0), b"\0gpupool.%d.%d" % (os.stat("/proc/self/ns/pid").st_ino, int(sys.argv[1])))
+r = struct.unpack(M, s.recv(struct.calcsize(M)))
 sys.exit(0 if r[2] == 5 and r[5] == 0 else 1)
 EOF
 	stop_a
@@ -214,10 +217,11 @@ s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(b"\0gpupool.%d.%d" % (os.stat("/proc/self/ns/pid").st_ino, os.getpid()))
 print("ready", flush=True)
 while True:
-    m, addr = s.recvfrom(64)
-    mg, v, k, i, u, b, h, f, p = struct.unpack("=IHHQ16sQQII", m)
+    M = "=IHHQ16sQQII208x"  # struct gp_share_msg, share.h's version 2
+    m, addr = s.recvfrom(struct.calcsize(M))
+    mg, v, k, i, u, b, h, f, p = struct.unpack(M, m)
     if k in (2, 4):
-        s.sendto(struct.pack("=IHHQ16sQQII", mg, 1, k + 1, i, u, (1 << 64) - 1, (1 << 64) - 1, 1, 0), addr)
+        s.sendto(struct.pack(M, mg, 2, k + 1, i, u, (1 << 64) - 1, (1 << 64) - 1, 1, 0), addr)
 EOF
 lpid=$!
 for _ in $(seq 100); do grep -q ready "$dir/liar.out" 2>/dev/null && break; sleep 0.05; done
