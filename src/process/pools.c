@@ -263,6 +263,20 @@ void gp_registry_oom_message(char *buf, size_t cap, int dev, size_t size)
 #undef PUT
 }
 
+/* Devices whose first out of memory was logged as a warning (gp_registry_oom_log). */
+static atomic_bool oom_told[GPUPOOL_MAX_DEVICES + 1];
+
+void gp_registry_oom_log(int dev, const char *msg)
+{
+	int d = dev >= 0 && dev < GPUPOOL_MAX_DEVICES ? dev : GPUPOOL_MAX_DEVICES;
+	if (!atomic_load_explicit(&oom_told[d], memory_order_relaxed) && !atomic_exchange(&oom_told[d], true))
+		gp_log(GP_LOG_WARN, "%s; this device's further out-of-memory errors are logged at GPUPOOL_LOG=info, "
+				    "the exit report counts them",
+		       msg);
+	else
+		gp_log(GP_LOG_INFO, "%s", msg);
+}
+
 /* gp_registry_alloc_once while tracing: the call timed from before the release check. Out
  * of line, so that the untraced path keeps no frame of its own. */
 static __attribute__((noinline)) int alloc_traced(gp_pool *p, int dev, size_t size, gp_stream key, int op,
@@ -305,6 +319,8 @@ void gp_registry_pools_after_fork(void)
 			__atomic_store_n(&R->slots[d], NULL, __ATOMIC_RELAXED); /* the parent's page: the child gets its own */
 	}
 	pthread_mutex_init(&pools_lock, NULL);
+	for (int d = 0; d <= GPUPOOL_MAX_DEVICES; d++) /* the child's first out of memory is news */
+		atomic_store(&oom_told[d], false);
 	if (page_shared)
 		gp_statpage_forget(page);
 	page = NULL;

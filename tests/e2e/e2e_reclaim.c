@@ -6,6 +6,8 @@
  *                                    (a holder that is itself allocating)
  *   e2e_reclaim ask MIB              one cudaMalloc of MIB: prints "ok" or the error, and the
  *                                    time it took; exit status 0 ok, 3 out of memory
+ *   e2e_reclaim probe MIB N          N cudaMalloc of MIB each, kept, the failures handled as a
+ *                                    program that probes its way up does: prints "ok K failed F"
  * SIGINT or SIGTERM ends the idling: main returns and the exit report is written. */
 #include <cuda_runtime_api.h>
 #include <signal.h>
@@ -29,7 +31,7 @@ static double now_s(void)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: e2e_reclaim hold|busy|ask MIB [SECONDS]\n");
+		fprintf(stderr, "usage: e2e_reclaim hold|busy|ask|probe MIB [SECONDS|N]\n");
 		return 2;
 	}
 	size_t mib = (size_t)strtoull(argv[2], NULL, 10);
@@ -39,6 +41,18 @@ int main(int argc, char **argv)
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	if (!strcmp(argv[1], "probe")) {
+		int n = argc > 3 ? atoi(argv[3]) : 1, ok = 0, failed = 0;
+		for (int i = 0; i < n; i++) {
+			void *p = NULL;
+			if (cudaMalloc(&p, mib << 20) == cudaSuccess)
+				ok++;
+			else
+				failed++, (void)cudaGetLastError();
+		}
+		printf("ok %d failed %d\n", ok, failed);
+		return 0;
+	}
 	if (!strcmp(argv[1], "ask")) {
 		void *p = NULL;
 		double t0 = now_s();
