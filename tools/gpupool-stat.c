@@ -79,39 +79,32 @@ static void on_screen_signal(int sig)
 #define SHORT_USAGE                                                                           \
 	"usage: gpupool-stat [PID] [-w] [--json | --prometheus | --openmetrics]\n"              \
 	"                    [--watch SECONDS [--count N]] [--no-color]\n"                      \
-	"       gpupool-stat --listen [ADDR:]PORT | --release [PID] | --clean | --group FILE\n"
+	"       gpupool-stat --listen [ADDR:]PORT | --release [PID] | --clean\n"                   \
+	"       gpupool-stat --group FILE\n"
 
 static void usage(FILE *f)
 {
 	fputs(SHORT_USAGE, f);
 	fputs("\n"
-	      "The GPU memory of the processes that run with gpupool: a line per GPU, then\n"
-	      "a row per process and GPU, by GPU and memory held. Other users' processes\n"
-	      "answer on gpupool's channel (their pages stay theirs to read).\n"
+	      "A line per GPU, then a row per process and GPU, by GPU and memory held;\n"
+	      "other users' processes answer on gpupool's channel. HELD: memory taken\n"
+	      "from the GPU; USED: in live allocations; IDLE: in whole free segments,\n"
+	      "what --release (or a process short of memory) gets back now; CACHED: HELD\n"
+	      "not in use; WAITING: what an allocation waits for. GPU: nvidia-smi's index.\n"
 	      "\n"
-	      "GPU: nvidia-smi's index. HELD: memory taken from the GPU. USED: in live\n"
-	      "allocations. IDLE: cached in whole free segments, what --release (or\n"
-	      "another process short of memory) gets back now. CACHED: HELD not in use:\n"
-	      "IDLE, and room in segments still in use. WAITING: what an allocation waits\n"
-	      "for, and for how long. MEMORY, FREE: the driver's figures for the GPU.\n"
-	      "\n"
-	      "  PID               every figure of one process, with dates and ages\n"
-	      "  -w, --wide        every column (else those that fit the terminal, or\n"
-	      "                    $COLUMNS when the output is not one, else 80)\n"
-	      "  --json            every figure, raw; null where it is not known\n"
-	      "  --prometheus      Prometheus text (--openmetrics: OpenMetrics)\n"
-	      "  --listen [ADDR:]PORT  serve it at /metrics (default 127.0.0.1)\n"
-	      "  --watch SECONDS   refresh like top, q quits; --count N refreshes\n"
-	      "  --no-color        no colour (NO_COLOR does the same; colour is for\n"
-	      "                    terminals only)\n"
-	      "  --release [PID]   ask your processes to give their idle memory back\n"
-	      "                    (--timeout SECONDS, default 5)\n"
-	      "  --clean           remove the pages of processes that are gone\n"
-	      "  --group FILE      a group file's budget per GPU and its members\n"
-	      "  -h, --help        this text     -V, --version  gpupool's version\n"
-	      "\n"
-	      "Exit status: 0, 1 (no page for PID, a release not answered, the directory\n"
-	      "unreadable), 2 (bad usage). man gpupool-stat and docs/stats.md say more.\n",
+	      "  PID              every figure of one process, with dates and ages\n"
+	      "  -w, --wide       every column (else those that fit the terminal's width,\n"
+	      "                   or $COLUMNS when the output is not a terminal, else 80)\n"
+	      "  --json           every figure, raw; null where not known (docs/json.md)\n"
+	      "  --prometheus     Prometheus text; --openmetrics; --listen serves /metrics\n"
+	      "  --watch SECONDS  refresh like top (q quits); --count N: stop after N\n"
+	      "  --no-color       no colour (NO_COLOR too); colour is for terminals only\n"
+	      "  --release [PID]  ask your processes to give idle memory back (--timeout S)\n"
+	      "  --clean          remove the pages of processes that are gone\n"
+	      "  --group FILE     a group file's budget per GPU, and its members\n"
+	      "  -h, --help       this text; -V, --version: gpupool's version\n"
+	      "Exit status 0; 1 when PID has no page or a release is not answered; 2 on bad\n"
+	      "usage. More: man gpupool-stat, docs/stats.md.\n",
 	      f);
 }
 

@@ -117,15 +117,28 @@ class RunTest(unittest.TestCase):
                     self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
                     self.assertTrue(r.stderr.startswith("gpupool-run: GPUPOOL_LIB=%s: %s" % (lib, what)), r.stderr)
 
-    def test_help_lists_every_place_searched(self):
-        # a copy of the script in a tree of its own: each place --help names, tried in turn
+    def test_help_fits_a_screen(self):
+        for opt in ("--help", "-h"):
+            h = self.run_(opt).stdout
+            lines = h.splitlines()
+            self.assertLessEqual(len(lines), 24, h)
+            self.assertLessEqual(max(len(ln) for ln in lines), 79, h)
+            self.assertIn("--print-lib", h)
+            self.assertNotIn("/opt/gpupool", h)  # the places searched are --print-lib -v's
+        for opt in ("-V", "--version"):
+            r = self.run_(opt)
+            self.assertRegex(r.stdout, r"^gpupool-run \S+\n$")
+        self.bad("-v", "true", want="-v goes with --print-lib")
+
+    def test_print_lib_lists_every_place_searched(self):
+        # a copy of the script in a tree of its own: each place --print-lib -v names, tried in turn
         tree = os.path.join(self.tmp, "tree")
         os.makedirs(os.path.join(tree, "bin"))
         run = os.path.join(tree, "bin", "gpupool-run")
         shutil.copy(RUN, run)
         env = dict(os.environ)
         env.pop("GPUPOOL_LIB", None)
-        h = subprocess.run([run, "--help"], capture_output=True, text=True, env=env).stdout
+        h = subprocess.run([run, "--print-lib", "-v"], capture_output=True, text=True, env=env).stdout
         places = [ln.split(". ", 1)[1] for ln in h.splitlines() if ln[:4].strip().rstrip(".").isdigit()]
         self.assertIn("$GPUPOOL_LIB", h)
         for p in ("/opt/gpupool/lib/libgpupool.so", "/usr/local/lib/x86_64-linux-gnu/libgpupool.so", "ldconfig -p"):
