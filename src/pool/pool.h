@@ -15,7 +15,7 @@
 typedef struct gp_pool gp_pool;
 
 /* The documented defaults of the segment geometry: the one place they are written.
- * gp_pool_params_default, config's knob table (and so the README) and config's messages
+ * gp_pool_params_default, config's knob table (and so docs/knobs.md) and config's messages
  * all take them from here. Sizes in MiB where the name says so, so that config can spell
  * them the way a user does ("2M"). */
 #define GP_POOL_DEFAULT_ROUND 512
