@@ -168,12 +168,7 @@ static inline bool counting(const struct gp_registry *r) { return !r->drv_off &&
 
 static __attribute__((noinline, cold)) CUresult refused(const char *what, int dev, size_t size)
 {
-	char msg[256];
-	snprintf(msg, sizeof msg, "device %d: %s of %zu bytes refused: the limit (%llu bytes) would be passed (held: %llu "
-				  "bytes, pooled and not); returning CUDA_ERROR_OUT_OF_MEMORY",
-		 dev, what, size, (unsigned long long)gp_budget_limit(dev),
-		 (unsigned long long)gp_budget_held(dev, GP_BUDGET_KINDS));
-	gp_registry_oom_log(dev, msg);
+	gp_registry_limit_refused_log(dev, what, size, "CUDA_ERROR_OUT_OF_MEMORY");
 	return CUDA_ERROR_OUT_OF_MEMORY;
 }
 

@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "backend_cuda.h"
@@ -183,12 +182,7 @@ static const struct gp_route_ask rt_ask = {rt_capturing, rt_device, rt_pool};
 static __attribute__((noinline, cold)) cudaError_t refused(const struct gp_registry *r, const char *what, int dev,
 							 size_t size)
 {
-	char msg[256];
-	snprintf(msg, sizeof msg, "device %d: %s of %zu bytes refused: the limit (%llu bytes) would be passed (held: %llu "
-				  "bytes, pooled and not); returning cudaErrorMemoryAllocation",
-		 dev, what, size, (unsigned long long)gp_budget_limit(dev),
-		 (unsigned long long)gp_budget_held(dev, GP_BUDGET_KINDS));
-	gp_registry_oom_log(dev, msg);
+	gp_registry_limit_refused_log(dev, what, size, "cudaErrorMemoryAllocation");
 	gp_last_error_set(r->rt, cudaErrorMemoryAllocation);
 	return cudaErrorMemoryAllocation;
 }

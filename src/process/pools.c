@@ -277,6 +277,16 @@ void gp_registry_oom_log(int dev, const char *msg)
 		gp_log(GP_LOG_INFO, "%s", msg);
 }
 
+void gp_registry_limit_refused_log(int dev, const char *what, size_t size, const char *returning)
+{
+	char msg[256];
+	snprintf(msg, sizeof msg, "device %d: %s of %zu bytes refused: the limit (%llu bytes) would be passed (held: %llu "
+				  "bytes, pooled and not); returning %s",
+		 dev, what, size, (unsigned long long)gp_budget_limit(dev),
+		 (unsigned long long)gp_budget_held(dev, GP_BUDGET_KINDS), returning);
+	gp_registry_oom_log(dev, msg);
+}
+
 /* gp_registry_alloc_once while tracing: the call timed from before the release check. Out
  * of line, so that the untraced path keeps no frame of its own. */
 static __attribute__((noinline)) int alloc_traced(gp_pool *p, int dev, size_t size, gp_stream key, int op,

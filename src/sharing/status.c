@@ -39,14 +39,21 @@ static void refresh(gp_pool *p, struct gpupool_device_stats *st, int d, uint64_t
 		return;
 	counted_ns[d] = now;
 	(void)gp_pool_releasable(p);
+	(void)gp_status_look(p, st, d);
+}
+
+int gp_status_look(gp_pool *p, struct gpupool_device_stats *st, int d)
+{
 	const struct gp_backend *be = gp_pool_backend(p);
 	size_t free_b = 0, total = 0;
-	if (be->mem_info(be->ctx, d, &free_b, &total) == 0) {
-		/* independent words outside the slot's seq bracket, as release_thread.c's pass */
+	int rc = be->mem_info(be->ctx, d, &free_b, &total);
+	if (rc == 0) {
+		/* a reader may pair one look's total with another's free: independent words */
 		__atomic_store_n(&st->device_total_bytes, total, __ATOMIC_RELAXED);
 		__atomic_store_n(&st->device_free_bytes, free_b, __ATOMIC_RELAXED);
 		__atomic_store_n(&st->device_seen_ns, gp_clock_ns(CLOCK_REALTIME), __ATOMIC_RELAXED);
 	}
+	return rc;
 }
 
 /* An answer's figures from a consistent copy of slot s. */

@@ -7,12 +7,19 @@
 #ifndef GP_STATUS_H
 #define GP_STATUS_H
 
+#include "pool.h"
 #include "share.h"
 
 /* How old the counted figures may be before a query counts them again: a reader that asks
  * every tenth of a second (gpupool-stat --watch 0.1) costs each pool one short pass under
  * its lock per GP_STATUS_FRESH_NS at most, however many ask. */
 #define GP_STATUS_FRESH_NS (50 * 1000 * 1000ull)
+
+/* Looks at device d's memory (the backend's mem_info: cudaMemGetInfo) and records its total,
+ * its free memory and the time in the slot st (device_*), as independent words outside the
+ * slot's seq bracket (the pool's lock holder owns it): the release thread's pass each second,
+ * and a status answer's fresh look. Returns 0, or the backend's error (nothing recorded). */
+int gp_status_look(gp_pool *p, struct gpupool_device_stats *st, int d);
 
 /* Answers a GP_SHARE_STATUS that came on the release thread's socket fd from `from`: one
  * GP_SHARE_STATUS_ANSWER per device with a pool on the GPU asked about (every device when the

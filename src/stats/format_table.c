@@ -23,6 +23,13 @@ static void put_line(struct gp_format_out *o, const char *line, unsigned cut, co
 	gp_format_puts(o, "\n");
 }
 
+/* v, or a view of no bounds, no ages and no colour for NULL. */
+static const struct gp_format_view *view_or_none(const struct gp_format_view *v)
+{
+	static const struct gp_format_view none;
+	return v ? v : &none;
+}
+
 static const char *color_of(const struct gp_format_view *v, const char *code)
 {
 	return v && v->color ? code : NULL;
@@ -331,9 +338,7 @@ static void one_row(struct table_out *t, const struct gp_format_proc *p, uint32_
 void gp_format_table_view(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n,
 			  const struct gp_format_view *v)
 {
-	static const struct gp_format_view none;
-	if (!v)
-		v = &none;
+	v = view_or_none(v);
 	struct gp_format_gpu gpus[GP_FORMAT_MAX_GPUS];
 	size_t k = gp_format_gpus(procs, n, gpus, GP_FORMAT_MAX_GPUS, NULL);
 	unsigned width = v->width, rows = v->rows;
@@ -461,9 +466,7 @@ static int gpu_name_form(const struct gp_format_gpu *gpus, size_t k)
 unsigned gp_format_gpu_lines_view(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n,
 				  const struct gp_format_view *v)
 {
-	static const struct gp_format_view none;
-	if (!v)
-		v = &none;
+	v = view_or_none(v);
 	struct gp_format_gpu gpus[GP_FORMAT_MAX_GPUS];
 	size_t left = 0, k = gp_format_gpus(procs, n, gpus, GP_FORMAT_MAX_GPUS, &left);
 	if (!k)

@@ -327,40 +327,41 @@ bool gp_statpage_release_pending(const struct gpupool_page *pg, uint64_t *req)
 	return true;
 }
 
-int gp_statpage_set_uuid(struct gpupool_page *pg, int device, const unsigned char uuid[GPUPOOL_UUID_LEN])
-{
-	if (!pg || !uuid || device < 0)
-		return -EINVAL;
-	struct gpupool_device_stats *s = gp_statpage_slot(pg, device);
-	if (!s)
-		return -ENOSPC;
-	/* word by word, as readers copy the slot */
-	gp_stats_word w[GPUPOOL_UUID_LEN / sizeof(gp_stats_word)];
-	memcpy(w, uuid, sizeof w);
-	gp_stats_word *to = (gp_stats_word *)(void *)s->uuid;
-	gp_stats_begin(s);
-	for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
-		__atomic_store_n(&to[i], w[i], __ATOMIC_RELAXED);
-	gp_stats_end(s);
-	return 0;
-}
+_Static_assert(GPUPOOL_UUID_LEN <= GPUPOOL_DEVICE_NAME_LEN && GPUPOOL_DEVICE_NAME_LEN % sizeof(gp_stats_word) == 0 &&
+		       offsetof(struct gpupool_device_stats, device_name) % sizeof(gp_stats_word) == 0,
+	       "the uuid and the name are written in whole words");
 
-int gp_statpage_set_device_name(struct gpupool_page *pg, int device, const char *name)
+/* Writes `len` bytes (whole words, at most GPUPOOL_DEVICE_NAME_LEN) of src at offset `off` of
+ * the slot of `device`, activated on first use, word by word under the slot's sequence
+ * counter, as readers copy it. */
+static int slot_write(struct gpupool_page *pg, int device, size_t off, const void *src, size_t len)
 {
-	if (!pg || !name || device < 0)
+	if (!pg || !src || device < 0)
 		return -EINVAL;
 	struct gpupool_device_stats *s = gp_statpage_slot(pg, device);
 	if (!s)
 		return -ENOSPC;
 	gp_stats_word w[GPUPOOL_DEVICE_NAME_LEN / sizeof(gp_stats_word)];
-	memset(w, 0, sizeof w);
-	memcpy(w, name, strnlen(name, sizeof w - 1));
-	gp_stats_word *to = (gp_stats_word *)(void *)s->device_name;
+	memcpy(w, src, len);
+	gp_stats_word *to = (gp_stats_word *)(void *)((char *)s + off);
 	gp_stats_begin(s);
-	for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+	for (size_t i = 0; i < len / sizeof w[0]; i++)
 		__atomic_store_n(&to[i], w[i], __ATOMIC_RELAXED);
 	gp_stats_end(s);
 	return 0;
+}
+
+int gp_statpage_set_uuid(struct gpupool_page *pg, int device, const unsigned char uuid[GPUPOOL_UUID_LEN])
+{
+	return slot_write(pg, device, offsetof(struct gpupool_device_stats, uuid), uuid, GPUPOOL_UUID_LEN);
+}
+
+int gp_statpage_set_device_name(struct gpupool_page *pg, int device, const char *name)
+{
+	char buf[GPUPOOL_DEVICE_NAME_LEN] = "";
+	if (name)
+		memcpy(buf, name, strnlen(name, sizeof buf - 1));
+	return slot_write(pg, device, offsetof(struct gpupool_device_stats, device_name), name ? buf : NULL, sizeof buf);
 }
 
 void gp_statpage_release_ack(struct gpupool_page *pg, uint64_t req)

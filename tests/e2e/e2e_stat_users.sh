@@ -92,24 +92,13 @@ grep -Eq "^  0 +$a $(id -un) +e2e_reclaim +0 +0 B +0 B +0 B  live$" "$out" || ba
 
 # colour: on a terminal (a pty), none with --no-color or NO_COLOR, none when piped
 "$stat" | grep -q "$(printf '\033')" && bad "colour: escape codes in a pipe"
-"$py" - "$stat" <<'EOF' || bad "colour on a terminal"
-import os, pty, sys
+"$py" - "$stat" "$(dirname "$0")/../tools" <<'EOF' || bad "colour on a terminal"
+import sys
+sys.path.insert(0, sys.argv[2])
+from ptyrun import run as pty_run
 
 def run(args, env=None):
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execve(sys.argv[1], [sys.argv[1]] + args, dict(os.environ, **(env or {})))
-    out = b""
-    while True:
-        try:
-            b = os.read(fd, 65536)
-        except OSError:
-            break
-        if not b:
-            break
-        out += b
-    os.waitpid(pid, 0)
-    return out
+    return pty_run([sys.argv[1]] + args, env)[0]
 
 assert b"\x1b[1mGPU " in run([]), "no bold head"
 assert b"\x1b[" not in run(["--no-color"]), "--no-color"

@@ -199,26 +199,13 @@ while text[i:].strip():
 assert docs == 3, docs' || fail "watch --json: three documents"
 # on a terminal (a pty from python3): alternate screen in, clear and home per frame, out
 # again; the same when SIGTERM or SIGINT ends it
-python3 - "$STAT" <<'PYEOF' || fail "watch on a terminal"
-import os, pty, signal, sys
+python3 - "$STAT" "$(dirname "$0")" <<'PYEOF' || fail "watch on a terminal"
+import os, signal, sys
+sys.path.insert(0, sys.argv[2])
+from ptyrun import run as pty_run
 
 def run(args, sig=None):
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execv(sys.argv[1], [sys.argv[1]] + args)
-    out = b""
-    while True:
-        if sig and b"PID" in out:  # the table's head
-            os.kill(pid, sig)
-            sig = None
-        try:
-            b = os.read(fd, 65536)
-        except OSError:
-            break
-        if not b:
-            break
-        out += b
-    _, st = os.waitpid(pid, 0)
+    out, st = pty_run([sys.argv[1]] + args, when=b"PID", sig=sig)  # PID: the table's head
     assert os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0, st
     assert out.startswith(b"\x1b[?1049h"), out[:40]
     assert out.rstrip(b"\r\n").endswith(b"\x1b[?1049l"), out[-40:]
