@@ -21,6 +21,7 @@
 #define SNAPSHOT_NS (2 * 1000 * 1000ull)
 
 static uint64_t counted_ns[GPUPOOL_MAX_DEVICES]; /* CLOCK_MONOTONIC of each device's last count */
+static uint64_t counted_seq[GPUPOOL_MAX_DEVICES]; /* its slot's sequence counter then */
 
 static bool uuid_zero(const unsigned char *u)
 {
@@ -30,16 +31,18 @@ static bool uuid_zero(const unsigned char *u)
 	return true;
 }
 
-/* The device's figures made fresh (at most every GP_STATUS_FRESH_NS): its whole free
- * segments, and the driver's total and free memory, written into its slot as the release
- * thread's pass writes them. */
+/* The device's figures made fresh (status.h: GP_STATUS_FRESH_NS, GP_STATUS_CHANGED_NS): its
+ * whole free segments, and the driver's total and free memory, written into its slot as the
+ * release thread's pass writes them. */
 static void refresh(gp_pool *p, struct gpupool_device_stats *st, int d, uint64_t now)
 {
-	if (counted_ns[d] && now - counted_ns[d] < GP_STATUS_FRESH_NS)
+	uint64_t seq = __atomic_load_n(&st->seq, __ATOMIC_RELAXED), age = now - counted_ns[d];
+	if (counted_ns[d] && (age < GP_STATUS_CHANGED_NS || (age < GP_STATUS_FRESH_NS && seq == counted_seq[d])))
 		return;
 	counted_ns[d] = now;
 	(void)gp_pool_releasable(p);
 	(void)gp_status_look(p, st, d);
+	counted_seq[d] = __atomic_load_n(&st->seq, __ATOMIC_RELAXED); /* the count's own bracket counted */
 }
 
 int gp_status_look(gp_pool *p, struct gpupool_device_stats *st, int d)

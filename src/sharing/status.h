@@ -10,10 +10,13 @@
 #include "pool.h"
 #include "share.h"
 
-/* How old the counted figures may be before a query counts them again: a reader that asks
- * every tenth of a second (gpupool-stat --watch 0.1) costs each pool one short pass under
- * its lock per GP_STATUS_FRESH_NS at most, however many ask. */
+/* How old the counted figures may be before a query counts them again: GP_STATUS_FRESH_NS,
+ * or GP_STATUS_CHANGED_NS when the pool changed since (its slot's sequence counter moved: a
+ * release just now, the program's frees), so that a listing right after a release shows it.
+ * However many ask, each pool has one short pass under its lock per GP_STATUS_CHANGED_NS at
+ * most. */
 #define GP_STATUS_FRESH_NS (50 * 1000 * 1000ull)
+#define GP_STATUS_CHANGED_NS (5 * 1000 * 1000ull)
 
 /* Looks at device d's memory (the backend's mem_info: cudaMemGetInfo) and records its total,
  * its free memory and the time in the slot st (device_*), as independent words outside the

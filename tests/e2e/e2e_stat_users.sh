@@ -83,12 +83,16 @@ else
 	echo "SKIP other, stopped: not root"
 fi
 
-# release: what --release hands back is what IDLE said (768 MiB)
-"$stat" --release "$a" >"$out" 2>"$err" || bad "release: exit status $?"
-grep -q "^pid $a (e2e_reclaim) released its cache: request 1 done after [0-9.]* ms, 768.0 MiB handed back$" "$out" ||
-	bad "release: not what IDLE said"
+# release: what --release hands back is what IDLE said (768 MiB), and a listing right after
+# shows the memory back, FREE included: the pool changed, so its answer looks again
 "$stat" >"$out" 2>"$err"
+grep -Eq "^  0 +$a $(id -un) +e2e_reclaim +0 +768\.0 MiB +0 B +768\.0 MiB  live$" "$out" || bad "release: A's row before"
+"$stat" --release "$a" >"$dir/rel" 2>"$err" || bad "release: exit status $?"
+"$stat" >"$out" 2>"$err"
+grep -q "^pid $a (e2e_reclaim) released its cache: request 1 done after [0-9.]* ms, 768.0 MiB handed back$" "$dir/rel" ||
+	bad "release: not what IDLE said"
 grep -Eq "^  0 +$a $(id -un) +e2e_reclaim +0 +0 B +0 B +0 B  live$" "$out" || bad "release: A's row after"
+grep -Eq "^  0  fake GPU +1\.0 GiB +1\.0 GiB +0 B +0 B +1$" "$out" || bad "release: the GPU line after (FREE not fresh)"
 
 # colour: on a terminal (a pty), none with --no-color or NO_COLOR, none when piped
 "$stat" | grep -q "$(printf '\033')" && bad "colour: escape codes in a pipe"
