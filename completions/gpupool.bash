@@ -102,7 +102,7 @@ _gpupool_run()
 		esac
 	done
 	if [[ $cur == -* ]]; then
-		_gpupool_words "--torch --fake --print-lib --version --help --" "$cur"
+		_gpupool_words "--torch --fake --print-lib --verbose --version --help --" "$cur"
 	else
 		_gpupool_command_at "$COMP_CWORD"
 	fi
