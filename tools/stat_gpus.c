@@ -90,7 +90,7 @@ int gp_stat_gpus_read(const char *dir, struct gp_stat_gpu *out, int cap)
 		if (e->d_name[0] == '.' || strlen(e->d_name) >= sizeof out[n].bus || !strchr(e->d_name, ':'))
 			continue;
 		memset(&out[n], 0, sizeof out[n]);
-		snprintf(out[n].bus, sizeof out[n].bus, "%s", e->d_name);
+		memcpy(out[n].bus, e->d_name, strlen(e->d_name) + 1); /* shorter than bus: checked above */
 		n++;
 	}
 	closedir(d);
