@@ -11,8 +11,10 @@
 #   gpupool-noqueue the same with reclaim:0: gpupool caches, nobody shares or waits
 # Prints one markdown table: rounds done (all, and per process), out of memory errors, the
 # wait of an allocation (p50 / p99 / max, ms) as the processes saw it; medians over the rounds
-# with the range. With CHECK=1 (the test churn-fake), exits 1 when under gpupool any round had an
-# out of memory or a process that finished no round. Usage: bench/churn_fake.sh BUILD_DIR
+# with the range. Out of memory errors that ended a hold and wait (every process holding memory
+# was waiting: waiting could not help) are counted apart. With CHECK=1 (the test churn-fake),
+# exits 1 when under gpupool any round had any other out of memory or a process that finished
+# no round. Usage: bench/churn_fake.sh BUILD_DIR
 # [SECONDS] [ROUNDS]
 set -euo pipefail
 b=${1:?usage: bench/churn_fake.sh BUILD_DIR [SECONDS] [ROUNDS]}
@@ -33,7 +35,8 @@ one() { # CONFIG ROUND: four processes at once, their lines in $tmp/CONFIG.ROUND
 		case $cfg in
 		native-cache) env -u LD_PRELOAD "$prog" churn $mib $piece "$secs" 1000 cache ;;
 		native-nocache) env -u LD_PRELOAD "$prog" churn $mib $piece "$secs" 1000 ;;
-		gpupool) env LD_PRELOAD="$lib" GPUPOOL_SHM_DIR="$tmp" GPUPOOL_REPORT=none "$prog" churn $mib $piece "$secs" 1000 ;;
+		gpupool) env LD_PRELOAD="$lib" GPUPOOL_SHM_DIR="$tmp" GPUPOOL_REPORT=none GPUPOOL_LOG=info \
+			"$prog" churn $mib $piece "$secs" 1000 ;;
 		gpupool-noqueue) env LD_PRELOAD="$lib" GPUPOOL_SHM_DIR="$tmp" GPUPOOL_REPORT=none GPUPOOL_CONF=reclaim:0 \
 			"$prog" churn $mib $piece "$secs" 1000 ;;
 		esac >"$tmp/$cfg.$r.$k" 2>"$tmp/$cfg.$r.$k.err" &

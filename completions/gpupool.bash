@@ -63,7 +63,7 @@ _gpupool_stat()
 	esac
 	if [[ $cur == -* ]]; then
 		_gpupool_words "--json --prometheus --openmetrics --listen --watch --count --release --timeout
-			--clean --group --wide --help --version" "$cur"
+			--clean --group --wide --no-color --help --version" "$cur"
 	else
 		_gpupool_words "$(_gpupool_pids)" "$cur"
 	fi
@@ -102,7 +102,7 @@ _gpupool_run()
 		esac
 	done
 	if [[ $cur == -* ]]; then
-		_gpupool_words "--torch --fake --print-lib --version --help --" "$cur"
+		_gpupool_words "--torch --fake --print-lib --verbose --version --help --" "$cur"
 	else
 		_gpupool_command_at "$COMP_CWORD"
 	fi

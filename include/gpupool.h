@@ -18,7 +18,7 @@ extern "C" {
 /* Releases the cached memory of `device` (-1: every device) to the CUDA runtime, after a
  * fence retires pending frees. Returns the bytes released, or a negative errno: -ENODEV for
  * a device out of range, -ENOSYS when the pool is off (GPUPOOL_DISABLE, no CUDA runtime in
- * the process, or one without an entry point the pool needs: README, "When gpupool steps
+ * the process, or one without an entry point the pool needs: docs/programs.md, "When gpupool steps
  * aside"). */
 long long gpupool_release(int device);
 

@@ -41,7 +41,7 @@ LIB_NAME = "libgpupool.so"
 # ---- the page layout: include/gpupool/stats.h, field for field --------------------------
 # python/test_gpupool.py parses the header and checks these lists and sizes against it.
 PAGE_MAGIC = 0x31504F4F4C505047  # "GPPLOOP1"
-PAGE_VERSION = 4
+PAGE_VERSION = 5
 MAX_DEVICES = 16
 COMM_LEN = 16
 
@@ -66,17 +66,25 @@ COUNTERS_4 = (  # GPUPOOL_COUNTERS_4
     "reclaim_received_bytes", "reclaim_wait_ns", "reclaims_served", "reclaims_refused",
     "reclaim_given_bytes", "framework_empties", "decay_releases", "decayed_bytes",
 )
-GAUGES = GAUGES_3 + GAUGES_4  # GPUPOOL_GAUGES
-COUNTERS = COUNTERS_3 + COUNTERS_4  # GPUPOOL_COUNTERS
+GAUGES_5 = ("waiting_bytes",)  # GPUPOOL_GAUGES_5
+COUNTERS_5 = ("waits", "wait_ns", "waits_served", "waits_timed_out")  # GPUPOOL_COUNTERS_5
+GAUGES = GAUGES_3 + GAUGES_4 + GAUGES_5  # GPUPOOL_GAUGES
+COUNTERS = COUNTERS_3 + COUNTERS_4 + COUNTERS_5  # GPUPOOL_COUNTERS
+DEVICE_NAME_LEN = 64
 
 # struct gpupool_device_stats: seq u64, device i32, active u32, limit_bytes u64, uuid[16],
 # the version 3 gauges and counters, the version 4 gauges and counters, device_total_bytes,
-# device_free_bytes, device_seen_ns, reserved_[4]
-DEV_FIELDS = (("seq", "device", "active", "limit_bytes", "uuid")
-              + tuple(x for g in GAUGES_3 for x in (g, g + "_peak")) + COUNTERS_3
+# device_free_bytes, device_seen_ns, reserved_[4], the version 5 gauges and counters,
+# wait_started_ns, floor_bytes, device_name[64]
+_V4_FIELDS = (tuple(x for g in GAUGES_3 for x in (g, g + "_peak")) + COUNTERS_3
               + tuple(x for g in GAUGES_4 for x in (g, g + "_peak")) + COUNTERS_4
-              + ("device_total_bytes", "device_free_bytes", "device_seen_ns", "reserved_"))
-DEV_STRUCT = struct.Struct("=QiIQ16s" + "Q" * (len(DEV_FIELDS) - 6) + "4Q")
+              + ("device_total_bytes", "device_free_bytes", "device_seen_ns"))
+_V5_FIELDS = (tuple(x for g in GAUGES_5 for x in (g, g + "_peak")) + COUNTERS_5
+              + ("wait_started_ns", "floor_bytes"))
+DEV_FIELDS = (("seq", "device", "active", "limit_bytes", "uuid") + _V4_FIELDS + ("reserved_",)
+              + _V5_FIELDS + ("device_name",))
+DEV_STRUCT = struct.Struct("=QiIQ16s" + "Q" * len(_V4_FIELDS) + "4Q" + "Q" * len(_V5_FIELDS)
+                           + "%ds" % DEVICE_NAME_LEN)
 # struct gpupool_page header: magic, version, size, pid, ndevices, start_time_ns, comm[16],
 # release_request, release_done, lib_version[16], reserved_[4]
 VERSION_LEN = 16
@@ -306,9 +314,14 @@ def _uuid_text(raw):
 
 
 def _decode_slot(raw):
-    d = dict(zip(DEV_FIELDS, DEV_STRUCT.unpack(raw)))
+    vals = list(DEV_STRUCT.unpack(raw))
+    at = DEV_FIELDS.index("reserved_")
+    vals[at:at + 4] = [tuple(vals[at:at + 4])]  # reserved_[4]: one field
+    d = dict(zip(DEV_FIELDS, vals))
     d.pop("seq")
+    d.pop("reserved_")
     d["uuid"] = _uuid_text(d["uuid"])
+    d["device_name"] = d["device_name"].split(b"\0", 1)[0].decode("utf-8", "replace")
     return d
 
 

@@ -37,10 +37,11 @@ static const char *conf_lookup(const char *name)
 }
 
 static const char short_usage[] =
-	"usage: gpupool-replay [--conf KNOBS] [--check] [--sort-window ROWS] [--fence-latency-us US]\n"
-	"                      [--limit-rows N] [--torch-snapshot OUT.pickle [--snapshot-max-entries N]]\n"
-	"                      [--timeline OUT.csv] [--plot OUT.png|.svg|.pdf] [--timeline-rows N]\n"
-	"                      [--json] TRACE\n";
+	"usage: gpupool-replay [--conf KNOBS] [--check] [--sort-window ROWS]\n"
+	"                      [--fence-latency-us US] [--limit-rows N]\n"
+	"                      [--torch-snapshot OUT.pickle [--snapshot-max-entries N]]\n"
+	"                      [--timeline OUT.csv] [--plot OUT.png|.svg|.pdf]\n"
+	"                      [--timeline-rows N] [--json] TRACE\n";
 
 static void usage(FILE *f)
 {
@@ -49,27 +50,26 @@ static void usage(FILE *f)
 		"Replays TRACE (CSV or gzip'd CSV: t_ns,op,tid,dev,stream,size,ptr,dur_ns,err;\n"
 		"- reads standard input) through gpupool's pool on a fake backend with unlimited\n"
 		"capacity, and prints what the pool did as key=value lines.\n"
-		"  --conf KNOBS                GPUPOOL_CONF syntax (default: $GPUPOOL_CONF); a bad\n"
-		"                              knob stops the replay (exit 2)\n"
-		"  --check                     run the pool's invariant checker after every op\n"
-		"  --sort-window ROWS          restore t_ns order within ROWS rows (default 0: file order)\n"
-		"  --fence-latency-us US       how far the modelled GPU lags the program (default 0)\n"
-		"  --limit-rows N              replay the first N rows only (the outputs below show\n"
-		"                              the pool as it was after row N)\n"
-		"  --torch-snapshot OUT        write PyTorch's memory snapshot of the replay (the pickle\n"
-		"                              torch.cuda.memory._dump_snapshot writes): open it at\n"
-		"                              https://pytorch.org/memory_viz\n"
-		"  --snapshot-max-entries N    events kept per device in the snapshot, the newest\n"
-		"                              (default %u)\n"
-		"  --timeline OUT.csv          requested, allocated and reserved bytes per device over\n"
-		"                              trace time (" GP_TIMELINE_HEADER ")\n"
-		"  --timeline-rows N           at most N rows, each the peak of the changes it stands\n"
-		"                              for (default %u; 0: one row per change)\n"
-		"  --plot OUT.png              plot the timeline with gpupool-plot (needs python3 and\n"
-		"                              matplotlib); .svg and .pdf give those formats\n"
-		"  --json                      print the figures as one JSON object instead\n"
-		"  -h, --help                  this text\n"
-		"  --version                   print the version and exit\n",
+		"  --conf KNOBS              GPUPOOL_CONF syntax (default: $GPUPOOL_CONF); a bad\n"
+		"                            knob stops the replay (exit 2)\n"
+		"  --check                   the pool's invariant checker after every op\n"
+		"  --sort-window ROWS        restore t_ns order within ROWS rows (default 0)\n"
+		"  --fence-latency-us US     how far the modelled GPU lags (default 0)\n"
+		"  --limit-rows N            replay the first N rows only (the outputs below\n"
+		"                            show the pool as it was after row N)\n"
+		"  --torch-snapshot OUT      PyTorch's memory snapshot of the replay (what\n"
+		"                            torch.cuda.memory._dump_snapshot writes): open it\n"
+		"                            at https://pytorch.org/memory_viz\n"
+		"  --snapshot-max-entries N  events kept per device (default %u)\n"
+		"  --timeline OUT.csv        requested, allocated and reserved bytes per device\n"
+		"                            over trace time\n"
+		"  --timeline-rows N         at most N rows, each the peak of those it stands\n"
+		"                            for (default %u; 0: one row per change)\n"
+		"  --plot OUT.png            the timeline plotted by gpupool-plot (python3 and\n"
+		"                            matplotlib); .svg and .pdf give those formats\n"
+		"  --json                    the figures as one JSON object instead\n"
+		"  -h, --help                this text\n"
+		"  -V, --version             the version\n",
 		GP_SNAPSHOT_MAX_ENTRIES, GP_TIMELINE_MAX_ROWS);
 }
 
@@ -234,7 +234,7 @@ int main(int argc, char **argv)
 	gp_replay_opts_default(&o);
 	opterr = 0; /* our own one-line messages */
 	int c;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":hV", longopts, NULL)) != -1) {
 		const char *opt = optind > 1 && optind - 1 < argc ? argv[optind - 1] : "?";
 		switch (c) {
 		case O_CONF: g_conf = optarg; break;
@@ -258,6 +258,7 @@ int main(int argc, char **argv)
 		case O_PLOT: plot_path = optarg; break;
 		case O_JSON: json = true; break;
 		case 'h': usage(stdout); return 0;
+		case 'V':
 		case O_VERSION: printf("gpupool-replay %s\n", GP_VERSION); return 0;
 		case ':': bad_usage("option %s needs a value", opt); break;
 		default:

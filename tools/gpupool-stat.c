@@ -1,9 +1,12 @@
-/* gpupool-stat: the live reader of statistics pages ($GPUPOOL_SHM_DIR or /dev/shm).
- * Lists processes, shows one in full, prints JSON, Prometheus or OpenMetrics text, serves
- * /metrics over HTTP (stat_http.c), refreshes like top (escape codes, keys and a view that fits
- * the window on a terminal only; allocation rates, reclaims and decay between refreshes),
- * shows a line per GPU above the table, asks one process or every process to release its
- * cache (waking each through share.h's channel), and removes pages of dead processes. Everything
+/* gpupool-stat: the live reader of statistics pages ($GPUPOOL_SHM_DIR or /dev/shm), the view
+ * of a GPU several users share. Lists processes under a line per GPU (its index as nvidia-smi
+ * numbers it, from stat_gpus.c; its name and memory), shows one in full, prints JSON,
+ * Prometheus or OpenMetrics text, serves /metrics over HTTP (stat_http.c), refreshes like top
+ * (escape codes, colour, keys and a view that fits the window on a terminal only; allocation
+ * rates, reclaims and decay between refreshes), asks one process or every process to release
+ * its cache (waking each through share.h's channel), and removes pages of dead processes.
+ * Other users' processes, whose pages it may not open, answer on the channel with their
+ * figures (stat_remote.c); its own processes' answers freshen what their pages say. Everything
  * found in the directory is untrusted: a page whose file is not its process's user's is
  * skipped and counted (docs/security.md); a malformed file is one line on stderr. */
 #include <errno.h>
@@ -11,6 +14,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <poll.h>
+#include <pwd.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -27,7 +31,9 @@
 #include "proc.h"
 #include "share.h"
 #include "stat_events.h"
+#include "stat_gpus.h"
 #include "stat_http.h"
+#include "stat_remote.h"
 #include "statpage.h"
 
 #define MAX_PAGES 4096        /* pages one listing keeps: live processes first */
@@ -35,6 +41,10 @@
 /* One listing waits this long in all for slots found mid-update, shared among the pages
  * of live processes; a page of a dead one is never waited for. */
 #define LISTING_PATIENCE_NS (1000 * 1000 * 1000ull)
+/* How long one listing waits for the processes' answers on the channel, all of them asked at
+ * once: each answers from its release thread within a millisecond or so; a stopped or
+ * swamped one is not waited for longer. */
+#define REMOTE_WAIT_NS (100 * 1000 * 1000ull)
 
 enum mode { MODE_TABLE, MODE_JSON, MODE_PROMETHEUS, MODE_OPENMETRICS };
 
@@ -66,62 +76,35 @@ static void on_screen_signal(int sig)
 		suspended = 1;
 }
 
-#define SHORT_USAGE                                                                               \
-	"usage: gpupool-stat [PID] [--wide] [--json | --prometheus | --openmetrics] [--watch SECONDS [--count N]]\n" \
-	"       gpupool-stat [PID] --listen [ADDR:]PORT\n"                                              \
-	"       gpupool-stat --release [PID] [--timeout SECONDS]\n"                                     \
-	"       gpupool-stat --clean\n"                                                              \
+#define SHORT_USAGE                                                                           \
+	"usage: gpupool-stat [PID] [-w] [--json | --prometheus | --openmetrics]\n"              \
+	"                    [--watch SECONDS [--count N]] [--no-color]\n"                      \
+	"       gpupool-stat --listen [ADDR:]PORT | --release [PID] | --clean\n"                   \
 	"       gpupool-stat --group FILE\n"
 
 static void usage(FILE *f)
 {
 	fputs(SHORT_USAGE, f);
 	fputs("\n"
-	      "Reads the statistics pages of processes running with libgpupool.so\n"
-	      "($GPUPOOL_SHM_DIR, default /dev/shm, files gpupool.<pid>).\n"
+	      "A line per GPU, then a row per process and GPU, by GPU and memory held;\n"
+	      "other users' processes answer on gpupool's channel. HELD: memory taken\n"
+	      "from the GPU; USED: in live allocations; IDLE: in whole free segments,\n"
+	      "what --release (or a process short of memory) gets back now; CACHED: HELD\n"
+	      "not in use; WAITING: what an allocation waits for. GPU: nvidia-smi's index.\n"
 	      "\n"
-	      "  (no option)        a line per GPU, then one row per process and device, fitted to\n"
-	      "                     the terminal's width (COLUMNS when not a terminal, else 80).\n"
-	      "                     GPU lines: TOTAL and FREE as the driver reported them (with\n"
-	      "                     their age when older than 5 s), GPUPOOL the memory gpupool\n"
-	      "                     processes hold (reserved + unpooled), RECLAIMABLE what they can\n"
-	      "                     give back, PROCS how many use the GPU; a normal user's sums\n"
-	      "                     cover their own processes only (other users' pages are root's\n"
-	      "                     to read). Rows: UNPOOLED (memory held outside the pools, shown\n"
-	      "                     once some process has any); SEGS counts real cudaMalloc calls\n"
-	      "                     (segments); LIMIT and %LIM ((reserved + unpooled) / limit)\n"
-	      "                     appear when a limit is set; STATE is gone for a process that\n"
-	      "                     ended without removing its page\n"
-	      "  -w, --wide         every column of the table, whatever the width\n"
-	      "  PID                every gauge (current, peak) and counter of one process\n"
-	      "  --json             all fields as raw integers, and the GPUs (with PID: that\n"
-	      "                     process only)\n"
-	      "  --prometheus       text exposition format, for node_exporter's textfile collector\n"
-	      "  --openmetrics      the same in OpenMetrics text (ends with # EOF)\n"
-	      "  --listen [ADDR:]PORT  serve /metrics over HTTP on ADDR (default 127.0.0.1) until\n"
-	      "                     SIGINT or SIGTERM, the pages read afresh for each scrape\n"
-	      "  --watch SECONDS    refresh every SECONDS (0.1-86400) until q or Ctrl-C: on a\n"
-	      "                     terminal in place (alternate screen, like top), fitted to the\n"
-	      "                     window; otherwise each frame appended after a timestamp line\n"
-	      "                     (JSON and Prometheus: the documents one after the other). The\n"
-	      "                     table and PID views add allocations and bytes asked for per\n"
-	      "                     second since the last refresh, and a line for each process\n"
-	      "                     that gave, received or waited for memory in a reclaim or gave\n"
-	      "                     idle memory back (decay): on a terminal kept for 5 refreshes\n"
-	      "                     and at least 10 s, otherwise once, in the frame that found it\n"
-	      "  --count N          with --watch: stop after N refreshes (1-1000000000)\n"
-	      "  --release [PID]    ask PID, or every process whose page you can read, to release\n"
-	      "                     its cached memory, and wait for the answers (all at once);\n"
-	      "                     prints what each process handed back\n"
-	      "  --timeout SECONDS  how long --release waits (0-3600, default 5)\n"
-	      "  --clean            remove pages of processes that are gone\n"
-	      "  --group FILE       a group file's budget per GPU against what its members hold\n"
-	      "                     together (knob group), and each member (read-only)\n"
-	      "  -h, --help         this text\n"
-	      "  --version          the version of gpupool\n"
-	      "\n"
-	      "Exit status: 0 when it ran, 1 when PID has no page, the directory cannot be read\n"
-	      "or a release was not acknowledged, 2 on bad usage.\n",
+	      "  PID              every figure of one process, with dates and ages\n"
+	      "  -w, --wide       every column (else those that fit the terminal's width,\n"
+	      "                   or $COLUMNS when the output is not a terminal, else 80)\n"
+	      "  --json           every figure, raw; null where not known (docs/json.md)\n"
+	      "  --prometheus     Prometheus text; --openmetrics; --listen serves /metrics\n"
+	      "  --watch SECONDS  refresh like top (q quits); --count N: stop after N\n"
+	      "  --no-color       no colour (NO_COLOR too); colour is for terminals only\n"
+	      "  --release [PID]  ask your processes to give idle memory back (--timeout S)\n"
+	      "  --clean          remove the pages of processes that are gone\n"
+	      "  --group FILE     a group file's budget per GPU, and its members\n"
+	      "  -h, --help       this text; -V, --version: gpupool's version\n"
+	      "Exit status 0; 1 when PID has no page or a release is not answered; 2 on bad\n"
+	      "usage. More: man gpupool-stat, docs/stats.md.\n",
 	      f);
 }
 
@@ -240,10 +223,88 @@ static int read_guarded(int dfd, const char *name, uid_t uid, uint64_t deadline,
 	return rc;
 }
 
+/* The machine's GPUs (stat_gpus.h), read once: their indexes as nvidia-smi numbers them. */
+static struct gp_stat_gpu machine[GP_STAT_GPUS_MAX];
+static int nmachine = -1;
+
+static void machine_read(void)
+{
+	if (nmachine < 0)
+		nmachine = gp_stat_gpus_read(GP_STAT_GPUS_DIR, machine, GP_STAT_GPUS_MAX);
+}
+
+/* The name of user `uid` (getpwuid_r), remembered for the run; NULL when it has none. */
+static const char *user_name(uid_t uid)
+{
+	static struct {
+		uid_t uid;
+		char name[33];
+		bool found;
+	} cache[64];
+	static unsigned n;
+	for (unsigned i = 0; i < n; i++)
+		if (cache[i].uid == uid)
+			return cache[i].found ? cache[i].name : NULL;
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+	unsigned slot = n < sizeof cache / sizeof cache[0] ? n++ : (unsigned)(uid % (sizeof cache / sizeof cache[0]));
+	cache[slot].uid = uid;
+	cache[slot].found = getpwuid_r(uid, &pw, buf, sizeof buf, &res) == 0 && res && res->pw_name;
+	if (cache[slot].found)
+		snprintf(cache[slot].name, sizeof cache[slot].name, "%s", res->pw_name);
+	return cache[slot].found ? cache[slot].name : NULL;
+}
+
+/* Asks the live processes of l (the pages read, and the pids of other users' pages it could
+ * not read) for their status on the channel: an answer freshens a page's figures (the whole
+ * free segments and the driver's free memory, counted now), or becomes the listing's entry of
+ * another user's process (its skip uncounted). want_pid > 0: only that process. */
+static void ask_processes(struct listing *l, const int *others, int nothers)
+{
+	int n = 0, own = 0;
+	struct gp_stat_remote *r = calloc((size_t)l->n + (size_t)nothers + 1, sizeof *r);
+	if (!r)
+		return;
+	for (int i = 0; i < l->n; i++)
+		if (!l->infos[i].stale)
+			r[n++].pid = l->infos[i].pid;
+	own = n;
+	for (int i = 0; i < nothers; i++)
+		r[n++].pid = others[i];
+	if (n == 0 || gp_stat_remote_ask(r, n, gp_clock_ns(CLOCK_MONOTONIC) + REMOTE_WAIT_NS) <= 0) {
+		free(r);
+		return;
+	}
+	for (int i = 0, k = 0; i < own; i++) {
+		while (k < l->n && l->infos[k].pid != r[i].pid)
+			k++;
+		if (k < l->n && r[i].answered)
+			gp_stat_remote_overlay(&r[i], &l->infos[k].page);
+	}
+	for (int i = own; i < n; i++) {
+		if (!r[i].answered || l->n >= MAX_PAGES)
+			continue;
+		struct gp_statpage_info *in = &l->infos[l->n++];
+		memset(in, 0, sizeof *in);
+		snprintf(in->name, sizeof in->name, "%s%d", GP_STATPAGE_NAME, r[i].pid);
+		in->pid = r[i].pid;
+		in->owner = r[i].uid;
+		in->remote = true;
+		in->read_ns = gp_clock_ns(CLOCK_MONOTONIC);
+		gp_stat_remote_page(&r[i], &in->page);
+		/* listed after all: not a page left out */
+		if (l->skipped[GP_SKIP_OTHER_USER])
+			l->skipped[GP_SKIP_OTHER_USER]--;
+	}
+	free(r);
+}
+
 /* Reads the pages of the directory into l (sorted by pid), live processes first and at
  * most MAX_PAGES of them, within about LISTING_PATIENCE_NS of waiting; malformed files go
- * to stderr, every page left out is counted. With want_pid > 0 only that page is read.
- * Returns the count, or -1 when the directory cannot be read. */
+ * to stderr, every page left out is counted. Then every live process is asked on the
+ * channel (ask_processes): other users' processes come in with what they answer. With
+ * want_pid > 0 only that page is read. Returns the count, or -1 when the directory cannot be
+ * read. */
 static int load(const char *dir, int want_pid, struct listing *l)
 {
 	*l = (struct listing){.infos = l->infos};
@@ -256,9 +317,10 @@ static int load(const char *dir, int want_pid, struct listing *l)
 			close(dfd);
 		return -1;
 	}
-	int live = 0, n = 0;
+	int live = 0, n = 0, nothers = 0;
 	while (live < count && names[live].live)
 		live++;
+	int *others = malloc(sizeof *others * (size_t)(live ? live : 1));
 	uint64_t end = gp_clock_ns(CLOCK_MONOTONIC) + LISTING_PATIENCE_NS;
 	uid_t uid = geteuid();
 	static char why[512];
@@ -273,6 +335,9 @@ static int load(const char *dir, int want_pid, struct listing *l)
 		uint64_t deadline = page_deadline(end, live - i);
 		int rc = read_guarded(dfd, name, uid, deadline, &arr[n], why, sizeof why);
 		if (rc != 0) {
+			/* another user's live process: it may answer on the channel */
+			if (rc == -EACCES && names[i].live && others)
+				others[nothers++] = names[i].pid;
 			skip(l, rc, why);
 			continue;
 		}
@@ -288,30 +353,50 @@ static int load(const char *dir, int want_pid, struct listing *l)
 	}
 	free(names);
 	close(dfd);
-	qsort(arr, (size_t)n, sizeof *arr, by_pid);
 	l->n = n;
-	return n;
+	ask_processes(l, others, nothers);
+	free(others);
+	qsort(arr, (size_t)l->n, sizeof *arr, by_pid);
+	return l->n;
 }
 
 /* At most this many event lines under a view on a terminal (--watch). */
 #define MAX_EVENT_LINES 8
 
+/* How the text views are drawn: colour (a terminal, no --no-color, no NO_COLOR). */
+static bool use_color;
+
 /* width: the table's bound in characters (0: every column); rows: the table's or the PID
  * view's bound in lines (0: none); rates: the listing's, one row of slots per page, or NULL;
  * ev: the events under the table or PID view (--watch), or NULL, of which the newest ev_max
- * are shown. The table has the GPU lines above it, and in a box they and the events take
- * their lines from the table's, leaving it three at least (else they are left out). */
+ * are shown. The table has the GPU lines above it and the legend under it, and in a box they
+ * and the events take their lines from the table's, leaving it three at least (else they are
+ * left out). A listing with no process at all is one line, "no gpupool processes". */
 static void render(struct gp_format_out *o, enum mode mode, int pid, unsigned width, unsigned rows,
 		   const struct listing *l, struct gp_format_rate (*rates)[GPUPOOL_MAX_DEVICES],
 		   const struct gp_stat_events *ev, unsigned ev_max)
 {
 	static struct gp_format_proc procs[MAX_PAGES];
+	static int gidx[MAX_PAGES][GPUPOOL_MAX_DEVICES];
+	static struct gp_format_row scratch[MAX_PAGES * GPUPOOL_MAX_DEVICES];
 	struct gp_format_skip skips[GP_SKIP_COUNT];
 	const struct gp_statpage_info *infos = l->infos;
 	int n = l->n;
-	for (int i = 0; i < n; i++)
-		procs[i] = (struct gp_format_proc){&infos[i].page, infos[i].stale, infos[i].inconsistent,
-						   rates ? rates[i] : NULL};
+	machine_read();
+	for (int i = 0; i < n; i++) {
+		const struct gp_statpage_info *in = &infos[i];
+		for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++)
+			gidx[i][d] = gp_stat_gpus_index(machine, nmachine, (const unsigned char *)in->page.dev[d].uuid);
+		procs[i] = (struct gp_format_proc){.page = &in->page,
+						   .stale = in->stale,
+						   .inconsistent = in->inconsistent,
+						   .rates = rates ? rates[i] : NULL,
+						   .remote = in->remote,
+						   .uid_known = true,
+						   .uid = (uint32_t)in->owner,
+						   .user = user_name(in->owner),
+						   .gpu_index = gidx[i]};
+	}
 	for (int r = 0; r < GP_SKIP_COUNT; r++)
 		skips[r] = (struct gp_format_skip){gp_statpage_skip_label((enum gp_statpage_skip)r), l->skipped[r]};
 	if (mode == MODE_JSON) {
@@ -322,8 +407,19 @@ static void render(struct gp_format_out *o, enum mode mode, int pid, unsigned wi
 		gp_format_prometheus(o, procs, (size_t)n, skips, GP_SKIP_COUNT, GP_VERSION, mode == MODE_OPENMETRICS);
 		return;
 	}
-	/* the lines around the view: GPUs above the table, events (and a blank line) below */
-	unsigned gpu_lines = 0, ev_lines = ev ? (ev->nev < ev_max ? ev->nev : ev_max) : 0;
+	struct gp_format_view v = {.width = width,
+				   .now_ns = gp_clock_ns(CLOCK_REALTIME),
+				   .color = use_color,
+				   .cut = rows != 0,
+				   .scratch = scratch,
+				   .scratch_cap = sizeof scratch / sizeof scratch[0]};
+	if (pid <= 0 && n == 0) {
+		gp_format_none(o);
+		return;
+	}
+	/* the lines around the view: GPUs above the table and the legend under it, events (and a
+	 * blank line) below */
+	unsigned gpu_lines = 0, legend = pid <= 0 ? 1 : 0, ev_lines = ev ? (ev->nev < ev_max ? ev->nev : ev_max) : 0;
 	if (pid <= 0) {
 		struct gp_format_gpu gpus[GP_FORMAT_MAX_GPUS];
 		size_t left = 0, k = gp_format_gpus(procs, (size_t)n, gpus, GP_FORMAT_MAX_GPUS, &left);
@@ -332,16 +428,22 @@ static void render(struct gp_format_out *o, enum mode mode, int pid, unsigned wi
 	if (rows) {
 		if (gpu_lines + 3 > rows)
 			gpu_lines = 0;
-		unsigned room = rows - gpu_lines;
+		if (gpu_lines + legend + 3 > rows)
+			legend = 0;
+		unsigned room = rows - gpu_lines - legend;
 		ev_lines = room > 4 ? (ev_lines < room - 4 ? ev_lines : room - 4) : 0;
 	}
-	unsigned view_rows = rows ? rows - gpu_lines - (ev_lines ? ev_lines + 1 : 0) : 0;
+	v.rows = rows ? rows - gpu_lines - legend - (ev_lines ? ev_lines + 1 : 0) : 0;
 	if (gpu_lines)
-		gp_format_gpu_lines(o, procs, (size_t)n, gp_clock_ns(CLOCK_REALTIME), width, rows != 0);
-	if (pid > 0)
-		gp_format_detail_box(o, &procs[0], rows ? width : 0, view_rows);
-	else
-		gp_format_table_box(o, procs, (size_t)n, width, view_rows);
+		gp_format_gpu_lines_view(o, procs, (size_t)n, &v);
+	if (pid > 0) {
+		v.width = rows ? width : 0;
+		gp_format_detail_view(o, &procs[0], &v);
+	} else {
+		gp_format_table_view(o, procs, (size_t)n, &v);
+	}
+	if (legend)
+		gp_format_legend(o, &v);
 	if (ev_lines) {
 		gp_format_printf(o, "\n");
 		gp_stat_events_print(ev, o, ev_lines, rows ? width : 0);
@@ -471,8 +573,8 @@ static bool watch_rates(const struct listing *l, struct gp_format_rate (*rates)[
 			const struct gpupool_device_stats *s = &in->page.dev[d];
 			struct gp_format_rate *r = &rates[i][d];
 			*r = (struct gp_format_rate){0};
-			if (d >= in->page.ndevices || (in->inconsistent & (1u << d)) || !s->active)
-				continue;
+			if (d >= in->page.ndevices || (in->inconsistent & (1u << d)) || !s->active || in->remote)
+				continue; /* an answer on the channel has no counters */
 			slots++;
 			/* the listing is sorted by pid: so is seen */
 			const struct seen *f = nseen ? bsearch(&in->pid, seen, nseen, sizeof *seen, seen_by_pid) : NULL;
@@ -498,7 +600,7 @@ static bool watch_rates(const struct listing *l, struct gp_format_rate (*rates)[
 		const struct gp_statpage_info *in = &l->infos[i];
 		for (uint32_t d = 0; d < in->page.ndevices && d < GPUPOOL_MAX_DEVICES; d++) {
 			const struct gpupool_device_stats *s = &in->page.dev[d];
-			if (!(in->inconsistent & (1u << d)) && s->active)
+			if (!(in->inconsistent & (1u << d)) && s->active && !in->remote)
 				next[k++] = (struct seen){in->pid, in->page.start_time_ns, s->device, s->allocs,
 							  s->requested_bytes_total, in->read_ns};
 		}
@@ -515,7 +617,10 @@ static void watch_events(struct gp_stat_events *e, const struct listing *l, uint
 {
 	static struct gp_format_proc procs[MAX_PAGES];
 	for (int i = 0; i < l->n; i++)
-		procs[i] = (struct gp_format_proc){&l->infos[i].page, l->infos[i].stale, l->infos[i].inconsistent, NULL};
+		procs[i] = (struct gp_format_proc){.page = &l->infos[i].page,
+						   .stale = l->infos[i].stale,
+						   .inconsistent = l->infos[i].inconsistent,
+						   .remote = l->infos[i].remote};
 	(void)gp_stat_events_update(e, procs, (size_t)l->n, wall_ns, gp_clock_ns(CLOCK_MONOTONIC));
 }
 
@@ -958,7 +1063,7 @@ static long parse_count(const char *s, long lo, long hi)
 int main(int argc, char **argv)
 {
 	enum { OPT_JSON = 1, OPT_PROM, OPT_OM, OPT_LISTEN, OPT_WATCH, OPT_COUNT, OPT_RELEASE, OPT_TIMEOUT, OPT_CLEAN,
-	       OPT_HELP, OPT_VERSION, OPT_WIDE, OPT_GROUP };
+	       OPT_HELP, OPT_VERSION, OPT_WIDE, OPT_GROUP, OPT_NO_COLOR };
 	static const struct option opts[] = {
 		{"json", no_argument, NULL, OPT_JSON},         {"prometheus", no_argument, NULL, OPT_PROM},
 		{"openmetrics", no_argument, NULL, OPT_OM},    {"listen", required_argument, NULL, OPT_LISTEN},
@@ -967,16 +1072,17 @@ int main(int argc, char **argv)
 		{"timeout", required_argument, NULL, OPT_TIMEOUT},
 		{"clean", no_argument, NULL, OPT_CLEAN},       {"help", no_argument, NULL, OPT_HELP},
 		{"version", no_argument, NULL, OPT_VERSION},   {"wide", no_argument, NULL, OPT_WIDE},
-		{"group", required_argument, NULL, OPT_GROUP}, {NULL, 0, NULL, 0}};
+		{"group", required_argument, NULL, OPT_GROUP}, {"no-color", no_argument, NULL, OPT_NO_COLOR},
+		{NULL, 0, NULL, 0}};
 	static const char *const mode_name[] = {"", "--json", "--prometheus", "--openmetrics"};
 	enum mode mode = MODE_TABLE;
 	double watch = 0, timeout = 5;
 	long count = 0;
 	int pid = 0, c;
-	bool do_clean = false, do_release = false, wide = false, has_timeout = false;
+	bool do_clean = false, do_release = false, wide = false, has_timeout = false, no_color = false;
 	const char *listen_spec = NULL, *group = NULL;
 	opterr = 0; /* our own one-line messages */
-	while ((c = getopt_long(argc, argv, ":hw", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":hwV", opts, NULL)) != -1) {
 		enum mode m = MODE_TABLE;
 		switch (c) {
 		case OPT_JSON: m = MODE_JSON; break;
@@ -1003,7 +1109,9 @@ int main(int argc, char **argv)
 		case OPT_WIDE: wide = true; break;
 		case 'h':
 		case OPT_HELP: usage(stdout); return 0;
+		case 'V':
 		case OPT_VERSION: printf("gpupool-stat %s\n", GP_VERSION); return 0; /* project() in meson.build */
+		case OPT_NO_COLOR: no_color = true; break;
 		case ':': return bad_usage("%s needs a value", argv[optind - 1]);
 		default: {
 			/* optopt: the short option; a long one is named by the argument itself */
@@ -1045,6 +1153,11 @@ int main(int argc, char **argv)
 		return bad_usage("--timeout goes with --release");
 	if (wide && (mode != MODE_TABLE || pid))
 		return bad_usage("--wide is for the table of all processes");
+	/* colour for the text views on a terminal that wants it (no-color.org: NO_COLOR set and
+	 * not empty turns it off; TERM=dumb has none) */
+	const char *nc = getenv("NO_COLOR"), *term = getenv("TERM");
+	use_color = !no_color && !(nc && *nc) && !(term && strcmp(term, "dumb") == 0) && mode == MODE_TABLE &&
+		    isatty(STDOUT_FILENO);
 	if (group) {
 		if (argc != 3)
 			return bad_usage("--group FILE takes no other option or argument");

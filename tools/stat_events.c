@@ -37,9 +37,11 @@ static int seen_cmp(const void *a, const void *b)
 	return (x->device > y->device) - (x->device < y->device);
 }
 
+/* A slot whose counters can be compared: not a remote process's (an answer on the channel
+ * carries no counters). */
 static bool slot_ok(const struct gp_format_proc *p, uint32_t d)
 {
-	return !p->stale && !(p->inconsistent & (1u << d)) && p->page->dev[d].active;
+	return !p->stale && !p->remote && !(p->inconsistent & (1u << d)) && p->page->dev[d].active;
 }
 
 static void slot_counters(const struct gpupool_device_stats *s, uint64_t c[C_COUNT])

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""gen_man.py SCDOC IN.scd OUT README.md DOCDIR [wheel]: OUT = scdoc's rendering of IN.scd,
-where a line '@KNOBS@' becomes the knob table of README.md (between <!-- knobs:begin --> and
+"""gen_man.py SCDOC IN.scd OUT KNOBS.md DOCDIR [wheel]: OUT = scdoc's rendering of IN.scd,
+where a line '@KNOBS@' becomes the knob table of KNOBS.md, docs/knobs.md (between <!-- knobs:begin --> and
 <!-- knobs:end -->, which tests/unit/test_config keeps identical to src/config/config_knobs.c's table),
 '@DOCDIR@' the folder the documentation is installed to, and '@DOCDIR_WHERE@' nothing, or
 with `wheel` (DOCDIR then relative) where that folder lies."""
@@ -17,8 +17,8 @@ def scd(text):
     return text.replace("`", "").replace("\\", "\\\\").replace("*", "\\*").replace("_", "\\_")
 
 
-def knobs(readme, docdir):
-    with open(readme) as f:
+def knobs(knobs_md, docdir):
+    with open(knobs_md) as f:
         md = f.read()
     rows = md.split("<!-- knobs:begin -->", 1)[1].split("<!-- knobs:end -->", 1)[0].strip().splitlines()[2:]
     out = []
@@ -32,13 +32,13 @@ def knobs(readme, docdir):
 
 def main():
     if len(sys.argv) not in (6, 7) or sys.argv[6:] not in ([], ["wheel"]):
-        print("usage: gen_man.py SCDOC IN.scd OUT README.md DOCDIR [wheel]", file=sys.stderr)
+        print("usage: gen_man.py SCDOC IN.scd OUT KNOBS.md DOCDIR [wheel]", file=sys.stderr)
         return 2
-    scdoc, src, out, readme, docdir = sys.argv[1:6]
+    scdoc, src, out, knobs_md, docdir = sys.argv[1:6]
     with open(src) as f:
         text = f.read()
     if "@KNOBS@" in text:
-        text = text.replace("@KNOBS@", knobs(readme, docdir))
+        text = text.replace("@KNOBS@", knobs(knobs_md, docdir))
     text = text.replace("@DOCDIR_WHERE@", scd(WHEEL_WHERE) if sys.argv[6:] else "")
     text = text.replace("@DOCDIR@", scd(docdir))
     with open(out, "wb") as f:

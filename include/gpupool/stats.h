@@ -13,8 +13,9 @@
  * file's) before it reads anything else, and leaves out a page of a version it does not
  * know, with one line: an older reader never misreads a newer page. A reader may also take
  * older versions, mapping their fields to the current ones: gpupool-stat reads versions 2
- * to 4 (a version 2 slot is a version 3 slot without its uuid, a version 3 slot a version 4
- * slot's prefix; src/stats/statpage.c); fields an older page lacks read as zero. A
+ * to 5 (a version 2 slot is a version 3 slot without its uuid, a version 3 slot a version 4
+ * slot's prefix, a version 4 slot a version 5 slot's prefix; src/stats/statpage.c); fields
+ * an older page lacks read as zero. A
  * reserved word may become a field, zero meaning "not known", without a new version
  * (lib_version did). */
 #ifndef GPUPOOL_STATS_H
@@ -24,19 +25,22 @@
 
 #define GPUPOOL_PAGE_MAGIC 0x31504f4f4c505047ull /* "GPPLOOP1" little-endian */
 /* 2: the driver layer's counters (driver_*); 3: each device's uuid; 4: memory held outside
- * the pools (unpooled_*), idle memory given to other processes (reclaim_*, decay) */
-#define GPUPOOL_PAGE_VERSION 4u
+ * the pools (unpooled_*), idle memory given to other processes (reclaim_*, decay); 5:
+ * allocations that wait for memory (waiting_bytes, waits, wait_*), the floor a process keeps
+ * cached, each device's name */
+#define GPUPOOL_PAGE_VERSION 5u
 #define GPUPOOL_MAX_DEVICES 16
 #define GPUPOOL_COMM_LEN 16
 #define GPUPOOL_VERSION_LEN 16
 #define GPUPOOL_UUID_LEN 16
+#define GPUPOOL_DEVICE_NAME_LEN 64
 #define GPUPOOL_PAGE_PREFIX "/dev/shm/gpupool."
 
 /* Gauges: a current value and its peak. X(name, unit, help). Units: "bytes", "count" or "ns".
- * GPUPOOL_GAUGES and GPUPOOL_COUNTERS list every field; the _3 and _4 lists say which
+ * GPUPOOL_GAUGES and GPUPOOL_COUNTERS list every field; the _3, _4 and _5 lists say which
  * version brought them and where they lie (struct gpupool_device_stats). */
-#define GPUPOOL_GAUGES(X) GPUPOOL_GAUGES_3(X) GPUPOOL_GAUGES_4(X)
-#define GPUPOOL_COUNTERS(X) GPUPOOL_COUNTERS_3(X) GPUPOOL_COUNTERS_4(X)
+#define GPUPOOL_GAUGES(X) GPUPOOL_GAUGES_3(X) GPUPOOL_GAUGES_4(X) GPUPOOL_GAUGES_5(X)
+#define GPUPOOL_COUNTERS(X) GPUPOOL_COUNTERS_3(X) GPUPOOL_COUNTERS_4(X) GPUPOOL_COUNTERS_5(X)
 
 #define GPUPOOL_GAUGES_3(X)                                                                   \
 	X(requested_bytes, bytes, "bytes asked for by live allocations, before rounding")         \
@@ -105,6 +109,17 @@
 	X(decay_releases, count, "segments given back after sitting unused for decay_ms")          \
 	X(decayed_bytes, bytes, "bytes given back after sitting unused for decay_ms")
 
+/* Since version 5, after the version 4 slot (which is its prefix): allocations that wait for
+ * memory another process or a later free will give, instead of failing at once. */
+#define GPUPOOL_GAUGES_5(X)                                                                   \
+	X(waiting_bytes, bytes, "bytes an allocation of this process waits for now")
+
+#define GPUPOOL_COUNTERS_5(X)                                                                 \
+	X(waits, count, "allocations that waited for memory")                                     \
+	X(wait_ns, ns, "time spent waiting for memory")                                           \
+	X(waits_served, count, "waits that ended with the memory")                                \
+	X(waits_timed_out, count, "waits that ended in out of memory")
+
 #define GPUPOOL_GAUGE_FIELD_(name, unit, help) uint64_t name, name##_peak;
 #define GPUPOOL_COUNTER_FIELD_(name, unit, help) uint64_t name;
 
@@ -131,6 +146,14 @@ struct gpupool_device_stats {
 	uint64_t device_free_bytes;
 	uint64_t device_seen_ns; /* CLOCK_REALTIME of that look */
 	uint64_t reserved_[4]; /* zero: a future field, "not known" (see Layout rules) */
+	/* version 5: the version 4 slot is this slot's prefix */
+	GPUPOOL_GAUGES_5(GPUPOOL_GAUGE_FIELD_)
+	GPUPOOL_COUNTERS_5(GPUPOOL_COUNTER_FIELD_)
+	uint64_t wait_started_ns; /* CLOCK_REALTIME when the oldest wait in progress began; 0: none */
+	uint64_t floor_bytes;     /* memory this process keeps cached whatever others ask; 0: none */
+	/* The GPU's name as cudaGetDeviceProperties and cuDeviceGetName give it ("NVIDIA H100
+	 * 80GB HBM3"), NUL-terminated, written when the pool is made; "" while not known. */
+	char device_name[GPUPOOL_DEVICE_NAME_LEN];
 };
 
 struct gpupool_page {

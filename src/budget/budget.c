@@ -55,6 +55,9 @@ static uint64_t sub_clamped(_Atomic uint64_t *v, uint64_t bytes)
 }
 
 static _Atomic(const struct gp_budget_gate *) gate;
+static _Thread_local bool refused_last; /* the thread's last take: refused by the limit or group */
+
+bool gp_budget_refused_last(void) { return refused_last; }
 
 void gp_budget_set_gate(const struct gp_budget_gate *g) { atomic_store_explicit(&gate, g, memory_order_release); }
 
@@ -70,16 +73,20 @@ int gp_budget_take(int device, size_t bytes, enum gp_budget_kind kind)
 	uint64_t cur = atomic_load_explicit(&b->total, memory_order_relaxed);
 	do {
 		/* written so that no sum can wrap: bytes past the room is a refusal */
-		if (limit && (cur > limit || bytes > limit - cur))
+		if (limit && (cur > limit || bytes > limit - cur)) {
+			refused_last = true;
 			return -ENOMEM;
+		}
 	} while (!atomic_compare_exchange_weak_explicit(&b->total, &cur, cur + bytes, memory_order_relaxed,
 							memory_order_relaxed));
 	/* the group's budget after the device's own limit */
 	const struct gp_budget_group *g = atomic_load_explicit(&group, memory_order_acquire);
 	if (g && g->take(device, bytes) != 0) {
 		(void)sub_clamped(&b->total, bytes);
+		refused_last = true;
 		return -ENOMEM;
 	}
+	refused_last = false;
 	atomic_fetch_add_explicit(&b->held[kind], bytes, memory_order_relaxed);
 	return 0;
 }

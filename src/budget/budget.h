@@ -6,6 +6,7 @@
 #ifndef GP_BUDGET_H
 #define GP_BUDGET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,11 @@ enum gp_budget_kind {
  * Any thread, any lock held (the pool's included): atomics only, but for the gate's own
  * leaf lock while anyone waits. */
 int gp_budget_take(int device, size_t bytes, enum gp_budget_kind kind);
+
+/* The calling thread's last refused take was refused by the limit or the group (not the
+ * gate): what other processes free cannot change that (the wait queue does not wait for
+ * it). Reset by a take that succeeds. */
+bool gp_budget_refused_last(void);
 
 /* Gives back `bytes` taken for `kind`. More than the kind holds is an inconsistency: the
  * figure goes to zero (never wraps) and gp_budget_inconsistencies counts it. */

@@ -169,10 +169,7 @@ static inline bool counting(const struct gp_registry *r) { return !r->drv_off &&
 
 static __attribute__((noinline, cold)) CUresult refused(const char *what, int dev, size_t size)
 {
-	gp_log(GP_LOG_WARN, "device %d: %s of %zu bytes refused: the limit (%llu bytes) would be passed (held: %llu "
-			    "bytes, pooled and not); returning CUDA_ERROR_OUT_OF_MEMORY",
-	       dev, what, size, (unsigned long long)gp_budget_limit(dev),
-	       (unsigned long long)gp_budget_held(dev, GP_BUDGET_KINDS));
+	gp_registry_limit_refused_log(dev, what, size, "CUDA_ERROR_OUT_OF_MEMORY");
 	return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
@@ -463,7 +460,7 @@ CUresult gp_calls_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, e
 			      sync ? 0 : (cudaStream_t)s, &a, true) != 0) {
 		char msg[256];
 		gp_registry_oom_message(msg, sizeof msg, dev, size);
-		gp_log(GP_LOG_WARN, "%s", msg);
+		gp_registry_oom_log(dev, msg);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	gp_registry_count_driver(dev, GP_DRIVER_ALLOC);

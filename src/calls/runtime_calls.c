@@ -139,7 +139,7 @@ static __attribute__((noinline, cold)) cudaError_t alloc_failed(const struct gp_
 	char msg[256];
 	gp_registry_oom_message(msg, sizeof msg, dev, size);
 	gp_last_error_set(r->rt, cudaErrorMemoryAllocation);
-	gp_log(GP_LOG_WARN, "%s", msg);
+	gp_registry_oom_log(dev, msg);
 	return cudaErrorMemoryAllocation;
 }
 
@@ -186,10 +186,7 @@ static const struct gp_route_ask rt_ask = {rt_capturing, rt_device, rt_pool};
 static __attribute__((noinline, cold)) cudaError_t refused(const struct gp_registry *r, const char *what, int dev,
 							 size_t size)
 {
-	gp_log(GP_LOG_WARN, "device %d: %s of %zu bytes refused: the limit (%llu bytes) would be passed (held: %llu "
-			    "bytes, pooled and not); returning cudaErrorMemoryAllocation",
-	       dev, what, size, (unsigned long long)gp_budget_limit(dev),
-	       (unsigned long long)gp_budget_held(dev, GP_BUDGET_KINDS));
+	gp_registry_limit_refused_log(dev, what, size, "cudaErrorMemoryAllocation");
 	gp_last_error_set(r->rt, cudaErrorMemoryAllocation);
 	return cudaErrorMemoryAllocation;
 }

@@ -41,7 +41,7 @@ void *gp_torch_malloc(size_t size, int device, cudaStream_t stream)
 	 * that touches it. Throw, as PyTorch's own allocator does; it becomes a RuntimeError. */
 	gp_cxx_throw(msg); /* returns only without a C++ runtime */
 	gp_last_error_set(r->rt, cudaErrorMemoryAllocation);
-	gp_log(GP_LOG_WARN, "%s", why);
+	gp_registry_oom_log(device, why);
 	return NULL;
 }
 

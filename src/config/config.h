@@ -115,7 +115,7 @@ size_t gp_config_describe(const struct gp_config *cfg, char *buf, size_t cap);
 /* Logs cfg->notes at info level, one line each: for the caller, once the log level is set. */
 void gp_config_log_notes(const struct gp_config *cfg);
 
-/* The knob table as the README shows it (markdown), written to f. */
+/* The knob table as docs/knobs.md shows it (markdown), written to f. */
 void gp_config_print_knobs(FILE *f);
 
 #endif

@@ -1,4 +1,4 @@
-/* The one knob table (parser's lookup, defaults and bounds, and the README's table) and all
+/* The one knob table (parser's lookup, defaults and bounds, and docs/knobs.md's table) and all
  * that walks it: a knob set from text, its default, its value as text, the keys, the
  * description of a config (gp_config_describe), the documentation. Depends on
  * config_values.c's parsers, log.h and pool.h's defaults: never on the environment. */

@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -158,6 +159,21 @@ int gp_libcuda_device_uuid(int ordinal, unsigned char out[16])
 	    d->cuDeviceGet(&dev, ordinal) != CUDA_SUCCESS || d->cuDeviceGetUuid_v2(&u, dev) != CUDA_SUCCESS)
 		return -ENODEV;
 	memcpy(out, u.bytes, 16);
+	return 0;
+}
+
+int gp_libcuda_device_name(int ordinal, char *buf, size_t cap)
+{
+	const struct gp_driver *d = gp_libcuda_get();
+	CUdevice dev;
+	if (!buf || cap < 2 || cap > INT_MAX || !d || !d->cuInit || !d->cuDeviceGet || !d->cuDeviceGetName ||
+	    d->cuInit(0) != CUDA_SUCCESS || d->cuDeviceGet(&dev, ordinal) != CUDA_SUCCESS)
+		return -ENODEV;
+	memset(buf, 0, cap);
+	if (d->cuDeviceGetName(buf, (int)cap - 1, dev) != CUDA_SUCCESS) {
+		buf[0] = '\0';
+		return -ENODEV;
+	}
 	return 0;
 }
 

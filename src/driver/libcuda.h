@@ -50,7 +50,8 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuin
 
 /* What gpupool itself calls (besides the real versions of the names above): X(name). */
 #define GP_DRIVER_USED(X)                                                                      \
-	X(cuInit) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetUuid_v2) X(cuCtxGetCurrent)      \
+	X(cuInit) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetUuid_v2) X(cuDeviceGetName)      \
+	X(cuCtxGetCurrent)                                                                         \
 	X(cuCtxGetDevice)                                                                          \
 	X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxGetState)  \
 	X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuCtxSynchronize) X(cuEventCreate)          \
@@ -111,6 +112,9 @@ extern const char _end[] __attribute__((visibility("hidden")));
  * the loaded driver (initialised first, as the runtime would), into out: 0, or -ENODEV when
  * no driver is loaded, it lacks the calls or does not answer. */
 int gp_libcuda_device_uuid(int ordinal, unsigned char out[16]);
+/* The name of device `ordinal` ("NVIDIA H100 80GB HBM3") from the loaded driver, NUL-terminated
+ * in cap bytes: 0, or -ENODEV as gp_libcuda_device_uuid. */
+int gp_libcuda_device_name(int ordinal, char *buf, size_t cap);
 
 /* In a forked child: the lookup's lock is made free. */
 void gp_libcuda_after_fork(void);

@@ -660,6 +660,15 @@ size_t gp_pool_decay(gp_pool *p, uint64_t now, uint64_t after_ns, size_t budget,
 	return r;
 }
 
+size_t gp_pool_releasable(gp_pool *p)
+{
+	if (!entry_open(p, ENTRY_CHANGE))
+		return entry_broken(p, 0); /* its segments are no longer trusted to be free */
+	size_t r = gp_segment_releasable_locked(p);
+	entry_close(p, ENTRY_CHANGE);
+	return r;
+}
+
 int gp_pool_walk(gp_pool *p, const struct gp_pool_walker *w)
 {
 	if (!entry_open(p, ENTRY_READ))

@@ -15,7 +15,7 @@
 typedef struct gp_pool gp_pool;
 
 /* The documented defaults of the segment geometry: the one place they are written.
- * gp_pool_params_default, config's knob table (and so the README) and config's messages
+ * gp_pool_params_default, config's knob table (and so docs/knobs.md) and config's messages
  * all take them from here. Sizes in MiB where the name says so, so that config can spell
  * them the way a user does ("2M"). */
 #define GP_POOL_DEFAULT_ROUND 512
@@ -156,6 +156,11 @@ size_t gp_pool_segment_for(const gp_pool *p, size_t size);
  * releasable_bytes gauge and *releasable (unless NULL) to the whole free segments kept.
  * Returns the bytes handed back. */
 size_t gp_pool_decay(gp_pool *p, uint64_t now, uint64_t after_ns, size_t budget, size_t *releasable);
+
+/* The whole free segments now (what gp_pool_release(p, 0) would give back without a fence),
+ * counted afresh into the releasable_bytes gauge: the decay's count without a decay pass (no
+ * segment's idle time changes). For a reader that must not show a second-old figure. */
+size_t gp_pool_releasable(gp_pool *p);
 
 /* Restarts the peak of every gauge from its current value (reserved_bytes_peak becomes
  * reserved_bytes, and so on), as torch.cuda.reset_peak_memory_stats does; counters are left

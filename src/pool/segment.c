@@ -232,6 +232,16 @@ size_t gp_segment_decay_locked(gp_pool *p, uint64_t now, uint64_t after_ns, size
 	return released;
 }
 
+size_t gp_segment_releasable_locked(gp_pool *p)
+{
+	size_t releasable = 0;
+	for (const struct gp_segment *s = p->segs; s; s = s->next)
+		if (segment_is_free(s))
+			releasable += s->size;
+	GP_GAUGE_SET(p->st, releasable_bytes, releasable);
+	return releasable;
+}
+
 struct gp_segment *gp_segment_of(gp_pool *p, uintptr_t addr)
 {
 	for (struct gp_segment *s = p->segs; s; s = s->next)

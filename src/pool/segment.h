@@ -30,6 +30,10 @@ size_t gp_segment_give_locked(gp_pool *p, size_t want);
  * bytes of the whole free segments kept. Returns the bytes given back. */
 size_t gp_segment_decay_locked(gp_pool *p, uint64_t now, uint64_t after_ns, size_t budget, size_t *kept);
 
+/* Counts the whole free segments (what a release gives back now) into releasable_bytes,
+ * as a decay pass does but changing no segment's idle time. Returns the count. */
+size_t gp_segment_releasable_locked(gp_pool *p);
+
 /* The segment holding addr, or NULL. A linear walk: error paths only. */
 struct gp_segment *gp_segment_of(gp_pool *p, uintptr_t addr);
 

@@ -92,8 +92,16 @@ gp_pool *gp_registry_pool_create(int dev)
 	/* the device's UUID, which names the physical GPU the same way in every process
 	 * whatever CUDA_VISIBLE_DEVICES renumbers (gpupool-stat, Prometheus' UUID label) */
 	unsigned char uuid[GPUPOOL_UUID_LEN];
-	if (slot && (gp_libcuda_device_uuid(dev, uuid) == 0 || gp_runtime_device_uuid(R->rt, dev, uuid) == 0))
+	char name[GPUPOOL_DEVICE_NAME_LEN] = "";
+	if (slot && gp_libcuda_device_uuid(dev, uuid) == 0) {
 		(void)gp_statpage_set_uuid(page, dev, uuid);
+		(void)gp_libcuda_device_name(dev, name, sizeof name);
+	} else if (slot && gp_runtime_device_uuid(R->rt, dev, uuid, name, sizeof name) == 0) {
+		(void)gp_statpage_set_uuid(page, dev, uuid);
+	}
+	/* and its name, as nvidia-smi shows it beside the UUID (gpupool-stat's GPU lines) */
+	if (slot && name[0])
+		(void)gp_statpage_set_device_name(page, dev, name);
 	const struct gp_backend *be = slot ? gp_registry_pool_backend_new() : NULL;
 	if (!be || gp_pool_create(&p, dev, &prm, be, slot) != 0) {
 		gp_log(GP_LOG_WARN, "device %d: cannot create a pool; passing its calls through", dev);
@@ -111,6 +119,8 @@ out:
 	gp_mutex_unlock(&pools_lock, GP_RANK_POOLS);
 	return p;
 }
+
+const struct gpupool_page *gp_registry_page(void) { return __atomic_load_n(&page, __ATOMIC_ACQUIRE); }
 
 long long gp_registry_release(int only)
 {
@@ -253,6 +263,30 @@ void gp_registry_oom_message(char *buf, size_t cap, int dev, size_t size)
 #undef PUT
 }
 
+/* Devices whose first out of memory was logged as a warning (gp_registry_oom_log). */
+static atomic_bool oom_told[GPUPOOL_MAX_DEVICES + 1];
+
+void gp_registry_oom_log(int dev, const char *msg)
+{
+	int d = dev >= 0 && dev < GPUPOOL_MAX_DEVICES ? dev : GPUPOOL_MAX_DEVICES;
+	if (!atomic_load_explicit(&oom_told[d], memory_order_relaxed) && !atomic_exchange(&oom_told[d], true))
+		gp_log(GP_LOG_WARN, "%s; this device's further out-of-memory errors are logged at GPUPOOL_LOG=info, "
+				    "the exit report counts them",
+		       msg);
+	else
+		gp_log(GP_LOG_INFO, "%s", msg);
+}
+
+void gp_registry_limit_refused_log(int dev, const char *what, size_t size, const char *returning)
+{
+	char msg[256];
+	snprintf(msg, sizeof msg, "device %d: %s of %zu bytes refused: the limit (%llu bytes) would be passed (held: %llu "
+				  "bytes, pooled and not); returning %s",
+		 dev, what, size, (unsigned long long)gp_budget_limit(dev),
+		 (unsigned long long)gp_budget_held(dev, GP_BUDGET_KINDS), returning);
+	gp_registry_oom_log(dev, msg);
+}
+
 /* gp_registry_alloc_once while tracing: the call timed from before the release check. Out
  * of line, so that the untraced path keeps no frame of its own. */
 static __attribute__((noinline)) int alloc_traced(gp_pool *p, int dev, size_t size, gp_stream key, int op,
@@ -295,6 +329,8 @@ void gp_registry_pools_after_fork(void)
 			__atomic_store_n(&R->slots[d], NULL, __ATOMIC_RELAXED); /* the parent's page: the child gets its own */
 	}
 	pthread_mutex_init(&pools_lock, NULL);
+	for (int d = 0; d <= GPUPOOL_MAX_DEVICES; d++) /* the child's first out of memory is news */
+		atomic_store(&oom_told[d], false);
 	if (page_shared)
 		gp_statpage_forget(page);
 	page = NULL;

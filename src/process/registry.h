@@ -140,6 +140,18 @@ int gp_registry_alloc_retry(gp_pool *p, int dev, size_t size, gp_stream key, int
  * GP_STATPAGE_PATIENCE_NS for the counters to settle. */
 void gp_registry_oom_message(char *buf, size_t cap, int dev, size_t size);
 
+/* Logs an allocation on `dev` that failed where the program may handle it (an out of memory,
+ * or the limit refusing memory held outside the pools): the first one of each device in this
+ * process as a warning, which says where the others go; the others at info (GPUPOOL_LOG=info:
+ * each with its figures), so that a program that probes its way up prints one line a device.
+ * The exit report counts them all (OOMs, unpooled calls refused at the limit). msg is the
+ * line (gp_registry_oom_message's). Thread-safe; no lock. */
+void gp_registry_oom_log(int dev, const char *msg);
+/* gp_registry_oom_log of the limit refusing `size` bytes of memory held outside the pools
+ * (`what`: "cuMemCreate", "managed memory", ...) on `dev`, with the limit and what is held,
+ * and the error the call returns (`returning`: "cudaErrorMemoryAllocation"). */
+void gp_registry_limit_refused_log(int dev, const char *what, size_t size, const char *returning);
+
 /* One trace row for a call that began at t0 (gp_trace_now_ns). Only while r->tracing. */
 void gp_registry_trace(int op, int dev, cudaStream_t s, size_t size, void *ptr, uint64_t t0, cudaError_t e);
 

@@ -33,6 +33,10 @@ void gp_registry_pool_backend_free(const struct gp_backend *be);
  * registry lock, before a new pool of `dev` is made: it writes to the same slot. */
 void gp_registry_retire_killed(int dev);
 
+/* pools.c: the process's page (shared, or private when it could not be made); NULL before
+ * the first pool. Its header never changes after that; its slots are each pool's. */
+const struct gpupool_page *gp_registry_page(void);
+
 /* pools.c: answers a release request of the page now, if one is pending (the release
  * thread; the allocating threads check on every call). */
 void gp_registry_release_requests(void);

@@ -189,7 +189,8 @@ const char *gp_runtime_lacks(const struct gp_runtime *r)
 	return NULL;
 }
 
-int gp_runtime_device_uuid(const struct gp_runtime *r, int device, unsigned char out[16])
+int gp_runtime_device_uuid(const struct gp_runtime *r, int device, unsigned char out[16], char *name,
+			   size_t name_cap)
 {
 	if (!r || !r->GetDeviceProperties)
 		return -ENOSYS;
@@ -202,10 +203,13 @@ int gp_runtime_device_uuid(const struct gp_runtime *r, int device, unsigned char
 		return -ENOMEM;
 	cudaError_t before = r->PeekAtLastError ? r->PeekAtLastError() : cudaSuccess;
 	cudaError_t e = r->GetDeviceProperties(&u->p, device);
-	if (e == cudaSuccess)
+	if (e == cudaSuccess) {
 		memcpy(out, u->p.uuid.bytes, 16);
-	else
+		if (name && name_cap)
+			snprintf(name, name_cap, "%.*s", (int)sizeof u->p.name, u->p.name);
+	} else {
 		gp_last_error_restore(r, before);
+	}
 	free(u);
 	return e == cudaSuccess ? 0 : -EIO;
 }

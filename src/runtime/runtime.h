@@ -60,7 +60,7 @@ struct gp_runtime {
 	cudaError_t (*DeviceSetMemPool)(int, cudaMemPool_t);
 	cudaError_t (*MemPoolGetAttribute)(cudaMemPool_t, enum cudaMemPoolAttr, void *);
 	cudaError_t (*MemPoolTrimTo)(cudaMemPool_t, size_t);
-	/* a device's UUID where the driver cannot be asked (gp_runtime_device_uuid) */
+	/* a device's UUID and name where the driver cannot be asked (gp_runtime_device_uuid) */
 	cudaError_t (*GetDeviceProperties)(struct cudaDeviceProp *, int);
 	/* the driver's entry points as the runtime hands them out (CUDA 11.3 and 12.5 on), each
 	 * in its plain and _ptsz variant (no fallback between them: the flags' default differs),
@@ -81,9 +81,12 @@ struct gp_runtime {
 const struct gp_runtime *gp_runtime_get(void);
 
 /* The UUID of `device` (16 raw bytes) from the runtime's device properties: for a process
- * whose runtime has not loaded the driver where gpupool can see it. 0, or -ENOSYS / -EIO.
- * Slow (a properties query): once per device. The program's last error is left as it was. */
-int gp_runtime_device_uuid(const struct gp_runtime *rt, int device, unsigned char out[16]);
+ * whose runtime has not loaded the driver where gpupool can see it; with name (unless NULL)
+ * its name too, NUL-terminated in name_cap bytes ("" when the runtime gives none). 0, or
+ * -ENOSYS / -EIO. Slow (a properties query): once per device. The program's last error is
+ * left as it was. */
+int gp_runtime_device_uuid(const struct gp_runtime *rt, int device, unsigned char out[16], char *name,
+			   size_t name_cap);
 
 /* In a forked child: the lock of the lookup, maybe held by a parent thread that does not
  * exist here, is made free. */

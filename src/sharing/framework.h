@@ -25,7 +25,7 @@ struct gp_framework_still {
 	bool (*check)(const struct gp_framework_still *);
 	int device, pid;
 	uint64_t ticket, bytes; /* the waiter's, and what the GPU must have free for it */
-	uint64_t free_before;   /* the GPU's free memory when the request was posted */
+	uint64_t unpooled_before; /* the process's unpooled bytes on the device when posted */
 };
 
 /* Told the answer of a job, on the framework's thread (no lock of gpupool's held, the

@@ -129,6 +129,7 @@ uint64_t gp_reclaim_floor(int dev)
 	}
 	floors[dev] = want;
 	gp_pool_set_floor(p, want); /* the decay and every give keep it */
+	__atomic_store_n(&st->floor_bytes, want, __ATOMIC_RELAXED); /* a plain word outside the seq bracket */
 	return want;
 }
 
@@ -174,13 +175,16 @@ static void framework_done(const struct gp_framework_still *s, int n, const char
 	while (wl && (what[wl - 1] == ' ' || what[wl - 1] == ';'))
 		what[--wl] = '\0'; /* the script's "torch: ...; " list, its last separator off */
 	GP_REGISTRY_READER;
-	/* what the GPU gained while the caches were emptied: memory the framework handed the
-	 * driver itself (PyTorch's expandable segments); what it freed into the pool goes with
-	 * the POKE below, and is counted there */
-	gp_pool *p = s->device >= 0 && s->device < GPUPOOL_MAX_DEVICES ? atomic_load(&R->pools[s->device]) : NULL;
-	size_t free_now = 0;
-	if (n > 0 && p && device_free(p, &free_now) == 0 && free_now > s->free_before) {
-		uint64_t gain = free_now - s->free_before;
+	/* what the framework handed the driver itself while its caches were emptied (PyTorch's
+	 * expandable segments: its pages released through gpupool's cuMemRelease): the drop of
+	 * this process's own unpooled memory, not the GPU's free memory, which others' frees and
+	 * takes move meanwhile; what it freed into the pool goes with the POKE below, and is
+	 * counted there */
+	const struct gpupool_device_stats *st =
+		s->device >= 0 && s->device < GPUPOOL_MAX_DEVICES ? gp_registry_slot(R, s->device) : NULL;
+	uint64_t unpooled = st ? __atomic_load_n(&st->unpooled_bytes, __ATOMIC_RELAXED) : 0;
+	if (n > 0 && st && unpooled < s->unpooled_before) {
+		uint64_t gain = s->unpooled_before - unpooled;
 		COUNT(s->device, reclaims_served, 1);
 		COUNT(s->device, reclaim_given_bytes, gain);
 		atomic_fetch_add(&credit[s->device], gain);
@@ -220,9 +224,8 @@ size_t gp_reclaim_give(int dev, size_t short_bytes, int pid, unsigned uid, uint6
 	 * answering); their memory comes back through a POKE */
 	if (short_bytes && given < need && gp_framework_present() && !atomic_load(&R->exiting) &&
 	    (!floor || held > floor) && (!framework_last_ns || t0 - framework_last_ns >= FRAMEWORK_EVERY_NS)) {
-		size_t free_post = 0;
-		(void)device_free(p, &free_post);
-		struct gp_framework_still sa = {ask_still, dev, pid, ticket, free0 + short_bytes, free_post};
+		struct gp_framework_still sa = {ask_still, dev, pid, ticket, free0 + short_bytes,
+						__atomic_load_n(&st->unpooled_bytes, __ATOMIC_RELAXED)};
 		if (gp_framework_post(true, &sa, framework_done) == 0) {
 			framework_last_ns = t0;
 			posted = true;
@@ -315,8 +318,15 @@ void gp_reclaim_count_wait(int dev, unsigned asked, unsigned answers, uint64_t r
 	COUNT(dev, reclaim_answers, answers);
 	COUNT(dev, reclaim_received_bytes, received);
 	COUNT(dev, reclaim_wait_ns, waited);
-	(void)served;
-	(void)waited_in_line;
+	/* a framework's first failure waits only for what is given at once: no wait in line */
+	if (!waited_in_line)
+		return;
+	COUNT(dev, waits, 1);
+	COUNT(dev, wait_ns, waited);
+	if (served)
+		COUNT(dev, waits_served, 1);
+	else
+		COUNT(dev, waits_timed_out, 1);
 }
 
 /* ---- memory gpupool does not pool --------------------------------------------------------- */

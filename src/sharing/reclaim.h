@@ -35,8 +35,9 @@ void gp_reclaim_holding(int dev, bool measure, uint64_t *idle, uint64_t *held, u
  * pass it. The release thread only. */
 uint64_t gp_reclaim_floor(int dev);
 
-/* The waiter's figures (waitq.c), into the page: processes told, gifts, bytes received,
- * time waited; served or not. */
+/* The waiter's figures (waitq.c), into the page: the processes on the GPU that heard it,
+ * gifts, bytes received, time waited (reclaim_*); and, for a wait in line (not a framework's
+ * quick first failure), waits, wait_ns and served or timed out. */
 void gp_reclaim_count_wait(int dev, unsigned asked, unsigned answers, uint64_t received, uint64_t waited,
 			   bool served, bool waited_in_line);
 

@@ -23,6 +23,7 @@
 #include "registry.h"
 #include "registry_internal.h"
 #include "share.h"
+#include "status.h"
 #include "waitq.h"
 
 #define R (gp_registry_self())
@@ -83,15 +84,7 @@ static bool pass(void)
 		size_t given = gp_pool_decay(p, now, decay_ns, DECAY_BUDGET, NULL);
 		if (given >= DECAY_BUDGET)
 			more = true;
-		const struct gp_backend *be = gp_pool_backend(p);
-		size_t free_b = 0, total = 0;
-		if (be->mem_info(be->ctx, d, &free_b, &total) == 0) {
-			/* independent words outside the slot's seq bracket (the pool's lock
-			 * holder owns it): a reader may pair one look's total with another's free */
-			__atomic_store_n(&st->device_total_bytes, total, __ATOMIC_RELAXED);
-			__atomic_store_n(&st->device_free_bytes, free_b, __ATOMIC_RELAXED);
-			__atomic_store_n(&st->device_seen_ns, gp_clock_ns(CLOCK_REALTIME), __ATOMIC_RELAXED);
-		}
+		(void)gp_status_look(p, st, d);
 	}
 	return more;
 }
@@ -169,6 +162,8 @@ static void drain(void)
 			gp_reclaim_answer(sock, &m, &from);
 		else if (m.kind == GP_SHARE_WAIT || m.kind == GP_SHARE_DONE || m.kind == GP_SHARE_POKE)
 			gp_waitq_message(sock, &m, &from);
+		else if (m.kind == GP_SHARE_STATUS)
+			gp_status_answer(sock, &m, &from);
 	}
 }
 

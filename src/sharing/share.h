@@ -17,6 +17,8 @@
 #include "gpupool/stats.h"
 
 #define GP_SHARE_MAGIC 0x48535047u /* "GPSH" little-endian */
+/* 2: the status exchange (kinds 6 and 7, struct gp_share_status appended to every message),
+ * the wait queue (kinds 8 to 12, the offer's floor); the asks of version 1 (4, 5) are gone */
 #define GP_SHARE_VERSION 2u
 
 enum gp_share_kind {
@@ -24,6 +26,8 @@ enum gp_share_kind {
 	GP_SHARE_QUERY = 2, /* what could you give on GPU uuid? (bytes: what the asker needs) */
 	GP_SHARE_OFFER = 3, /* the answer: bytes releasable now, held = reserved + unpooled, flags */
 	/* 4, 5: the asks of version 1, no longer sent */
+	GP_SHARE_STATUS = 6,        /* what do you hold? on GPU uuid, or (uuid all zero) on every GPU */
+	GP_SHARE_STATUS_ANSWER = 7, /* the answer, one message per device: status (below) */
 	/* The wait queue of a GPU (waitq.h, docs/sharing.md). A waiter's ticket is the
 	 * CLOCK_MONOTONIC time it began to wait (one clock for every process of the machine):
 	 * earlier tickets are served first. */
@@ -37,7 +41,24 @@ enum gp_share_kind {
 	GP_SHARE_DONE = 11,  /* the wait with ticket id on GPU uuid ended (served or not) */
 	GP_SHARE_POKE = 12,  /* from a process to its own release thread: memory was freed while
 			      * others wait (accepted from the process itself only) */
-	GP_SHARE_KIND_LAST = GP_SHARE_POKE
+	GP_SHARE_KIND_LAST = GP_SHARE_POKE /* the highest kind this version knows */
+};
+
+/* A status answer's figures about one device of the answering process, from its own page
+ * slot (never more than it would show its own user): what a reader that may not open that
+ * page (another user's) shows. Zero in every other kind of message. */
+struct gp_share_status {
+	uint64_t start_time_ns; /* the process's page's start_time_ns (CLOCK_REALTIME) */
+	uint64_t reserved, unpooled, allocated, cached, releasable; /* bytes, the gauges of the slot */
+	uint64_t waiting, wait_started_ns, limit, floor;            /* waiting_bytes, ..., floor_bytes */
+	/* the driver's figures: device_total_bytes, device_free_bytes, device_seen_ns */
+	uint64_t device_total, device_free, device_seen_ns;
+	int32_t device;        /* the device's CUDA ordinal in the answering process */
+	uint16_t index, count; /* this answer is the index-th (from 0) of count, one per device
+				* asked about; count 0: none (one message, nothing in it) */
+	char comm[GPUPOOL_COMM_LEN];           /* the page's comm, NUL-terminated */
+	char lib_version[GPUPOOL_VERSION_LEN]; /* the page's lib_version */
+	char device_name[GPUPOOL_DEVICE_NAME_LEN];
 };
 
 /* OFFER, HEARD: a framework's cache above gpupool (PyTorch, CuPy) may hold more than `bytes`. */
@@ -55,7 +76,9 @@ struct gp_share_msg {
 	uint64_t held;
 	uint32_t flags;
 	uint32_t pad_;
+	/* version 2: appended (every message has the one size of its version) */
 	uint64_t floor; /* OFFER: the memory the holder keeps whatever others ask (its reserve) */
+	struct gp_share_status status; /* GP_SHARE_STATUS_ANSWER only */
 };
 
 /* Who sent a datagram, as the kernel says, and where an answer goes. */

@@ -24,6 +24,7 @@
 #include "registry.h"
 #include "registry_internal.h"
 #include "statpage.h"
+#include "stats.h"
 
 #define R (gp_registry_self())
 
@@ -158,6 +159,31 @@ static int device_of(const unsigned char *uuid)
 
 /* ---- the waiter -------------------------------------------------------------------------- */
 
+/* The page's waiting_bytes (what this process's waiters wait for now) and wait_started_ns
+ * (the oldest's start), written as the slot's one writer (under the pool's lock, in its seq
+ * bracket: gp_pool_slot_write). */
+struct own_note {
+	uint64_t bytes, since_ns;
+};
+
+static void write_own(struct gpupool_device_stats *st, void *arg)
+{
+	const struct own_note *n = arg;
+	GP_GAUGE_SET(st, waiting_bytes, n->bytes);
+	st->wait_started_ns = n->since_ns;
+}
+
+static void publish_own(int dev)
+{
+	GP_REGISTRY_READER;
+	gp_pool *p = atomic_load(&R->pools[dev]);
+	if (!p)
+		return;
+	struct own_note n;
+	n.bytes = gp_waitq_own(dev, &n.since_ns);
+	gp_pool_slot_write(p, write_own, &n);
+}
+
 /* Tells every process of the machine (each keeps the line of the GPUs it uses): the first
  * time and about once a second after, for processes started since and datagrams lost. */
 static void tell(struct gp_wait *w)
@@ -207,12 +233,13 @@ bool gp_waitq_begin(struct gp_wait *w, int dev, size_t bytes, bool quick)
 	const struct gp_backend *be = gp_registry_backend();
 	if (!be->mem_info || be->mem_info(be->ctx, dev, &w->free0, &total) != 0 || w->need > total)
 		return false; /* more than the whole GPU: no wait can serve it */
-	/* the GPU has the room: the limit refused, which nobody else can change; or the room
-	 * came back since the allocation failed (another process's allocation and free crossed
-	 * it): tried again at once, in line */
-	uint64_t earlier = earlier_need(dev, now), limit = gp_budget_limit(dev);
+	/* the GPU has the room: the limit, the group or the pool refused, which nobody else can
+	 * change, unless others are waiting on the GPU: then the room came back since the
+	 * allocation failed (another waiter's gift crossed it), and it is tried again at once, in
+	 * line */
+	uint64_t earlier = earlier_need(dev, now);
 	bool room = w->free0 >= w->need && w->free0 - w->need >= earlier;
-	if (room && limit && gp_budget_held(dev, GP_BUDGET_KINDS) + w->need > limit)
+	if (room && (gp_budget_refused_last() || !atomic_load_explicit(&in_line[dev], memory_order_relaxed)))
 		return false;
 	w->again = room;
 	w->fd = gp_share_asker();
@@ -244,6 +271,7 @@ bool gp_waitq_begin(struct gp_wait *w, int dev, size_t bytes, bool quick)
 		return false;
 	}
 	my_ticket = w->ticket;
+	publish_own(dev);
 	tell(w);
 	return true;
 }
@@ -409,6 +437,7 @@ void gp_waitq_end(struct gp_wait *w, bool served)
 		}
 	lock_give();
 	my_ticket = 0;
+	publish_own(w->dev);
 	close(w->fd);
 	w->fd = -1;
 	free(w->told);

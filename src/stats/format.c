@@ -120,6 +120,27 @@ int gp_format_flush(struct gp_format_out *o)
 const struct gp_format_metric gp_format_metrics[GP_FORMAT_NMETRICS] = {
 	GPUPOOL_GAUGES(GP_GAUGE_ROW_) GPUPOOL_COUNTERS(GP_COUNTER_ROW_)};
 
+/* ---- what a listing knows ---------------------------------------------------------- */
+
+bool gp_format_known(const struct gp_format_proc *p, size_t off)
+{
+	/* the figures of share.h's status answer (src/sharing/status.c) */
+#define KNOWN_(f) offsetof(struct gpupool_device_stats, f)
+	static const size_t remote[] = {
+		KNOWN_(device), KNOWN_(active), KNOWN_(limit_bytes), KNOWN_(uuid), KNOWN_(reserved_bytes),
+		KNOWN_(allocated_bytes), KNOWN_(cached_bytes), KNOWN_(unpooled_bytes), KNOWN_(releasable_bytes),
+		KNOWN_(waiting_bytes), KNOWN_(device_total_bytes), KNOWN_(device_free_bytes), KNOWN_(device_seen_ns),
+		KNOWN_(wait_started_ns), KNOWN_(floor_bytes), KNOWN_(device_name),
+	};
+#undef KNOWN_
+	if (!p->remote)
+		return true;
+	for (size_t i = 0; i < sizeof remote / sizeof remote[0]; i++)
+		if (remote[i] == off)
+			return true;
+	return false;
+}
+
 /* ---- shared helpers -------------------------------------------------------------- */
 
 const char *gp_format_bytes(char *buf, size_t cap, uint64_t b)
@@ -213,12 +234,34 @@ void gp_format_rate_count(char *buf, size_t cap, double v)
 		snprintf(buf, cap, v < 9.95 ? "%.1f" : "%.0f", v);
 }
 
+void gp_format_age(char *buf, size_t cap, uint64_t ns)
+{
+	uint64_t s = ns / 1000000000ull;
+	if (s < 120)
+		snprintf(buf, cap, "%llu s", (unsigned long long)s);
+	else if (s < 7200)
+		snprintf(buf, cap, "%llu min", (unsigned long long)(s / 60));
+	else if (s < 172800)
+		snprintf(buf, cap, "%llu h", (unsigned long long)(s / 3600));
+	else
+		snprintf(buf, cap, "%llu d", (unsigned long long)(s / 86400));
+}
+
 void gp_format_rate_bytes(char *buf, size_t cap, double v)
 {
 	gp_format_bytes(buf, cap, v >= 18446744073709549568.0 ? UINT64_MAX : (uint64_t)(v + 0.5));
 }
 
 /* ---- GPUs ------------------------------------------------------------------------ */
+
+bool gp_format_gpu_before(const struct gp_format_gpu *a, const struct gp_format_gpu *b)
+{
+	if ((a->index >= 0) != (b->index >= 0))
+		return a->index >= 0;
+	if (a->index != b->index)
+		return a->index < b->index;
+	return memcmp(a->uuid, b->uuid, GPUPOOL_UUID_LEN) < 0;
+}
 
 size_t gp_format_gpus(const struct gp_format_proc *procs, size_t n, struct gp_format_gpu *gpus, size_t cap,
 		      size_t *left_out)
@@ -243,12 +286,20 @@ size_t gp_format_gpus(const struct gp_format_proc *procs, size_t n, struct gp_fo
 				memset(&gpus[k], 0, sizeof gpus[k]);
 				memcpy(gpus[k].uuid, s->uuid, GPUPOOL_UUID_LEN);
 				gpus[k].last_pid = -1;
+				gpus[k].index = -1;
+				gpus[k].ordinal_ = -2;
 				k++;
 			}
 			struct gp_format_gpu *u = &gpus[g];
 			uint64_t held = gp_format_add_sat(s->reserved_bytes, s->unpooled_bytes);
 			u->held_bytes = gp_format_add_sat(u->held_bytes, held);
 			u->reclaimable_bytes = gp_format_add_sat(u->reclaimable_bytes, s->releasable_bytes);
+			u->waiting_bytes = gp_format_add_sat(u->waiting_bytes, s->waiting_bytes);
+			if (!u->name[0] && s->device_name[0])
+				gp_format_safe_text(u->name, s->device_name, sizeof u->name);
+			if (procs[i].gpu_index && procs[i].gpu_index[d] >= 0)
+				u->index = procs[i].gpu_index[d];
+			u->ordinal_ = u->ordinal_ == -2 || u->ordinal_ == s->device ? s->device : -1;
 			if (u->last_pid != pg->pid) { /* two slots of one process on one GPU count once */
 				u->processes++;
 				u->last_pid = pg->pid;
@@ -263,11 +314,24 @@ size_t gp_format_gpus(const struct gp_format_proc *procs, size_t n, struct gp_fo
 			}
 		}
 	}
-	/* by UUID, so that the lines keep their order between refreshes (insertion: few GPUs) */
+	/* no reader knew a GPU's index: the CUDA index its processes agree on, where no other GPU
+	 * of the listing has (or falls back to) that number, so that two lines never share one */
+	for (size_t i = 0; i < k; i++) {
+		if (gpus[i].index >= 0 || gpus[i].ordinal_ < 0)
+			continue;
+		bool unique = true;
+		for (size_t j = 0; j < k && unique; j++)
+			unique = j == i || (gpus[j].index != gpus[i].ordinal_ &&
+					    (gpus[j].index >= 0 || gpus[j].ordinal_ != gpus[i].ordinal_));
+		if (unique)
+			gpus[i].index = gpus[i].ordinal_;
+	}
+	/* by index (those without one last), then UUID, so that the lines keep their order
+	 * between refreshes (insertion: few GPUs) */
 	for (size_t i = 1; i < k; i++) {
 		struct gp_format_gpu t = gpus[i];
 		size_t j = i;
-		for (; j > 0 && memcmp(gpus[j - 1].uuid, t.uuid, GPUPOOL_UUID_LEN) > 0; j--)
+		for (; j > 0 && gp_format_gpu_before(&t, &gpus[j - 1]); j--)
 			gpus[j] = gpus[j - 1];
 		gpus[j] = t;
 	}

@@ -47,6 +47,43 @@ struct gp_format_proc {
 	/* NULL: no rates (not watching); else one per slot of page->dev, for the table (ALLOCS/S,
 	 * BYTES/S) and the detail view; JSON and Prometheus leave them out */
 	const struct gp_format_rate *rates;
+	/* What a reader learnt beside the page (zero: not known; the exit report knows none). */
+	bool remote;     /* not a page: the figures the process gave on the channel (share.h's status
+			  * answer) in a page of their own; only the fields gp_format_known names are
+			  * known, the others are shown as unknown (JSON null, "-", no sample) */
+	bool uid_known;  /* uid: the process's user (its page file's owner, or the kernel's word for
+			  * the sender of its answer) */
+	uint32_t uid;
+	const char *user; /* the uid's name; NULL: the number is shown */
+	/* NULL, or one per slot of page->dev: the index of the slot's GPU as nvidia-smi numbers it
+	 * (the order of the PCI bus ids, from the driver's /proc files), -1 where not known */
+	const int *gpu_index;
+};
+
+/* True when the figure at `off` (offsetof(struct gpupool_device_stats, ...), a gauge's peak
+ * included) of p's slots is known: every one of a page; of a remote process, those its answer
+ * carries (reserved, allocated, cached, unpooled, releasable and waiting bytes, the limit, the
+ * floor, the start of a wait, the driver's figures, uuid and name). */
+bool gp_format_known(const struct gp_format_proc *p, size_t off);
+
+/* How a text view is drawn (gpupool-stat's table, GPU lines, PID view). Zero: no bounds, no
+ * ages, no colour. */
+struct gp_format_row {
+	uint32_t proc, slot; /* procs[proc].page->dev[slot] */
+	uint32_t gpu_;       /* the formatter's sort key beside it */
+	int32_t pid_, device_;
+	uint64_t held_;
+};
+struct gp_format_view {
+	unsigned width, rows; /* bounds in characters and lines; 0: none */
+	uint64_t now_ns;      /* CLOCK_REALTIME now, for ages (a wait's, the driver's figures',
+			       * a process's start); 0: no ages */
+	bool color;           /* ANSI colours (a terminal that wants them) */
+	bool cut;             /* lines cut at width (a terminal's box) */
+	/* room to sort the table's rows (GPU, then memory held, largest first); without room for
+	 * them all the rows come in page order, grouped by GPU */
+	struct gp_format_row *scratch;
+	size_t scratch_cap;
 };
 
 /* Pages the reader left out for one reason (reason: [a-z_]+, e.g. "foreign"). */
@@ -58,7 +95,7 @@ struct gp_format_skip {
 /* The "version" of the JSON documents (gp_format_json, gp_format_json_listing): bumped when a
  * field is removed or renamed or changes meaning, type or unit; never for an added field
  * (docs/json.md). Independent of the page layout's GPUPOOL_PAGE_VERSION. */
-#define GP_FORMAT_JSON_VERSION 1
+#define GP_FORMAT_JSON_VERSION 2
 
 /* "1.5 GiB", "512 B": binary units, one decimal. Returns buf. */
 const char *gp_format_bytes(char *buf, size_t cap, uint64_t bytes);
@@ -69,10 +106,19 @@ const char *gp_format_bytes(char *buf, size_t cap, uint64_t bytes);
 const char *gp_format_uuid(char buf[GP_FORMAT_UUID_LEN], const struct gpupool_device_stats *s);
 
 /* One row per live (or gone: STATE "gone") process and active device, with a header line,
- * every column; LIMIT and %LIM (reserved / limit) only when some slot has a limit. SEGS
- * counts real cudaMalloc calls (segment allocations). A line after the rows counts the
- * processes that are gone. */
+ * every column; LIMIT and %LIM (held / limit) only when some slot has a limit, WAITING when
+ * some process waits, UNPOOLED when some holds memory outside the pools. Rows by GPU (the
+ * order of the GPU lines), then by memory held, largest first (gp_format_view's scratch), then
+ * pid. SEGS counts real cudaMalloc calls (segment allocations). A line after the rows counts
+ * the processes that are gone. */
 void gp_format_table(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n);
+/* The table drawn as v says (gp_format_table_box with v's width and rows, ages and colour). */
+void gp_format_table_view(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n,
+			  const struct gp_format_view *v);
+/* The line under the table that says what its main columns mean (cut at v->width). */
+void gp_format_legend(struct gp_format_out *o, const struct gp_format_view *v);
+/* The line of a listing that has no process at all: "no gpupool processes". */
+void gp_format_none(struct gp_format_out *o);
 /* The same, rows at most `width` characters (0: no bound): the columns that matter least give
  * way first (docs/stats.md lists which); PID, COMMAND, DEV and STATE always stay. ALLOCS/S
  * and BYTES/S (after ALLOCATED) when some process has rates. */
@@ -86,35 +132,50 @@ void gp_format_table_box(struct gp_format_out *o, const struct gp_format_proc *p
  * active slots whose UUID is known, summed by UUID (sums saturate). */
 struct gp_format_gpu {
 	unsigned char uuid[GPUPOOL_UUID_LEN];
+	/* its index as nvidia-smi numbers it (gp_format_proc's gpu_index); where no process's
+	 * reader knows it, the CUDA index every process on it gives it, when they agree and no
+	 * other GPU of the listing has that number; else -1 */
+	int index;
+	char name[GPUPOOL_DEVICE_NAME_LEN]; /* the name a page gives it; "" while none does */
 	/* the driver's figures (device_total_bytes, device_free_bytes) from the page whose look
 	 * is the freshest, free never above total; seen_ns its device_seen_ns (CLOCK_REALTIME);
 	 * total 0 while no page has one */
 	uint64_t total_bytes, free_bytes, seen_ns;
 	uint64_t held_bytes;        /* reserved + unpooled bytes of those processes */
 	uint64_t reclaimable_bytes; /* their releasable_bytes */
+	uint64_t waiting_bytes;     /* their waiting_bytes */
 	unsigned processes;
 	int32_t last_pid; /* the last process counted (a process counts once per GPU) */
+	int32_t ordinal_;  /* the CUDA index its slots give it so far; -2 none yet, -1 they differ */
 };
 /* At most this many GPUs in one listing (distinct UUIDs); the slots of more are counted. */
 #define GP_FORMAT_MAX_GPUS 64
 /* The text view notes the age of the driver's figures from this age on. */
 #define GP_FORMAT_GPU_STALE_NS (5 * 1000000000ull)
-/* The GPUs of procs into gpus[cap], sorted by UUID; *left_out (when not NULL) the slots of
- * GPUs beyond cap. Returns the count. No allocation. */
+/* The GPUs of procs into gpus[cap], sorted by index (those without one last), then UUID;
+ * *left_out (when not NULL) the slots of GPUs beyond cap. Returns the count. No allocation. */
 size_t gp_format_gpus(const struct gp_format_proc *procs, size_t n, struct gp_format_gpu *gpus, size_t cap,
 		      size_t *left_out);
 /* gp_format_uuid of a gp_format_gpu. */
 const char *gp_format_gpu_uuid(char buf[GP_FORMAT_UUID_LEN], const struct gp_format_gpu *g);
-/* A line per GPU of procs, a header before them and a blank line after: total and free as
- * the driver reported them (with their age when GP_FORMAT_GPU_STALE_NS or older at now_ns,
- * CLOCK_REALTIME), held by gpupool processes, reclaimable, the number of processes. The
- * whole UUID when `width` (0: no bound) has room for it, else its first group. Lines cut
- * at width when cut. Returns the lines written, 0 (nothing written) when no GPU is known. */
+/* A line per GPU of procs, a header before them and a blank line after: its index and name,
+ * total and free memory as the driver reported them (with their age when
+ * GP_FORMAT_GPU_STALE_NS or older at now_ns, CLOCK_REALTIME), held by gpupool processes, idle
+ * (what they can give back now), waited for (when some process waits), the number of
+ * processes, and its UUID where `width` (0: no bound) has room for it (whole, or its first
+ * group). Lines cut at width when cut. Returns the lines written, 0 (nothing written) when no
+ * GPU is known. */
 unsigned gp_format_gpu_lines(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n, uint64_t now_ns,
 			     unsigned width, bool cut);
+/* The same, drawn as v says (colour, width, cut). */
+unsigned gp_format_gpu_lines_view(struct gp_format_out *o, const struct gp_format_proc *procs, size_t n,
+				  const struct gp_format_view *v);
 /* Every gauge (current, peak), every counter, the limit and the uuid of one process, and its
  * rates per second when p->rates. */
 void gp_format_detail(struct gp_format_out *o, const struct gp_format_proc *p);
+/* The same as v says: dates and ages against v->now_ns (its start, the driver's look, a
+ * wait), in a box of v->width and v->rows. */
+void gp_format_detail_view(struct gp_format_out *o, const struct gp_format_proc *p, const struct gp_format_view *v);
 /* gp_format_detail in a box of `width` columns and `rows` lines (a terminal; 0: no bound):
  * what matters most stays (the process's line; each device's line with its limit and
  * uuid, the rates, reserved and allocated bytes; then requested, cached and the largest

@@ -6,6 +6,29 @@
 
 #include <stdarg.h>
 #include <string.h>
+#include <time.h>
+
+/* "2026-12-04 21:33:38 (5 min ago)", or with `comma` "2026-12-04 21:33:38, 5 min ago": a
+ * CLOCK_REALTIME time in local time, and its age at now_ns (0: no age); "unknown" for 0. */
+static void date_text(char *buf, size_t cap, uint64_t ns, uint64_t now_ns, bool comma)
+{
+	if (!ns) {
+		snprintf(buf, cap, "unknown");
+		return;
+	}
+	time_t t = (time_t)(ns / 1000000000ull);
+	struct tm tm;
+	char d[32] = "?";
+	if (localtime_r(&t, &tm))
+		strftime(d, sizeof d, "%Y-%m-%d %H:%M:%S", &tm);
+	if (now_ns && now_ns >= ns) {
+		char age[16];
+		gp_format_age(age, sizeof age, now_ns - ns);
+		snprintf(buf, cap, comma ? "%s, %s ago" : "%s (%s ago)", d, age);
+	} else {
+		snprintf(buf, cap, "%s", d);
+	}
+}
 
 static void value_cell(char *buf, size_t cap, bool bytes, uint64_t v)
 {
@@ -95,19 +118,28 @@ static void detail_widths(const struct gp_format_proc *p, int *wcur, int *wpeak)
 	}
 }
 
-static void detail_lines(struct box *b, const struct gp_format_proc *p)
+static void detail_lines(struct box *b, const struct gp_format_proc *p, uint64_t now_ns)
 {
 	const struct gpupool_page *pg = p->page;
-	char comm[GPUPOOL_COMM_LEN];
+	char comm[GPUPOOL_COMM_LEN], started[64], user[48] = "";
 	int wc, wp;
 	detail_widths(p, &wc, &wp);
 	gp_format_safe_comm(comm, pg);
-	box_line(b, P_TOP, "pid %d  command %s  %s  devices %u  started %llu.%03llu (unix time)", (int)pg->pid, comm,
-		 p->stale ? "STALE (process gone)" : "live", pg->ndevices,
-		 (unsigned long long)(pg->start_time_ns / 1000000000ull),
-		 (unsigned long long)(pg->start_time_ns / 1000000ull % 1000ull));
-	box_line(b, P_REST, "release requests %llu, done %llu", (unsigned long long)pg->release_request,
-		 (unsigned long long)pg->release_done);
+	date_text(started, sizeof started, pg->start_time_ns, now_ns, false);
+	if (p->user) {
+		char u[33];
+		gp_format_safe_text(u, p->user, sizeof u);
+		snprintf(user, sizeof user, "  user %s", u);
+	} else if (p->uid_known) {
+		snprintf(user, sizeof user, "  uid %u", (unsigned)p->uid);
+	}
+	box_line(b, P_TOP, "pid %d  command %s%s  %s  devices %u  started %s", (int)pg->pid, comm, user,
+		 p->stale ? "STALE (process gone)" : "live", pg->ndevices, started);
+	if (p->remote)
+		box_line(b, P_TOP, "another user's process: its answer on the channel (its page is theirs to read)");
+	else
+		box_line(b, P_REST, "release requests %llu, done %llu", (unsigned long long)pg->release_request,
+			 (unsigned long long)pg->release_done);
 	for (uint32_t d = 0; d < pg->ndevices && d < GPUPOOL_MAX_DEVICES; d++) {
 		const struct gpupool_device_stats *s = &pg->dev[d];
 		if (p->inconsistent & (1u << d)) {
@@ -117,23 +149,37 @@ static void detail_lines(struct box *b, const struct gp_format_proc *p)
 		}
 		if (!s->active)
 			continue;
-		char lim[40], cur[40], pk[40], uuid[GP_FORMAT_UUID_LEN];
+		char lim[40], cur[40], pk[40], uuid[GP_FORMAT_UUID_LEN], name[GPUPOOL_DEVICE_NAME_LEN + 4] = "";
 		if (s->limit_bytes)
 			value_cell(lim, sizeof lim, true, s->limit_bytes);
 		else
 			snprintf(lim, sizeof lim, "none");
 		gp_format_uuid(uuid, s);
+		if (s->device_name[0]) {
+			memcpy(name, "  ", 2);
+			gp_format_safe_text(name + 2, s->device_name, GPUPOOL_DEVICE_NAME_LEN);
+		}
 		box_line(b, P_REST, "%s", "");
-		box_line(b, P_TOP, "device %d  limit %s%s%s", (int)s->device, lim, uuid[0] ? "  " : "", uuid);
+		box_line(b, P_TOP, "device %d%s  limit %s%s%s", (int)s->device, name, lim, uuid[0] ? "  " : "", uuid);
 		if (s->device_total_bytes) { /* the driver's figures at the library's last look */
-			char t[16], f[16];
-			box_line(b, P_REST, "  GPU memory %s, free %s (the driver's, at %llu.%03llu unix time)",
+			char t[16], f[16], seen[64];
+			date_text(seen, sizeof seen, s->device_seen_ns, now_ns, true);
+			box_line(b, P_REST, "  GPU memory %s, free %s (the driver's, at %s)",
 				 gp_format_bytes(t, sizeof t, s->device_total_bytes),
 				 gp_format_bytes(f, sizeof f,
 						 s->device_free_bytes < s->device_total_bytes ? s->device_free_bytes
 											       : s->device_total_bytes),
-				 (unsigned long long)(s->device_seen_ns / 1000000000ull),
-				 (unsigned long long)(s->device_seen_ns / 1000000ull % 1000ull));
+				 seen);
+		}
+		if (s->waiting_bytes) {
+			char w[16], since[64];
+			date_text(since, sizeof since, s->wait_started_ns, now_ns, false);
+			box_line(b, P_MORE, "  waiting for %s since %s", gp_format_bytes(w, sizeof w, s->waiting_bytes), since);
+		}
+		if (s->floor_bytes) {
+			char fl[16];
+			box_line(b, P_REST, "  keeps %s cached whatever others ask (its floor)",
+				 gp_format_bytes(fl, sizeof fl, s->floor_bytes));
 		}
 		if (p->rates) {
 			const struct gp_format_rate *r = &p->rates[d];
@@ -150,12 +196,17 @@ static void detail_lines(struct box *b, const struct gp_format_proc *p)
 		box_line(b, P_KEY, "  %-25s %*s %*s", "gauge", wc, "current", wp, "peak");
 		for (size_t i = 0; i < GP_FORMAT_NMETRICS; i++) {
 			const struct gp_format_metric *m = &gp_format_metrics[i];
-			if (!m->gauge)
+			if (!m->gauge || !gp_format_known(p, m->off))
 				continue;
 			value_cell(cur, sizeof cur, gp_format_is_bytes(m), gp_format_field(s, m->off));
-			value_cell(pk, sizeof pk, gp_format_is_bytes(m), gp_format_field(s, m->peak_off));
+			if (gp_format_known(p, m->peak_off))
+				value_cell(pk, sizeof pk, gp_format_is_bytes(m), gp_format_field(s, m->peak_off));
+			else
+				snprintf(pk, sizeof pk, "-");
 			box_line(b, field_prio(m), "  %-25s %*s %*s", m->name, wc, cur, wp, pk);
 		}
+		if (p->remote) /* no counter comes with an answer */
+			continue;
 		box_line(b, P_MORE, "  %-25s %*s", "counter", wc, "total");
 		for (size_t i = 0; i < GP_FORMAT_NMETRICS; i++) {
 			const struct gp_format_metric *m = &gp_format_metrics[i];
@@ -173,10 +224,12 @@ static void detail_lines(struct box *b, const struct gp_format_proc *p)
 	}
 }
 
-void gp_format_detail_box(struct gp_format_out *o, const struct gp_format_proc *p, unsigned width, unsigned rows)
+void gp_format_detail_view(struct gp_format_out *o, const struct gp_format_proc *p, const struct gp_format_view *v)
 {
+	unsigned width = v ? v->width : 0, rows = v ? v->rows : 0;
+	uint64_t now_ns = v ? v->now_ns : 0;
 	struct box b = {.o = o, .width = width, .counting = true};
-	detail_lines(&b, p);
+	detail_lines(&b, p, now_ns);
 	unsigned total = 0;
 	for (int i = 0; i < P_COUNT; i++)
 		total += b.count[i];
@@ -191,7 +244,7 @@ void gp_format_detail_box(struct gp_format_out *o, const struct gp_format_proc *
 		b.full = t;
 		b.partial = avail - used;
 	}
-	detail_lines(&b, p);
+	detail_lines(&b, p, now_ns);
 	if (b.left) {
 		char line[128];
 		snprintf(line, sizeof line, "%u row%s left out: a taller terminal shows %s", b.left, b.left == 1 ? "" : "s",
@@ -200,6 +253,12 @@ void gp_format_detail_box(struct gp_format_out *o, const struct gp_format_proc *
 			line[width] = '\0';
 		gp_format_printf(o, "%s\n", line);
 	}
+}
+
+void gp_format_detail_box(struct gp_format_out *o, const struct gp_format_proc *p, unsigned width, unsigned rows)
+{
+	struct gp_format_view v = {.width = width, .rows = rows};
+	gp_format_detail_view(o, p, &v);
 }
 
 void gp_format_detail(struct gp_format_out *o, const struct gp_format_proc *p)

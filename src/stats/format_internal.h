@@ -64,6 +64,20 @@ void gp_format_safe_text(char *dst, const char *src, size_t cap);
 /* The page's comm so: dst holds GPUPOOL_COMM_LEN bytes. */
 void gp_format_safe_comm(char *dst, const struct gpupool_page *pg);
 
+/* The order of the GPU lines: by index, those without one last, then by UUID. */
+bool gp_format_gpu_before(const struct gp_format_gpu *a, const struct gp_format_gpu *b);
+
+/* "12 s", "3 min", "2 h", "5 d": how long ago `ns` was, in a few characters. */
+void gp_format_age(char *buf, size_t cap, uint64_t ns);
+
+/* ANSI colours of the text views, or "" without colour. */
+#define GP_FORMAT_BOLD "\033[1m"
+#define GP_FORMAT_DIM "\033[2m"
+#define GP_FORMAT_RED "\033[31m"
+#define GP_FORMAT_YELLOW "\033[33m"
+#define GP_FORMAT_CYAN "\033[36m"
+#define GP_FORMAT_RESET "\033[0m"
+
 /* A count per second in a few characters: "0.5", "812", "9999", "12.3k", "4.1M". */
 void gp_format_rate_count(char *buf, size_t cap, double v);
 /* Bytes per second as gp_format_bytes writes bytes ("1.5 GiB"); the caller adds "/s" where

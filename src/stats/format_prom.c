@@ -54,10 +54,15 @@ static void prom_label_value(struct gp_format_out *o, const char *s, size_t max)
 	}
 }
 
-static void prom_labels(struct gp_format_out *o, const struct gpupool_page *pg, const struct gpupool_device_stats *s)
+static void prom_labels(struct gp_format_out *o, const struct gp_format_proc *p, const struct gpupool_device_stats *s)
 {
+	const struct gpupool_page *pg = p->page;
 	gp_format_printf(o, "{pid=\"%d\",comm=\"", (int)pg->pid);
 	prom_label_value(o, pg->comm, GPUPOOL_COMM_LEN - 1);
+	if (p->user) { /* the process's user, where the reader knows the name */
+		gp_format_puts(o, "\",user=\"");
+		prom_label_value(o, p->user, 64);
+	}
 	char uuid[GP_FORMAT_UUID_LEN];
 	if (s && gp_format_uuid(uuid, s)[0]) /* dcgm-exporter's label name: joins on(UUID) */
 		gp_format_printf(o, "\",device=\"%d\",UUID=\"%s\"}", (int)s->device, uuid);
@@ -96,10 +101,11 @@ static void prom_device_family(struct gp_format_out *o, bool om, const struct gp
 	for (size_t i = 0; i < n; i++) {
 		const struct gpupool_page *pg = procs[i].page;
 		for (uint32_t d = 0; d < pg->ndevices && d < GPUPOOL_MAX_DEVICES; d++) {
-			if (!prom_slot_ok(&procs[i], d) || (skip_zero && !gp_format_field(&pg->dev[d], off)))
+			if (!prom_slot_ok(&procs[i], d) || (skip_zero && !gp_format_field(&pg->dev[d], off)) ||
+			    !gp_format_known(&procs[i], off))
 				continue;
 			gp_format_printf(o, "%s%s", family, total);
-			prom_labels(o, pg, &pg->dev[d]);
+			prom_labels(o, &procs[i], &pg->dev[d]);
 			uint64_t v = gp_format_field(&pg->dev[d], off);
 			if (unit && strcmp(unit, "seconds") == 0) /* a field in nanoseconds */
 				gp_format_printf(o, " %llu.%09llu\n", (unsigned long long)(v / 1000000000u),
@@ -127,6 +133,7 @@ static void prom_gpus(struct gp_format_out *o, bool om, const struct gp_format_p
 		 false},
 		{"gpupool_gpu_reclaimable_bytes", "bytes", "bytes gpupool processes can give back (releasable, summed)",
 		 false},
+		{"gpupool_gpu_waiting_bytes", "bytes", "bytes allocations of gpupool processes wait for, summed", false},
 		{"gpupool_gpu_processes", NULL, "gpupool processes using the GPU", false},
 	};
 	struct gp_format_gpu gpus[GP_FORMAT_MAX_GPUS];
@@ -148,9 +155,25 @@ static void prom_gpus(struct gp_format_out *o, bool om, const struct gp_format_p
 				break;
 			case 3: gp_format_printf(o, "%llu\n", (unsigned long long)u->held_bytes); break;
 			case 4: gp_format_printf(o, "%llu\n", (unsigned long long)u->reclaimable_bytes); break;
+			case 5: gp_format_printf(o, "%llu\n", (unsigned long long)u->waiting_bytes); break;
 			default: gp_format_printf(o, "%u\n", u->processes); break;
 			}
 		}
+	}
+	/* what names a GPU for a dashboard: its index and name (an info family) */
+	prom_meta(o, om, om ? "gpupool_gpu" : "gpupool_gpu_info", om ? "info" : "gauge", NULL, "",
+		  "the GPU's index (as nvidia-smi numbers it, where known) and name");
+	for (size_t g = 0; g < k; g++) {
+		char uuid[GP_FORMAT_UUID_LEN];
+		gp_format_printf(o, "gpupool_gpu_info{UUID=\"%s\"", gp_format_gpu_uuid(uuid, &gpus[g]));
+		if (gpus[g].index >= 0)
+			gp_format_printf(o, ",index=\"%d\"", gpus[g].index);
+		if (gpus[g].name[0]) {
+			gp_format_puts(o, ",name=\"");
+			prom_label_value(o, gpus[g].name, sizeof gpus[g].name);
+			gp_format_puts(o, "\"");
+		}
+		gp_format_puts(o, "} 1\n");
 	}
 }
 
@@ -182,6 +205,12 @@ void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *
 	prom_device_family(o, om, procs, n, "gpupool_limit_bytes", "gauge", "bytes", "",
 			   "configured limit on reserved bytes (no sample: no limit)",
 			   offsetof(struct gpupool_device_stats, limit_bytes), true);
+	prom_device_family(o, om, procs, n, "gpupool_floor_bytes", "gauge", "bytes", "",
+			   "memory the process keeps cached whatever others ask (no sample: none)",
+			   offsetof(struct gpupool_device_stats, floor_bytes), true);
+	prom_device_family(o, om, procs, n, "gpupool_wait_started_timestamp_seconds", "gauge", "seconds", "",
+			   "when the oldest wait for memory in progress began (unix time; no sample: none)",
+			   offsetof(struct gpupool_device_stats, wait_started_ns), true);
 	prom_meta(o, om, "gpupool_process_start_time_seconds", "gauge", "seconds", "",
 		  "when the process started using gpupool (unix time)");
 	for (size_t i = 0; i < n; i++) {
@@ -189,7 +218,7 @@ void gp_format_prometheus(struct gp_format_out *o, const struct gp_format_proc *
 			continue;
 		const struct gpupool_page *pg = procs[i].page;
 		gp_format_puts(o, "gpupool_process_start_time_seconds");
-		prom_labels(o, pg, NULL);
+		prom_labels(o, &procs[i], NULL);
 		gp_format_printf(o, " %llu.%03llu\n", (unsigned long long)(pg->start_time_ns / 1000000000ull),
 				 (unsigned long long)(pg->start_time_ns / 1000000ull % 1000ull));
 	}

@@ -44,7 +44,7 @@ static void report_unpooled(struct gp_format_out *o, const struct gpupool_device
  * only where its figures are not all zero. */
 static void report_sharing(struct gp_format_out *o, const struct gpupool_device_stats *s)
 {
-	char a[16], c[16];
+	char a[16], c[24];
 	if (s->unpooled_allocs || s->unpooled_frees || s->unpooled_refusals)
 		gp_format_printf(o, "  unpooled calls: %llu allocation%s, %llu free%s, %llu refused at the limit\n",
 				 (unsigned long long)s->unpooled_allocs, s->unpooled_allocs == 1 ? "" : "s",
@@ -65,6 +65,15 @@ static void report_sharing(struct gp_format_out *o, const struct gpupool_device_
 		gp_format_printf(o, "  decay: %llu segment%s, %s given back after sitting unused\n",
 				 (unsigned long long)s->decay_releases, s->decay_releases == 1 ? "" : "s",
 				 gp_format_bytes(a, sizeof a, s->decayed_bytes));
+	if (s->waits || s->wait_ns || s->waits_served || s->waits_timed_out) {
+		seconds_text(c, sizeof c, s->wait_ns);
+		gp_format_printf(o, "  waits for memory %llu: %llu served, %llu timed out, %s in all\n",
+				 (unsigned long long)s->waits, (unsigned long long)s->waits_served,
+				 (unsigned long long)s->waits_timed_out, c);
+	}
+	if (s->floor_bytes)
+		gp_format_printf(o, "  floor: %s kept cached whatever others asked\n",
+				 gp_format_bytes(a, sizeof a, s->floor_bytes));
 }
 
 void gp_format_report(struct gp_format_out *o, const struct gpupool_page *pg)
@@ -101,6 +110,11 @@ void gp_format_report(struct gp_format_out *o, const struct gpupool_page *pg)
 		gp_format_printf(o, "  fences %llu, OOMs %llu (retried %llu), invalid frees %llu\n",
 				 (unsigned long long)s->fences, (unsigned long long)s->ooms,
 				 (unsigned long long)s->oom_retries, (unsigned long long)s->invalid_frees);
+		/* the log says the first out of memory of a device; the others are counted here */
+		if (s->ooms > 1)
+			gp_format_printf(o, "  out of memory %llu times: the first logged as a warning, each one at "
+					    "GPUPOOL_LOG=info\n",
+					 (unsigned long long)s->ooms);
 		if (s->driver_allocs || s->driver_frees || s->driver_passthrough_allocs)
 			gp_format_printf(o, "  by layer: runtime %llu requests, driver API %llu (%llu passed to the driver)\n",
 					 (unsigned long long)(s->allocs >= s->driver_allocs ? s->allocs - s->driver_allocs : 0),

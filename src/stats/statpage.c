@@ -327,22 +327,41 @@ bool gp_statpage_release_pending(const struct gpupool_page *pg, uint64_t *req)
 	return true;
 }
 
-int gp_statpage_set_uuid(struct gpupool_page *pg, int device, const unsigned char uuid[GPUPOOL_UUID_LEN])
+_Static_assert(GPUPOOL_UUID_LEN <= GPUPOOL_DEVICE_NAME_LEN && GPUPOOL_DEVICE_NAME_LEN % sizeof(gp_stats_word) == 0 &&
+		       offsetof(struct gpupool_device_stats, device_name) % sizeof(gp_stats_word) == 0,
+	       "the uuid and the name are written in whole words");
+
+/* Writes `len` bytes (whole words, at most GPUPOOL_DEVICE_NAME_LEN) of src at offset `off` of
+ * the slot of `device`, activated on first use, word by word under the slot's sequence
+ * counter, as readers copy it. */
+static int slot_write(struct gpupool_page *pg, int device, size_t off, const void *src, size_t len)
 {
-	if (!pg || !uuid || device < 0)
+	if (!pg || !src || device < 0)
 		return -EINVAL;
 	struct gpupool_device_stats *s = gp_statpage_slot(pg, device);
 	if (!s)
 		return -ENOSPC;
-	/* word by word, as readers copy the slot */
-	gp_stats_word w[GPUPOOL_UUID_LEN / sizeof(gp_stats_word)];
-	memcpy(w, uuid, sizeof w);
-	gp_stats_word *to = (gp_stats_word *)(void *)s->uuid;
+	gp_stats_word w[GPUPOOL_DEVICE_NAME_LEN / sizeof(gp_stats_word)];
+	memcpy(w, src, len);
+	gp_stats_word *to = (gp_stats_word *)(void *)((char *)s + off);
 	gp_stats_begin(s);
-	for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+	for (size_t i = 0; i < len / sizeof w[0]; i++)
 		__atomic_store_n(&to[i], w[i], __ATOMIC_RELAXED);
 	gp_stats_end(s);
 	return 0;
+}
+
+int gp_statpage_set_uuid(struct gpupool_page *pg, int device, const unsigned char uuid[GPUPOOL_UUID_LEN])
+{
+	return slot_write(pg, device, offsetof(struct gpupool_device_stats, uuid), uuid, GPUPOOL_UUID_LEN);
+}
+
+int gp_statpage_set_device_name(struct gpupool_page *pg, int device, const char *name)
+{
+	char buf[GPUPOOL_DEVICE_NAME_LEN] = "";
+	if (name)
+		memcpy(buf, name, strnlen(name, sizeof buf - 1));
+	return slot_write(pg, device, offsetof(struct gpupool_device_stats, device_name), name ? buf : NULL, sizeof buf);
 }
 
 void gp_statpage_release_ack(struct gpupool_page *pg, uint64_t req)
@@ -357,15 +376,18 @@ void gp_statpage_release_ack(struct gpupool_page *pg, uint64_t req)
 
 /* Version 2's slot: version 3's without its uuid; the fields before it at the same offsets
  * (V2_HEAD bytes: seq, device, active, limit_bytes), those after it GPUPOOL_UUID_LEN bytes
- * earlier. Version 3's slot: the prefix of the current one up to the version 4 fields. */
+ * earlier. Version 3's slot: the prefix of the current one up to the version 4 fields;
+ * version 4's, the prefix up to the version 5 fields. */
 #define V2_HEAD offsetof(struct gpupool_device_stats, uuid)
+#define V4_SLOT_SIZE offsetof(struct gpupool_device_stats, waiting_bytes)
 #define V3_SLOT_SIZE offsetof(struct gpupool_device_stats, unpooled_bytes)
 #define V2_SLOT_SIZE (V3_SLOT_SIZE - GPUPOOL_UUID_LEN)
 #define PAGE_SIZE_OF_SLOT(slot) (offsetof(struct gpupool_page, dev) + GPUPOOL_MAX_DEVICES * (slot))
 #define V2_PAGE_SIZE PAGE_SIZE_OF_SLOT(V2_SLOT_SIZE)
 #define V3_PAGE_SIZE PAGE_SIZE_OF_SLOT(V3_SLOT_SIZE)
+#define V4_PAGE_SIZE PAGE_SIZE_OF_SLOT(V4_SLOT_SIZE)
 _Static_assert(V2_HEAD % sizeof(gp_stats_word) == 0 && GPUPOOL_UUID_LEN % sizeof(gp_stats_word) == 0 &&
-		       V3_SLOT_SIZE % sizeof(gp_stats_word) == 0,
+		       V3_SLOT_SIZE % sizeof(gp_stats_word) == 0 && V4_SLOT_SIZE % sizeof(gp_stats_word) == 0,
 	       "older slots map word for word");
 
 size_t gp_statpage_size_of(uint32_t version)
@@ -373,6 +395,8 @@ size_t gp_statpage_size_of(uint32_t version)
 	switch (version) {
 	case GPUPOOL_PAGE_VERSION:
 		return sizeof(struct gpupool_page);
+	case 4:
+		return V4_PAGE_SIZE;
 	case 3:
 		return V3_PAGE_SIZE;
 	case 2:
@@ -386,13 +410,14 @@ size_t gp_statpage_size_of(uint32_t version)
 static size_t slot_size_of(size_t len)
 {
 	return len == sizeof(struct gpupool_page) ? sizeof(struct gpupool_device_stats)
+	       : len == V4_PAGE_SIZE		 ? V4_SLOT_SIZE
 	       : len == V3_PAGE_SIZE		 ? V3_SLOT_SIZE
 	       : len == V2_PAGE_SIZE		 ? V2_SLOT_SIZE
 						 : 0;
 }
 
 /* gp_stats_snapshot of a slot of `bytes`: the current layout's, or an older one's (version
- * 3's V3_SLOT_SIZE, version 2's V2_SLOT_SIZE), whose words go to the current fields of the
+ * 4's V4_SLOT_SIZE, version 3's V3_SLOT_SIZE, version 2's V2_SLOT_SIZE), whose words go to the current fields of the
  * same names, the fields it lacks zero. */
 static bool snapshot_bytes(const void *src, size_t bytes, struct gpupool_device_stats *dst, int tries)
 {
@@ -519,8 +544,9 @@ static bool known_size(long long size)
 
 static int wrong_size(const char *name, long long size, char *why, size_t wl)
 {
-	why_set(why, wl, "skipped: %s truncated/wrong size (%lld bytes, expected %zu, or %zu/%zu for versions 3/2)%s",
-		name, size, sizeof(struct gpupool_page), V3_PAGE_SIZE, V2_PAGE_SIZE, size == 0 ? ", being created?" : "");
+	why_set(why, wl, "skipped: %s truncated/wrong size (%lld bytes, expected %zu, or %zu/%zu/%zu for versions 4/3/2)%s",
+		name, size, sizeof(struct gpupool_page), V4_PAGE_SIZE, V3_PAGE_SIZE, V2_PAGE_SIZE,
+		size == 0 ? ", being created?" : "");
 	return -EBADMSG;
 }
 
@@ -674,14 +700,13 @@ int gp_statpage_scan(int dirfd, int want_pid, struct gp_statpage_name **out)
 
 /* open_checked, then check_owner: a descriptor of page `name` (of `pid`) that `uid` may read,
  * or a negative errno with *why said. */
-static int open_owned(int dirfd, const char *name, int pid, uid_t uid, int flags, size_t *size, char *why,
-		      size_t whylen)
+static int open_owned(int dirfd, const char *name, int pid, uid_t uid, int flags, size_t *size, uid_t *owner,
+		      char *why, size_t whylen)
 {
-	uid_t owner;
-	int fd = open_checked(dirfd, name, uid, flags, &owner, size, why, whylen);
+	int fd = open_checked(dirfd, name, uid, flags, owner, size, why, whylen);
 	if (fd < 0)
 		return fd;
-	int rc = check_owner(name, pid, owner, uid, why, whylen);
+	int rc = check_owner(name, pid, *owner, uid, why, whylen);
 	if (rc != 0) {
 		close(fd);
 		return rc;
@@ -698,7 +723,8 @@ int gp_statpage_read(int dirfd, const char *name, uid_t uid, uint64_t deadline_n
 		return -EINVAL;
 	}
 	size_t size;
-	int fd = open_owned(dirfd, name, pid, uid, O_RDONLY, &size, why, whylen);
+	uid_t owner;
+	int fd = open_owned(dirfd, name, pid, uid, O_RDONLY, &size, &owner, why, whylen);
 	if (fd < 0)
 		return fd;
 	const struct gpupool_page *map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
@@ -711,6 +737,7 @@ int gp_statpage_read(int dirfd, const char *name, uid_t uid, uint64_t deadline_n
 	memset(out, 0, sizeof *out);
 	snprintf(out->name, sizeof out->name, "%s", name);
 	out->pid = pid;
+	out->owner = owner;
 	/* first without waiting; a live writer caught mid-update then gets until the deadline
 	 * (a writer that is gone will never finish its update) */
 	int rc = gp_statpage_validate(map, size, name, 0, &out->page, &out->inconsistent, why, whylen);
@@ -808,7 +835,8 @@ int gp_statpage_request_release(int dirfd, int pid, uid_t uid, struct gpupool_pa
 		return -EINVAL;
 	}
 	size_t size;
-	int fd = open_owned(dirfd, name, pid, uid, O_RDWR, &size, why, whylen);
+	uid_t owner;
+	int fd = open_owned(dirfd, name, pid, uid, O_RDWR, &size, &owner, why, whylen);
 	if (fd < 0)
 		return fd;
 	/* the file's own length (that of a known layout): gp_statpage_unmap unmaps that much */

@@ -53,6 +53,10 @@ bool gp_statpage_uuid_known(const struct gpupool_device_stats *s);
  * before the device's pool is created, or holding its lock. Works on a private page too.
  * Returns 0, -EINVAL (no page or uuid, device < 0) or -ENOSPC (no slot left). */
 int gp_statpage_set_uuid(struct gpupool_page *pg, int device, const unsigned char uuid[GPUPOOL_UUID_LEN]);
+/* Records the name of `device` (cudaDeviceProp.name, cuDeviceGetName), cut to
+ * GPUPOOL_DEVICE_NAME_LEN - 1 bytes, in its slot, as gp_statpage_set_uuid records the UUID
+ * (same writer rule, same answers). */
+int gp_statpage_set_device_name(struct gpupool_page *pg, int device, const char *name);
 
 /* How long one page's slots are waited for, at most, when they are mid-update (a busy
  * writer keeps a slot odd for a few microseconds per pool call; a dead one forever). */
@@ -75,11 +79,12 @@ uint32_t gp_statpage_copy(const struct gpupool_page *src, struct gpupool_page *d
 
 /* The oldest page layout the readers here take: version 2, the layout before each slot's
  * uuid (the same header; each slot without the uuid, its figures GPUPOOL_UUID_LEN bytes
- * earlier). Version 3's slot is version 4's without the fields version 4 added at its end.
+ * earlier). Version 3's slot is version 4's without the fields version 4 added at its end,
+ * version 4's is version 5's without the fields version 5 added at its end.
  * Pages of older libraries keep being read after an upgrade, their missing fields zero. */
 #define GP_STATPAGE_OLDEST_VERSION 2u
 /* The size of a page file of layout `version`: sizeof(struct gpupool_page) for
- * GPUPOOL_PAGE_VERSION, the shorter slots' sizes for versions 3 and 2, 0 for any other. */
+ * GPUPOOL_PAGE_VERSION, the shorter slots' sizes for versions 4, 3 and 2, 0 for any other. */
 size_t gp_statpage_size_of(uint32_t version);
 /* gp_statpage_copy_until of an image of `len` bytes, any layout by its size (the caller
  * has checked it: gp_statpage_size_of); an older image's slots are copied with the fields
@@ -99,6 +104,9 @@ struct gp_statpage_info {
 	bool stale;             /* the process is gone, or its pid now names another process */
 	uint32_t inconsistent;  /* active slots with no consistent snapshot (writer died mid-update?) */
 	uint64_t read_ns;       /* CLOCK_MONOTONIC when the snapshots were taken (rates between two) */
+	uid_t owner;            /* the page file's owner: the process's user (the ownership rule) */
+	bool remote;            /* not read from a file: a reader made it from what the process told
+				 * it (gpupool-stat, share.h's status answer); only some fields known */
 	struct gpupool_page page; /* header and consistent slot snapshots */
 };
 

@@ -55,7 +55,7 @@ start_a GPUPOOL_REPORT="$dir/a.json" -- 768 && {
 	[ "$("$py" -c "import json,sys; d=json.load(open(sys.argv[1])); p=[p for p in d['processes'] if p['pid']==$apid][0]['devices'][0]; print(p['unpooled_vmm_bytes'] == 768 << 20 and p['reserved_bytes'] == 0 and p['allocs'] == 0)" "$out")" = True ] ||
 		bad "listed: A's JSON figures"
 	GPUPOOL_SHM_DIR=$dir "$stat" --wide >"$out" 2>"$err" || bad "listed: gpupool-stat failed"
-	grep -qE "^ *$apid " "$out" || bad "listed: the table has no row for A"
+	grep -qE "^ *[0-9-]+ +$apid " "$out" || bad "listed: the table has no row for A"
 	grep -q 'GPU-66616b65' "$out" || bad "listed: the table has no GPU line"
 	GPUPOOL_SHM_DIR=$dir "$stat" --prometheus >"$out" 2>"$err" || bad "listed: gpupool-stat --prometheus failed"
 	grep -qE "^gpupool_unpooled_vmm_bytes\{[^}]*pid=\"$apid\"[^}]*\} 805306368" "$out" || bad "listed: A's Prometheus gauge"

@@ -72,7 +72,7 @@ GPUPOOL_REPORT=none run "$prog" fork_exit || bad "fork_exit: exit status $?"
 child=$(cat "$out")
 [ -e "$dir/gpupool.$child" ] || bad "fork_exit: no page of the child $child"
 GPUPOOL_SHM_DIR=$dir "$stat" >"$out" 2>"$err" || bad "gpupool-stat: exit status $?"
-grep -q "^ *$child e2e_outputs .* gone$" "$out" || bad "gpupool-stat: the child's page is not shown as gone"
+grep -q "^ *[0-9-]* *$child [^ ]* *e2e_outputs .* gone$" "$out" || bad "gpupool-stat: the child's page is not shown as gone"
 GPUPOOL_SHM_DIR=$dir "$stat" --clean >"$out" 2>"$err" || bad "gpupool-stat --clean: exit status $?"
 grep -q "removed gpupool.$child: pid $child is gone" "$out" || bad "gpupool-stat --clean: the child's page stays"
 

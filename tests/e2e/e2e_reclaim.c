@@ -19,8 +19,11 @@
  *                                    frees the round's and starts the next round (an out of
  *                                    memory). With "cache", a framework's caching allocator
  *                                    (PyTorch's): the pieces are kept from round to round (its
- *                                    empty_cache on an out of memory finds none unused). Prints "rounds=R ooms=O allocs=A" and each
- *                                    allocation's wait in ms ("waits=a,b,...": those over 1 ms)
+ *                                    empty_cache on an out of memory finds none unused). Prints
+ *                                    "rounds=R ooms=O allocs=A" and each allocation's wait in
+ *                                    ms ("waits=a,b,...": those over 1 ms)
+ *   e2e_reclaim probe MIB N          N cudaMalloc of MIB each, kept, the failures handled as a
+ *                                    program that probes its way up does: prints "ok K failed F"
  * SIGINT or SIGTERM ends the idling: main returns and the exit report is written. */
 #include <cuda_runtime_api.h>
 #include <signal.h>
@@ -111,7 +114,7 @@ static int churn(size_t mib, size_t piece, double seconds, unsigned idle_ms, boo
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: e2e_reclaim hold|busy|keep|holdask|ask|churn MIB ...\n");
+		fprintf(stderr, "usage: e2e_reclaim hold|busy|keep|holdask|ask|probe|churn MIB ...\n");
 		return 2;
 	}
 	size_t mib = (size_t)strtoull(argv[2], NULL, 10);
@@ -123,6 +126,18 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sa.sa_handler = on_go;
 	sigaction(SIGUSR1, &sa, NULL);
+	if (!strcmp(argv[1], "probe")) {
+		int n = argc > 3 ? atoi(argv[3]) : 1, ok = 0, failed = 0;
+		for (int i = 0; i < n; i++) {
+			void *p = NULL;
+			if (cudaMalloc(&p, mib << 20) == cudaSuccess)
+				ok++;
+			else
+				failed++, (void)cudaGetLastError();
+		}
+		printf("ok %d failed %d\n", ok, failed);
+		return 0;
+	}
 	if (!strcmp(argv[1], "ask"))
 		return ask(mib);
 	if (!strcmp(argv[1], "churn")) {

@@ -168,7 +168,7 @@ start_a GPUPOOL_REPORT="$dir/a.json" -- "$prog" hold 768 && {
 import os, socket, struct, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 name = b"\0gpupool.%d.%d" % (os.stat("/proc/self/ns/pid").st_ino, int(sys.argv[1]))
-F = "=IHHQ16sQQIIQ"  # share.h's struct gp_share_msg, version 2
+F = "=IHHQ16sQQIIQ208x"  # share.h's struct gp_share_msg, version 2 (its status, 208 bytes, zero)
 good = struct.pack(F, 0x48535047, 2, 8, 1, b"\0" * 16, 1 << 20, 1 << 62, 0, 0, 0)
 for junk in (b"", b"x", good[:-1], good + b"y", b"\xff" * len(good),
              struct.pack(F, 0x48535047, 1, 8, 1, b"\0" * 16, 1, 0, 0, 0, 0),   # version 1
@@ -207,16 +207,18 @@ import os, socket, struct, sys, time
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(b"")
 s.settimeout(1)
-ino = os.stat(os.environ["FAKECUDA_MACHINE"]).st_ino & 0xffffffff  # the fake device's (fm_uuid)
-uuid = b"fakegpu\0" + ino.to_bytes(4, "big") + b"\0\0\0\1"
-F = "=IHHQ16sQQIIQ"
+h = 2166136261  # the fake device's (fm_uuid: FNV-1a of the machine's path)
+for c in os.environ["FAKECUDA_MACHINE"].encode():
+    h = ((h ^ c) * 16777619) & 0xffffffff
+uuid = b"fakegpu\0" + h.to_bytes(4, "big") + b"\0\0\0\1"
+F = "=IHHQ16sQQIIQ208x"  # struct gp_share_msg, version 2 (test_share checks its size)
 now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
 to = b"\0gpupool.%d.%d" % (os.stat("/proc/self/ns/pid").st_ino, int(sys.argv[1]))
 s.sendto(struct.pack(F, 0x48535047, 2, 8, now, uuid, 1 << 40, now + 10**10, 0, 0, 0), to)          # 1 TiB
 s.sendto(struct.pack(F, 0x48535047, 2, 8, now - 10**12, uuid, 1 << 20, now + 10**10, 0, 0, 0), to)  # an old ticket
 s.sendto(struct.pack(F, 0x48535047, 2, 8, now, uuid, 1 << 20, now + 10**13, 0, 0, 0), to)          # hours
 try:
-    s.recv(128)
+    s.recv(512)
     sys.exit(1)  # answered: it took one of them for a wait
 except socket.timeout:
     sys.exit(0)
@@ -235,12 +237,12 @@ kpid=$!
 for _ in $(seq 100); do grep -q ready "$dir/keep.out" 2>/dev/null && break; sleep 0.05; done
 "$py" - >"$dir/liar.out" <<'EOF' &
 import socket, struct, os
-F = "=IHHQ16sQQIIQ"
+F = "=IHHQ16sQQIIQ208x"  # struct gp_share_msg, version 2 (test_share checks its size)
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(b"\0gpupool.%d.%d" % (os.stat("/proc/self/ns/pid").st_ino, os.getpid()))
 print("ready", flush=True)
 while True:
-    m, addr = s.recvfrom(128)
+    m, addr = s.recvfrom(512)
     mg, v, k, i, u, b, h, f, p, fl = struct.unpack(F, m)
     if k == 8:  # a WAIT: heard, holding everything, and a gift of everything
         s.sendto(struct.pack(F, mg, 2, 9, i, u, (1 << 64) - 1, (1 << 64) - 1, 0, 0, 0), addr)
@@ -322,13 +324,15 @@ start_a "$pyasan" RECLAIM_EMPTY_SLEEP=3 RECLAIM_EXIT_MARK=1 PYTHONPATH="$here/re
 start_a "$pyasan" GPUPOOL_REPORT="$dir/a.json" -- "$prog" hold 768 && {
 	"$py" - "$apid" >"$dir/flood.out" <<'EOF' || bad "flood: the sender failed"
 import os, socket, struct, sys, time
-F = "=IHHQ16sQQIIQ"
+F = "=IHHQ16sQQIIQ208x"  # struct gp_share_msg, version 2 (test_share checks its size)
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(b"")
 s.setblocking(False)
 to = b"\0gpupool.%d.%d" % (os.stat("/proc/self/ns/pid").st_ino, int(sys.argv[1]))
-ino = os.stat(os.environ["FAKECUDA_MACHINE"]).st_ino & 0xffffffff
-uuid = b"fakegpu\0" + ino.to_bytes(4, "big") + b"\0\0\0\1"
+h = 2166136261  # the fake device's (fm_uuid: FNV-1a of the machine's path)
+for c in os.environ["FAKECUDA_MACHINE"].encode():
+    h = ((h ^ c) * 16777619) & 0xffffffff
+uuid = b"fakegpu\0" + h.to_bytes(4, "big") + b"\0\0\0\1"
 sent = answers = 0
 end = time.monotonic() + 1
 while time.monotonic() < end and sent < 20000:
@@ -339,14 +343,14 @@ while time.monotonic() < end and sent < 20000:
         pass
     try:
         while True:
-            s.recv(128)
+            s.recv(512)
             answers += 1
     except BlockingIOError:
         pass
 end = time.monotonic() + 1
 while time.monotonic() < end:
     try:
-        s.recv(128)
+        s.recv(512)
         answers += 1
     except BlockingIOError:
         time.sleep(0.01)

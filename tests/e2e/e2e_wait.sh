@@ -178,7 +178,7 @@ s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(b"\0gpupool.%d.%d" % (os.stat("/proc/self/ns/pid").st_ino, os.getpid()))
 print("ready", flush=True)
 while True:
-    s.recvfrom(128)  # hears everything, answers nothing
+    s.recvfrom(512)  # hears everything, answers nothing
 EOF
 spid=$!
 for _ in $(seq 100); do grep -q ready "$dir/silent.out" 2>/dev/null && break; sleep 0.05; done

@@ -31,7 +31,8 @@
 
 /* ---- entry point names: counters, fault rules and cuGetProcAddress ---- */
 #define FC_FUNCS(X) \
-	X(cuInit) X(cuDriverGetVersion) X(cuDeviceGet) X(cuDeviceGetUuid_v2) X(cuDeviceGetCount) X(cuCtxGetCurrent) \
+	X(cuInit) X(cuDriverGetVersion) X(cuDeviceGet) X(cuDeviceGetUuid_v2) X(cuDeviceGetName) X(cuDeviceGetCount) \
+	X(cuCtxGetCurrent) \
 	X(cuCtxSetCurrent) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuCtxGetDevice) \
 	X(cuCtxCreate_v2) X(cuCtxCreate_v4) X(cuCtxDestroy_v2) X(cuCtxSynchronize) \
 	X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxReset_v2) \
@@ -565,6 +566,19 @@ FC_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 	if (dev < 0 || dev >= g_ndev)
 		return CUDA_ERROR_INVALID_DEVICE;
 	fm_uuid(g_phys[dev], (unsigned char *)uuid->bytes);
+	return CUDA_SUCCESS;
+}
+
+/* The fake runtime's name for every device (its cudaDeviceProp.name), truncated to len - 1
+ * characters as the real driver truncates. */
+FC_API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+	ENTER(cuDeviceGetName);
+	if (!name || len <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dev < 0 || dev >= g_ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	snprintf(name, (size_t)len, "%s", "fake GPU");
 	return CUDA_SUCCESS;
 }
 

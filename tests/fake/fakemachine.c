@@ -46,7 +46,7 @@ static struct fm_file *g_file;
 static struct fm_slot *g_slot; /* this process's; NULL: off (none, or a child after fork) */
 static uint64_t g_owner;
 static const char *g_who = "fake";
-static uint32_t g_machine_id; /* the machine file's inode: its GPUs' UUIDs carry it (fm_uuid) */
+
 
 FM_FN bool fm_on(void)
 {
@@ -289,7 +289,6 @@ FM_FN bool fm_open(const char *who, int *nphys, size_t cap[FM_MAXDEV])
 		}
 	}
 	g_file = f;
-	g_machine_id = (uint32_t)st.st_ino;
 	if (!fm_claim()) {
 		g_file = NULL;
 		munmap(m, sizeof *f);
@@ -309,14 +308,29 @@ FM_FN bool fm_open(const char *who, int *nphys, size_t cap[FM_MAXDEV])
 	return true;
 }
 
+/* The machine's name in its GPUs' UUIDs: FNV-1a (32 bits) of the FAKECUDA_MACHINE path as
+ * given, 0 without one. The same in every process that names the file, whichever opened it
+ * first, whether or not it has opened it yet. */
+static uint32_t fm_machine_id(void)
+{
+	const char *path = getenv("FAKECUDA_MACHINE");
+	if (!path || !*path)
+		return 0;
+	uint32_t h = 2166136261u;
+	for (const unsigned char *c = (const unsigned char *)path; *c; c++)
+		h = (h ^ *c) * 16777619u;
+	return h;
+}
+
 FM_FN void fm_uuid(int phys, unsigned char out[16])
 {
 	memset(out, 0, 16);
 	memcpy(out, "fakegpu", 7);
 	/* a machine-wide device (FAKECUDA_MACHINE) is another GPU than another machine file's,
-	 * as two machines never share a GPU: bytes 8-11 are its file's inode (zero without one) */
+	 * as two machines never share a GPU: bytes 8-11 name the machine (zero without one) */
+	uint32_t id = fm_machine_id();
 	for (int i = 0; i < 4; i++)
-		out[8 + i] = (unsigned char)(g_machine_id >> (8 * (3 - i)));
+		out[8 + i] = (unsigned char)(id >> (8 * (3 - i)));
 	out[15] = (unsigned char)(phys + 1);
 }
 

@@ -88,7 +88,7 @@ static void format_all(const struct gpupool_page *pg, uint32_t inconsistent)
 		rates[d] = (struct gp_format_rate){d % 3 != 2, (double)pg->dev[d].allocs,
 						   (double)pg->dev[d].requested_bytes_total};
 	for (int stale = 0; stale < 2; stale++) {
-		struct gp_format_proc p = {pg, stale, inconsistent, NULL};
+		struct gp_format_proc p = {.page = pg, .stale = stale, .inconsistent = inconsistent, .rates = NULL};
 		struct gp_format_out o;
 		gp_format_to_buf(&o, out, sizeof out);
 		gp_format_table(&o, &p, 1);

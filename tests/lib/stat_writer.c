@@ -25,7 +25,7 @@ int gp_test_writer_init(struct gp_test_writer *w, struct gpupool_page *pg, unsig
 		struct gpupool_device_stats *s = gp_statpage_slot(pg, d);
 		unsigned char uuid[GPUPOOL_UUID_LEN];
 		gp_test_writer_uuid(d, uuid);
-		if (!s || gp_statpage_set_uuid(pg, d, uuid) != 0)
+		if (!s || gp_statpage_set_uuid(pg, d, uuid) != 0 || gp_statpage_set_device_name(pg, d, "fake GPU") != 0)
 			return -ENOSPC;
 		prm.limit = d ? (size_t)64 << 30 : 0;
 		int rc = gp_pool_create(&w->pools[d], d, &prm, &w->fb.be, s);

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The library as users build it can never abort the program it is loaded into (contract 10):
-# configured with the defaults (`meson setup build`, as in the README's quick start and
+# configured with the defaults (`meson setup build`, as in docs/install.md and
 # scripts/build-gpu-lib), libgpupool.so references no assert, abort or exit function.
 # usage: user_build.sh SOURCE_DIR WORK_DIR [CUDART_HEADERS]
 set -u

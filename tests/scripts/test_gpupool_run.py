@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Tests of scripts/gpupool-run without a GPU or PyTorch: --help lists every place the search
-looks (and the search finds a library in them), argument errors (one line, exit 2), a command
+"""Tests of scripts/gpupool-run without a GPU or PyTorch: --help fits a screen, --print-lib -v
+lists every place the search looks (and the search finds a library in them), argument errors
+(one line, exit 2), a command
 that cannot run (one line, 127 or 126), and --torch: the startup hook (python/gpupool_hook)
 makes gpupool PyTorch's allocator when the program imports torch, here a stand-in torch
 package that records what PyTorch would be asked. With a built library (GPUPOOL_TEST_LIB,
-GPUPOOL_TEST_STAT, GPUPOOL_TEST_CUDA_INC: Meson sets them) also --fake: README's "Try it
-without a GPU", a C program and a Python one over the bundled fake runtime; and --torch with
+GPUPOOL_TEST_STAT, GPUPOOL_TEST_CUDA_INC: Meson sets them) also --fake: the README's C program
+("Your own program") and docs/install.md's Python one over the bundled fake runtime; and --torch with
 the real library over that fake runtime, under tests/scripts/fake_torch (a stand-in with
 PyTorch's shape and its refusals under a pluggable allocator): torch.cuda's memory functions
 answer from gpupool's figures, cudnn.benchmark stays off, graphs and IPC are one line.
@@ -117,15 +118,28 @@ class RunTest(unittest.TestCase):
                     self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
                     self.assertTrue(r.stderr.startswith("gpupool-run: GPUPOOL_LIB=%s: %s" % (lib, what)), r.stderr)
 
-    def test_help_lists_every_place_searched(self):
-        # a copy of the script in a tree of its own: each place --help names, tried in turn
+    def test_help_fits_a_screen(self):
+        for opt in ("--help", "-h"):
+            h = self.run_(opt).stdout
+            lines = h.splitlines()
+            self.assertLessEqual(len(lines), 24, h)
+            self.assertLessEqual(max(len(ln) for ln in lines), 79, h)
+            self.assertIn("--print-lib", h)
+            self.assertNotIn("/opt/gpupool", h)  # the places searched are --print-lib -v's
+        for opt in ("-V", "--version"):
+            r = self.run_(opt)
+            self.assertRegex(r.stdout, r"^gpupool-run \S+\n$")
+        self.bad("-v", "true", want="-v goes with --print-lib")
+
+    def test_print_lib_lists_every_place_searched(self):
+        # a copy of the script in a tree of its own: each place --print-lib -v names, tried in turn
         tree = os.path.join(self.tmp, "tree")
         os.makedirs(os.path.join(tree, "bin"))
         run = os.path.join(tree, "bin", "gpupool-run")
         shutil.copy(RUN, run)
         env = dict(os.environ)
         env.pop("GPUPOOL_LIB", None)
-        h = subprocess.run([run, "--help"], capture_output=True, text=True, env=env).stdout
+        h = subprocess.run([run, "--print-lib", "-v"], capture_output=True, text=True, env=env).stdout
         places = [ln.split(". ", 1)[1] for ln in h.splitlines() if ln[:4].strip().rstrip(".").isdigit()]
         self.assertIn("$GPUPOOL_LIB", h)
         for p in ("/opt/gpupool/lib/libgpupool.so", "/usr/local/lib/x86_64-linux-gnu/libgpupool.so", "ldconfig -p"):
@@ -191,12 +205,13 @@ class RunTest(unittest.TestCase):
         self.assertEqual(r.stdout.strip(), "ran 1")
 
 
-def readme_block(after):
-    """The first fenced block of README.md after the text `after`."""
-    with open(os.path.join(ROOT, "README.md")) as f:
+def doc_block(doc, after):
+    """The first fenced block of the document `doc` (README.md, docs/NAME.md) after the text
+    `after`, with the source tree's scripts/gpupool-run as the installed gpupool-run."""
+    with open(os.path.join(ROOT, doc)) as f:
         text = f.read()
     i = text.index(after)
-    return re.search(r"\n```\n(.*?)\n```\n", text[i:], re.S).group(1)
+    return re.search(r"\n```\n(.*?)\n```\n", text[i:], re.S).group(1).replace("scripts/gpupool-run", "gpupool-run")
 
 
 @unittest.skipUnless(os.environ.get("GPUPOOL_TEST_LIB"), "set GPUPOOL_TEST_LIB to a built libgpupool.so (Meson does)")
@@ -239,7 +254,7 @@ class FakeRunTest(unittest.TestCase):
         self.assertIn("--fake: the fake CUDA runtime (libcudart.so.13) is not next to %s" % os.path.realpath(lib), r.stderr)
 
     def test_python_example_from_readme(self):
-        code = readme_block("From Python, load the runtime")
+        code = doc_block(os.path.join("docs", "install.md"), "From Python, load the runtime")
         r = subprocess.run(["bash", "-c", code], env=dict(self.env, GPUPOOL_REPORT=os.path.join(self.tmp, "r.json")),
                            capture_output=True, text=True, timeout=120, cwd=self.tmp)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -256,8 +271,8 @@ class FakeRunTest(unittest.TestCase):
     def test_c_example_from_readme(self):
         # README's program, built as README says when the toolkit's libcudart is there (the
         # fake must still be what runs), else against the fake itself
-        script = readme_block("## Try it without a GPU").replace("/usr/local/cuda/include",
-                                                              os.environ["GPUPOOL_TEST_CUDA_INC"])
+        script = doc_block("README.md", "### One process").replace("/usr/local/cuda/include",
+                                                                   os.environ["GPUPOOL_TEST_CUDA_INC"])
         toolkit = any(os.path.exists(os.path.join(d, "libcudart.so")) for d in ("/usr/local/cuda/lib64",))
         if not toolkit:
             script = re.sub(r"-L/usr/local/cuda/lib64 -lcudart", '-L"$(dirname "$(gpupool-run --fake --print-lib | '

@@ -29,10 +29,10 @@ class MaxBatchTest(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def run_mb(self, *opts, env=None, cmd=None, preload=False):
+    def run_mb(self, *opts, env=None, cmd=None, preload=False, quiet=True):
         e = {k: v for k, v in os.environ.items() if not k.startswith(("FAKE_", "GPUPOOL_"))}
         e.update(FAKE_LOG=self.log, **(env or {}))
-        argv = [sys.executable, MAXBATCH, "--quiet"] + ([] if preload else ["--no-preload"])
+        argv = [sys.executable, MAXBATCH] + (["--quiet"] if quiet else []) + ([] if preload else ["--no-preload"])
         argv += list(opts) + ["--"] + (cmd or [sys.executable, FAKE, "{}"])
         return subprocess.run(argv, env=e, capture_output=True, text=True, timeout=120)
 
@@ -167,6 +167,16 @@ class MaxBatchTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stderr.count("gpupool: warning: GPUPOOL_LOG: loud: expected a level"), 1, r.stderr)
         self.assertIn("probe 1: gpupool: warning:", r.stderr)
+
+    def test_oom_warnings_not_echoed(self):
+        # the out of memory each OOM probe ends with is what the search looks for: the table
+        # says OOM; no line per probe, --quiet or not
+        oom = ("device 0: out of memory allocating {} (reserved 1.0 GiB, in use 1.0 GiB); this device's "
+               "further out-of-memory errors are logged at GPUPOOL_LOG=info, the exit report counts them")
+        for quiet in (True, False):
+            r = self.run_mb(env={"FAKE_OOM_ABOVE": "5", "FAKE_WARNING": oom}, quiet=quiet)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertNotIn("out of memory", r.stderr)
 
     def test_limit_not_in_effect(self):
         r = self.run_mb("--limit", "8G", env={"FAKE_OOM_ABOVE": "5", "FAKE_LIMIT_IGNORED": "1"})

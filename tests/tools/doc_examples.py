@@ -14,6 +14,7 @@ and on a NAME that no document has.
 """
 
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -30,11 +31,26 @@ DOCS = [os.path.join(ROOT, "docs", "stats.md"), os.path.join(ROOT, "docs", "json
 MARK = re.compile(r"^<!-- example: ([a-z0-9-]+) -->\n```\n(.*?)```\n", re.M | re.S)
 
 
+# the user the examples show is "alice", whoever runs them
+USER = pwd.getpwuid(os.geteuid()).pw_name
+
+
+def as_alice(out):
+    """The runner's name as alice's: in the table's USER column (its padding kept: the columns
+    stay aligned), JSON's "user", the Prometheus label, the PID view's first line."""
+    u = re.escape(USER)
+    out = re.sub(r"(?<= )%s +(?=stat_writer)" % u, lambda m: "alice".ljust(max(len(m.group(0)), 6)), out)
+    out = re.sub(r'("user":")%s"' % u, r'\1alice"', out)
+    out = re.sub(r'(user=")%s"' % u, r'\1alice"', out)
+    return re.sub(r"(  user )%s(  )" % u, r"\1alice\2", out)
+
+
 def run(shm, *args):
     env = dict(os.environ, GPUPOOL_SHM_DIR=shm)
     env.pop("COLUMNS", None)
+    env.pop("NO_COLOR", None)
     out = subprocess.run([STAT, *args], capture_output=True, text=True, timeout=30, env=env).stdout
-    return out.replace(shm, "/dev/shm")
+    return as_alice(out.replace(shm, "/dev/shm"))
 
 
 def writer(d, shm, name, *args):

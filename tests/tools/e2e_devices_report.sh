@@ -27,8 +27,10 @@ def check(ok, what):
     print(("ok   " if ok else "FAIL ") + what)
     if not ok:
         fails.append(what)
-rows = [l.split() for l in open(f"{tmp}/table.txt") if l.split() and l.split()[0] == str(pid)]
-check(sorted(r[2] for r in rows) == ["0", "1"], f"gpupool-stat shows one row per device: {[r[2] for r in rows]}")
+# the table's rows: GPU PID USER COMMAND DEV ...
+rows = [l.split() for l in open(f"{tmp}/table.txt") if len(l.split()) > 4 and l.split()[1] == str(pid)]
+check(sorted(r[4] for r in rows) == ["0", "1"], f"gpupool-stat shows one row per device: {[r[4] for r in rows]}")
+check(sorted(r[0] for r in rows) == ["0", "1"], f"each row names its GPU: {[r[0] for r in rows]}")
 live = [p for p in json.load(open(f"{tmp}/live.json"))["processes"] if p["pid"] == pid]
 check(len(live) == 1, "gpupool-stat --json lists the process")
 devs = {d["device"]: d for d in live[0]["devices"]} if live else {}

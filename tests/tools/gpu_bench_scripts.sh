@@ -115,4 +115,24 @@ grep -qF '| bert | default | 3 | 540.0 (500.0-700.0) | 2.00 | n/a | 1.00 |' <<<"
 expect2 "steps_table.py without OUTDIR" python3 "$g/steps_table.py"
 python3 "$g/steps_table.py" "$tmp/none" >/dev/null 2>&1
 [ $? = 1 ] && ok "steps_table.py missing dir" || bad "steps_table.py missing dir"
+# giveback.sh (docs/sharing.md's figures): bad arguments, then, where the build's library and
+# gpupool-stat are given (Meson gives them outside the sanitizers), one round of its release
+# and reclaim parts over the fake runtime, and its table
+bash -n "$g/giveback.sh" && ok "bash -n giveback.sh" || bad "bash -n giveback.sh"
+expect2 "giveback.sh without OUTDIR" "$g/giveback.sh"
+expect2 "giveback.sh unknown part" "$g/giveback.sh" "$tmp/gb" bogus
+expect2 "giveback.sh bad FRACTION" env FRACTION=1.5 "$g/giveback.sh" "$tmp/gb" --fake
+expect2 "giveback.sh bad ROUNDS" env ROUNDS=0 "$g/giveback.sh" "$tmp/gb" --fake
+expect2 "giveback_hold.py bad fraction" python3 "$g/giveback_hold.py" hold 2
+if [ -n "${GPUPOOL_TEST_LIB:-}" ] && [ -n "${GPUPOOL_TEST_STAT:-}" ]; then
+	t=$(ROUNDS=1 GPUPOOL_LIB=$GPUPOOL_TEST_LIB GPUPOOL_STAT=$GPUPOOL_TEST_STAT FAKECUDA_CAPACITY=3G \
+		"$g/giveback.sh" "$tmp/gb" --fake release reclaim decay 2>&1)
+	grep -q "^release round=1 held=1073741824 ms=[0-9.]* handed_back=1.0GiB$" "$tmp/gb/giveback.txt" &&
+		grep -q "^reclaim round=1 held=1073741824 gave=[0-9.]*[KMG]iB gave_s=[0-9.]* b_ok=1 b_malloc_s=[0-9.]*$" "$tmp/gb/giveback.txt" &&
+		grep -q "^decay round=1 skipped=fake$" "$tmp/gb/giveback.txt" &&
+		grep -q "^release (gpupool-stat --release): *1.0GiB in [0-9.]* ms;$" <<<"$t" &&
+		ok "giveback.sh --fake" || bad "giveback.sh --fake: $t $(cat "$tmp/gb/giveback.txt")"
+else
+	echo "SKIP: giveback.sh --fake (GPUPOOL_TEST_LIB, GPUPOOL_TEST_STAT not set)"
+fi
 exit $fail

@@ -90,8 +90,12 @@ soname=$(readelf -d "$lib" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
 pc=$(one '*/pkgconfig/gpupool.pc') && grep -q '^Libs:.*-lgpupool' "$pc" || bad "gpupool.pc: no -lgpupool"
 
 for t in $cmds; do
-	v=$("$bin/$t" --version 2>&1) || bad "$t --version: exit $?"
-	case $v in "$t "[0-9]*.[0-9]*.[0-9]*) ;; *) bad "$t --version printed '$v'" ;; esac
+	for o in --version -V; do
+		v=$("$bin/$t" $o 2>&1) || bad "$t $o: exit $?"
+		case $v in "$t "[0-9]*.[0-9]*.[0-9]*) ;; *) bad "$t $o printed '$v'" ;; esac
+	done
+	# each one's help fits a screen (80 columns)
+	"$bin/$t" --help | awk 'length > 79 { bad = 1 } END { exit bad }' || bad "$t --help: a line wider than 79"
 done
 help=$("$bin/gpupool-run" --help) || bad "gpupool-run --help: exit $?"
 printf '%s\n' "$help" | grep -q '^usage: gpupool-run' || bad "gpupool-run --help"

@@ -25,7 +25,8 @@ def documented():
         elif inside and ln.startswith("| `"):
             cells = [c.strip() for c in ln.strip().strip("|").split("|")]
             field, where, typ = cells[0].strip("`"), cells[1], cells[2]
-            if field in rows or where not in ("both", "listing", "report") or typ not in TYPES:
+            if field in rows or where not in ("both", "listing", "report") or any(
+                    t not in TYPES for t in typ.split(" or ") if t != "null"):
                 sys.exit("FAIL: %s: bad row: %s" % (doc, ln.strip()))
             rows[field] = (where, typ)
     if not rows:
@@ -58,9 +59,13 @@ def check(name, text, rows):
         print("FAIL: docs/json.md lists %s for %s, which it does not write" % (f, name))
         bad += 1
     for f in sorted(want & set(found)):
-        t = TYPES[rows[f][1]]
+        # "integer or null": either
+        ts = [TYPES[t] for t in rows[f][1].split(" or ") if t != "null"]
+        nullable = "null" in rows[f][1].split(" or ")
         for x in found[f]:
-            if not isinstance(x, t) or (t is int and isinstance(x, bool)):
+            if x is None and nullable:
+                continue
+            if not any(isinstance(x, t) and not (t is int and isinstance(x, bool)) for t in ts):
                 print("FAIL: %s: %s is %r, documented as %s" % (name, f, x, rows[f][1]))
                 bad += 1
                 break

@@ -69,12 +69,17 @@ def check_families(families, openmetrics):
             assert not openmetrics or f.unit == "bytes", (f.name, f.unit)
     gauges, counters = byte_fields()
     units = [f for f in families if f.name.endswith("_bytes")]
-    # each byte gauge and its peak, each byte counter, the limit, the GPUs' total, free, held
-    # and reclaimable
-    assert len(units) == 2 * len(gauges) + len(counters) + 1 + 4, sorted(f.name for f in units)
-    # the GPUs' families: labelled UUID alone
+    # each byte gauge and its peak, each byte counter, the limit, the floor, the GPUs' total,
+    # free, held, reclaimable and waiting
+    assert len(units) == 2 * len(gauges) + len(counters) + 2 + 5, sorted(f.name for f in units)
+    # the GPUs' families: labelled UUID alone, but the info family (its index and name)
     for f in families:
-        if f.name.startswith("gpupool_gpu_"):
+        if f.name in ("gpupool_gpu", "gpupool_gpu_info"):
+            assert f.type == ("info" if openmetrics else "gauge"), f
+            for s in f.samples:
+                assert s.name == "gpupool_gpu_info" and s.value == 1.0, s
+                assert set(s.labels) <= {"UUID", "index", "name"} and "UUID" in s.labels, s
+        elif f.name.startswith("gpupool_gpu_"):
             assert f.type == "gauge", f
             for s in f.samples:
                 assert list(s.labels) == ["UUID"], s
@@ -118,6 +123,8 @@ def compare_with_json(samples, doc, pid):
                            ("gpupool_gpu_seen_timestamp_seconds", g["seen_ns"] // 1000000 / 1000)):
             got = [v for l, v in samples.get(name, []) if l["UUID"] == g["uuid"]]
             assert got == [float(want)], (name, g["uuid"], got, want)
+        info = [l for l, v in samples.get("gpupool_gpu_info", []) if l["UUID"] == g["uuid"]]
+        assert info == [{"UUID": g["uuid"], "index": str(g["index"]), "name": g["name"]}], (info, g)
     assert len(doc["gpus"]) == 2, doc["gpus"]
 
 

@@ -84,7 +84,13 @@ for h in --help -h; do
 	grep -q '^usage: gpupool-stat ' "$D/out" && [ ! -s "$D/err" ] || fail "$h output"
 done
 "$STAT" --version | grep -q '^gpupool-stat [0-9]' || fail "--version"
-# an empty directory is no error
+"$STAT" -V | grep -q '^gpupool-stat [0-9]' || fail "-V"
+# the help fits a screen: 24 lines of 79 columns at most
+"$STAT" --help >"$D/out"
+[ "$(wc -l <"$D/out")" -le 24 ] || fail "--help: $(wc -l <"$D/out") lines"
+awk 'length > 79 { bad = 1 } END { exit bad }' "$D/out" || fail "--help: a line wider than 79"
+# an empty directory is no error: one line says there is nothing
 "$STAT" >"$D/out" 2>"$D/err" || fail "empty directory: exit $?"
+[ "$(cat "$D/out")" = "no gpupool processes" ] || fail "empty directory: $(cat "$D/out")"
 [ "$failed" -eq 0 ] && echo "stat_args: all checks passed"
 exit "$failed"

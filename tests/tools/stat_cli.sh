@@ -29,18 +29,23 @@ touch "$GPUPOOL_SHM_DIR/not-a-page"
 # default table
 "$STAT" >"$D/table" 2>"$D/table.err" || fail "table exit status"
 cat "$D/table"
-grep -q "^ *$WPID stat_writer *0 .* live" "$D/table" || fail "table row dev 0"
-grep -q "^ *$WPID stat_writer *1 .* live" "$D/table" || fail "table row dev 1"
-grep -q "^ *$IPID stat_writer" "$D/table" || fail "idle writer row"
-# the GPUs above the table: the three writers on each of the two GPUs, named short enough for 80
-# columns and still apart; the driver's 80 GiB; held = reserved + unpooled of both writers
-grep -q "^GPU  *TOTAL  *FREE  *GPUPOOL  *RECLAIMABLE  *PROCS$" "$D/table" || fail "GPU header"
-grep -q "^GPU-6770706f..0000  *80.0 GiB  *[0-9.]* [KMG]iB  *[0-9.]* [KMG]iB  *[0-9.]* [KMG]\?i\?B  *3$" "$D/table" ||
+# rows: GPU, PID, USER (the page's owner), COMMAND, the CUDA index in the process
+me=$(id -un)
+grep -q "^  0 *$WPID $me *stat_writer *0 .* live$" "$D/table" || fail "table row dev 0"
+grep -q "^  1 *$WPID $me *stat_writer *1 .* live$" "$D/table" || fail "table row dev 1"
+grep -q "^  [01] *$IPID $me *stat_writer" "$D/table" || fail "idle writer row"
+# the GPUs above the table: the three writers on each of the two GPUs, numbered (no driver
+# here: the CUDA index they agree on), named (the page's name), the driver's 80 GiB; held =
+# reserved + unpooled of the writers; no room for the UUID in 80 columns (--wide has it)
+grep -q "^GPU  NAME  *MEMORY  *FREE  *GPUPOOL  *IDLE  *PROCS$" "$D/table" || fail "GPU header"
+grep -q "^  0  fake GPU  *80.0 GiB  *[0-9.]* [KMG]iB  *[0-9.]* [KMG]iB  *[0-9.]* [KMG]\?i\?B  *3$" "$D/table" ||
 	fail "GPU line of device 0"
-grep -q "^GPU-6770706f..0001  *80.0 GiB .*  3$" "$D/table" || fail "GPU line of device 1"
-# UNPOOLED: the writers hold 256 MiB outside the pools on device 1, none on device 0
-grep -q "^ *PID COMMAND *DEV *RESERVED *ALLOCATED *UNPOOLED " "$D/table" || fail "UNPOOLED column"
-grep -q "^ *$WPID stat_writer *1 .* 256.0 MiB .* live$" "$D/table" || fail "unpooled of device 1"
+grep -q "^  1  fake GPU  *80.0 GiB .*  3$" "$D/table" || fail "GPU line of device 1"
+grep -q "^GPU  *PID USER  *COMMAND  *DEV  *HELD  *USED  *IDLE  *STATE$" "$D/table" || fail "table header"
+# by GPU, then memory held: the rows of GPU 0 before those of GPU 1
+[ "$(grep -n "^  0  *[0-9]* $me " "$D/table" | tail -1 | cut -d: -f1)" -lt "$(grep -n "^  1  *[0-9]* $me " "$D/table" | head -1 | cut -d: -f1)" ] ||
+	fail "rows by GPU"
+grep -q "^HELD: taken from the GPU; USED: in live blocks; IDLE: --release frees it now$" "$D/table" || fail "legend"
 [ "$(wc -l <"$D/table.err")" -eq 4 ] || { cat "$D/table.err"; fail "expected 4 skip lines"; }
 grep -q "gpupool.4000005 truncated/wrong size" "$D/table.err" || fail "truncated"
 grep -q "gpupool.4000006 is a directory" "$D/table.err" || fail "directory"
@@ -49,8 +54,9 @@ grep -q "gpupool.4000008 is a symbolic link" "$D/table.err" || fail "symlink"
 
 # one process
 "$STAT" "$WPID" >"$D/detail" 2>/dev/null || fail "detail exit status"
-grep -q "^pid $WPID  command stat_writer  live  devices 2" "$D/detail" || fail "detail header"
-grep -q "device 1  limit 68719476736 (64.0 GiB)" "$D/detail" || fail "detail limit"
+grep -q "^pid $WPID  command stat_writer  user $me  live  devices 2  started [0-9-]* [0-9:]* ([0-9]* s ago)$" "$D/detail" ||
+	fail "detail header"
+grep -q "device 1  fake GPU  limit 68719476736 (64.0 GiB)" "$D/detail" || fail "detail limit"
 for f in reserved_bytes largest_free_block segment_allocs passthrough_frees "driver calls saved"; do
 	grep -q "$f" "$D/detail" || fail "detail lacks $f"
 done
@@ -63,6 +69,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 p = [p for p in d["processes"] if p["pid"] == int(sys.argv[2])][0]
 assert p["comm"] == "stat_writer" and not p["stale"] and len(p["devices"]) == 2
+assert p["source"] == "page" and p["user"] and p["uid"] is not None, p
 for v in p["devices"]:
     assert v["consistent"] and v["allocated_bytes"] <= v["reserved_bytes"]
     assert v["reserved_bytes_peak"] >= v["reserved_bytes"] and v["allocs"] > 0
@@ -70,6 +77,7 @@ for v in p["devices"]:
 # the GPUs: each of the three writers on each GPU, held = the sum of reserved + unpooled
 live = [p for p in d["processes"] if not p["stale"]]
 assert [g["uuid"] for g in d["gpus"]] == ["GPU-6770706f-6f6c-7465-7374-00000000000%d" % i for i in (0, 1)], d["gpus"]
+assert [(g["index"], g["name"]) for g in d["gpus"]] == [(0, "fake GPU"), (1, "fake GPU")], d["gpus"]
 for g in d["gpus"]:
     slots = [v for p in live for v in p["devices"] if v["uuid"] == g["uuid"]]
     assert g["processes"] == len(slots) == 3, g
@@ -84,35 +92,42 @@ EOF
 # Prometheus
 "$STAT" --prometheus >"$D/prom" 2>/dev/null || fail "prometheus exit status"
 grep -q '^# TYPE gpupool_allocs_total counter$' "$D/prom" || fail "prom TYPE"
-grep -q "^gpupool_reserved_bytes{pid=\"$WPID\",comm=\"stat_writer\",device=\"1\",UUID=\"GPU-6770706f-6f6c-7465-7374-000000000001\"} [0-9]*$" "$D/prom" ||
+grep -q "^gpupool_reserved_bytes{pid=\"$WPID\",comm=\"stat_writer\",user=\"$me\",device=\"1\",UUID=\"GPU-6770706f-6f6c-7465-7374-000000000001\"} [0-9]*$" "$D/prom" ||
 	fail "prom sample"
+grep -q '^gpupool_gpu_info{UUID="GPU-6770706f-6f6c-7465-7374-000000000001",index="1",name="fake GPU"} 1$' "$D/prom" ||
+	fail "prom GPU info"
 # the GPUs: labelled UUID alone
 grep -q '^gpupool_gpu_total_bytes{UUID="GPU-6770706f-6f6c-7465-7374-000000000001"} 85899345920$' "$D/prom" ||
 	fail "prom GPU total"
 grep -q '^gpupool_gpu_processes{UUID="GPU-6770706f-6f6c-7465-7374-000000000000"} 3$' "$D/prom" ||
 	fail "prom GPU processes"
 # no limit on device 0: no gpupool_limit_bytes sample for it (a 0 would read as a limit of nothing)
-grep -q "^gpupool_limit_bytes{pid=\"$WPID\",comm=\"stat_writer\",device=\"1\",UUID=\"GPU-[0-9a-f-]*\"} 68719476736$" "$D/prom" ||
+grep -q "^gpupool_limit_bytes{pid=\"$WPID\",comm=\"stat_writer\",user=\"$me\",device=\"1\",UUID=\"GPU-[0-9a-f-]*\"} 68719476736$" "$D/prom" ||
 	fail "prom limit of device 1"
-if grep -q "^gpupool_limit_bytes{pid=\"$WPID\",comm=\"stat_writer\",device=\"0\"" "$D/prom"; then fail "a limit sample for no limit"; fi
+if grep -q "^gpupool_limit_bytes{pid=\"$WPID\",comm=\"stat_writer\",user=\"$me\",device=\"0\"" "$D/prom"; then fail "a limit sample for no limit"; fi
 bad=$(grep -v '^# \(HELP\|TYPE\) ' "$D/prom" |
-	grep -cv '^gpupool_[a-z_]*{\(pid="[0-9]*",comm="[^"]*"\(,device="[0-9]*"\(,UUID="GPU-[0-9a-f-]\{36\}"\)\?\)\?\|UUID="GPU-[0-9a-f-]\{36\}"\|reason="[a-z_]*"\|version="[0-9A-Za-z.+~-]*"\)} [0-9.]*$' || true)
+	grep -cv '^gpupool_[a-z_]*{\(pid="[0-9]*",comm="[^"]*"\(,user="[^"]*"\)\?\(,device="[0-9]*"\(,UUID="GPU-[0-9a-f-]\{36\}"\)\?\)\?\|UUID="GPU-[0-9a-f-]\{36\}"\(,index="[0-9]*"\)\?\(,name="[^"]*"\)\?\|reason="[a-z_]*"\|version="[0-9A-Za-z.+~-]*"\)} [0-9.]*$' || true)
 [ "$bad" -eq 0 ] || fail "prom grammar: $bad bad lines"
 
-# the table fits the width: 80 columns (no terminal, no COLUMNS) gives one line per row, and
+# the table fits the width: 80 columns (no terminal, no COLUMNS) gives one line per row;
+# wider: UNPOOLED (the writers hold 256 MiB outside the pools on device 1, none on device 0),
 # LIMIT/%LIM (device 1 has a 64 GiB limit); --wide every column; SEGS, not MALLOCS
 "$STAT" >"$D/t80" 2>/dev/null || fail "table exit status"
 awk 'length > 80 { bad = 1 } END { exit bad }' "$D/t80" || { cat "$D/t80"; fail "table wider than 80"; }
-grep -q "^ *PID COMMAND *DEV *RESERVED *ALLOCATED *UNPOOLED *%LIM .*STATE$" "$D/t80" || { cat "$D/t80"; fail "80-column header"; }
-grep -q "^ *$WPID stat_writer *1 .* 256.0 MiB *[0-9.]* .* live$" "$D/t80" || fail "limit columns"
+COLUMNS=140 "$STAT" >"$D/t140" 2>/dev/null || fail "table exit status"
+awk 'length > 140 { bad = 1 } END { exit bad }' "$D/t140" || { cat "$D/t140"; fail "table wider than 140"; }
+grep -q "^GPU  *PID USER  *COMMAND .* HELD  *USED  *IDLE .* UNPOOLED .* LIMIT  *%LIM .* STATE$" "$D/t140" ||
+	{ cat "$D/t140"; fail "140-column header"; }
+grep -q "^  1 *$WPID $me *stat_writer .* 256.0 MiB .*64.0 GiB *[0-9.]* .* live$" "$D/t140" || fail "limit and unpooled columns"
 COLUMNS=200 "$STAT" >"$D/t200" 2>/dev/null || fail "table exit status"
 "$STAT" --wide >"$D/twide" 2>/dev/null || fail "wide exit status"
 for t in t200 twide; do
-	grep -q "RESERVED  ALLOCATED   UNPOOLED  PEAK_RSVD     CACHED    LARGEST      LIMIT  %LIM  HIT%   SEGS  OOMS  STATE" "$D/$t" ||
+	grep -q "DEV       HELD       USED       IDLE   RESERVED   UNPOOLED  PEAK_RSVD     CACHED    LARGEST      LIMIT  %LIM  HIT%   SEGS  OOMS  STATE" "$D/$t" ||
 		{ cat "$D/$t"; fail "$t: every column"; }
 done
+grep -q "GPU-6770706f-6f6c-7465-7374-000000000001$" "$D/twide" || fail "wide: the whole UUID"
 if grep -q MALLOCS "$D/twide"; then fail "MALLOCS is SEGS now"; fi
-COLUMNS=30 "$STAT" 2>/dev/null | grep -q "^ *PID COMMAND *DEV *STATE$" || fail "narrowest table"
+COLUMNS=30 "$STAT" 2>/dev/null | grep -q "^GPU  *PID USER  *COMMAND  *STATE$" || fail "narrowest table"
 
 # watch, piped: plain frames one after the other, each after a timestamp line; never an
 # escape code (nor in JSON or Prometheus text)
@@ -120,7 +135,7 @@ COLUMNS=30 "$STAT" 2>/dev/null | grep -q "^ *PID COMMAND *DEV *STATE$" || fail "
 cat "$D/watch"
 if grep -q "$(printf '\033')" "$D/watch"; then fail "escape codes in piped --watch"; fi
 [ "$(grep -c '^-- gpupool-stat .* every 0.2s  [0-9-]* [0-9:]*$' "$D/watch")" -eq 2 ] || fail "watch frames"
-[ "$(grep -c '^ *PID COMMAND' "$D/watch")" -eq 2 ] || fail "watch tables"
+[ "$(grep -c '^GPU  *PID USER' "$D/watch")" -eq 2 ] || fail "watch tables"
 # a reclaim between two refreshes (SIGUSR1 to the writer: device 0 gives 2 GiB and 1 GiB
 # idle, device 1 receives 2 GiB after 0.41 s): a line each, under the table of the frame
 # after it and in no other (piped frames are a log: each line once)
@@ -184,26 +199,13 @@ while text[i:].strip():
 assert docs == 3, docs' || fail "watch --json: three documents"
 # on a terminal (a pty from python3): alternate screen in, clear and home per frame, out
 # again; the same when SIGTERM or SIGINT ends it
-python3 - "$STAT" <<'PYEOF' || fail "watch on a terminal"
-import os, pty, signal, sys
+python3 - "$STAT" "$(dirname "$0")" <<'PYEOF' || fail "watch on a terminal"
+import os, signal, sys
+sys.path.insert(0, sys.argv[2])
+from ptyrun import run as pty_run
 
 def run(args, sig=None):
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execv(sys.argv[1], [sys.argv[1]] + args)
-    out = b""
-    while True:
-        if sig and b"PID" in out:
-            os.kill(pid, sig)
-            sig = None
-        try:
-            b = os.read(fd, 65536)
-        except OSError:
-            break
-        if not b:
-            break
-        out += b
-    _, st = os.waitpid(pid, 0)
+    out, st = pty_run([sys.argv[1]] + args, when=b"PID", sig=sig)  # PID: the table's head
     assert os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0, st
     assert out.startswith(b"\x1b[?1049h"), out[:40]
     assert out.rstrip(b"\r\n").endswith(b"\x1b[?1049l"), out[-40:]
@@ -243,7 +245,7 @@ kill -9 "$IPID"
 wait "$IPID" 2>/dev/null || true
 "$STAT" >"$D/gone" 2>/dev/null || fail "table exit status with a gone process"
 cat "$D/gone"
-grep -q "^ *$IPID stat_writer .* gone$" "$D/gone" || fail "gone row"
+grep -q "^  [-01] *$IPID $me *stat_writer .* gone$" "$D/gone" || fail "gone row"
 grep -q "^1 process gone without removing its page (gpupool-stat --clean removes it)$" "$D/gone" || fail "gone line"
 "$STAT" --clean >"$D/clean" 2>/dev/null || fail "clean exit status"
 cat "$D/clean"
@@ -252,6 +254,39 @@ grep -q "removed gpupool.4000005" "$D/clean" || fail "clean junk"
 [ ! -e "$GPUPOOL_SHM_DIR/gpupool.$IPID" ] || fail "stale page still there"
 [ -e "$GPUPOOL_SHM_DIR/gpupool.$WPID" ] || fail "live page removed"
 helper_done "$IPID"
+
+# an allocation that waits for memory (the wait queue's figures, written by the writer):
+# WAITING in the table (bytes and how long, the row kept in 80 columns before USED), in the
+# GPU lines, the PID view, JSON and Prometheus
+"$WRITER" 500 waiting >"$D/waiting.out" 2>/dev/null &
+XPID=$!
+HELPERS="$HELPERS $XPID"
+wait_ready waiting
+"$STAT" >"$D/wt" 2>/dev/null || fail "waiting: table exit status"
+cat "$D/wt"
+grep -q "^GPU  NAME  *MEMORY  *FREE  *GPUPOOL  *IDLE  *WAITING  *PROCS$" "$D/wt" || fail "waiting: GPU header"
+grep -q "^  1  fake GPU .*  1.0 GiB  *2$" "$D/wt" || fail "waiting: GPU 1's line"
+grep -q "^GPU  *PID USER  *COMMAND  *HELD  *IDLE  *WAITING  STATE$" "$D/wt" || fail "waiting: table header in 80 columns"
+grep -q "^  1 *$XPID $me *stat_writer .*  1.0 GiB [0-9]* s  live$" "$D/wt" || fail "waiting: the row"
+grep -q "^  0 *$XPID $me *stat_writer .*  -  live$" "$D/wt" || fail "waiting: the row of the device that does not wait"
+"$STAT" "$XPID" | grep -q "^  waiting for 1.0 GiB since [0-9-]* [0-9:]* ([0-9]* s ago)$" || fail "waiting: PID view"
+"$STAT" --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+p, = [p for p in d["processes"] if p["pid"] == '"$XPID"']
+v = p["devices"][1]
+assert v["waiting_bytes"] == 1 << 30 and v["waits"] == 1 and v["wait_started_ns"] > 0, v
+assert [g["waiting_bytes"] for g in d["gpus"]] == [0, 1 << 30], d["gpus"]' || fail "waiting: JSON"
+"$STAT" --prometheus >"$D/wprom"
+grep -q "^gpupool_waiting_bytes{pid=\"$XPID\",comm=\"stat_writer\",user=\"$me\",device=\"1\",UUID=\"GPU-[0-9a-f-]*\"} 1073741824$" "$D/wprom" ||
+	fail "waiting: prometheus"
+grep -q '^gpupool_gpu_waiting_bytes{UUID="GPU-6770706f-6f6c-7465-7374-000000000001"} 1073741824$' "$D/wprom" ||
+	fail "waiting: prometheus GPU"
+grep -q "^gpupool_wait_started_timestamp_seconds{pid=\"$XPID\",.*device=\"1\".*} [0-9]*\.[0-9]*$" "$D/wprom" ||
+	fail "waiting: prometheus wait start"
+kill -TERM "$XPID"
+wait "$XPID" || true
+helper_done "$XPID"
 
 # normal exit: the exit report, page unlinked
 kill -TERM "$WPID"

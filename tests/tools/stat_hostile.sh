@@ -23,7 +23,7 @@ fi
 
 "$STAT" >"$D/table" 2>"$D/table.err" || fail "table exit status"
 cat "$D/table" "$D/table.err"
-grep -q "^ *$WPID stat_writer *0 .* live" "$D/table" || fail "the real writer is missing"
+grep -q "^ *[0-9-]* *$WPID [^ ]* *stat_writer *0 .* live" "$D/table" || fail "the real writer is missing"
 ! grep -q forged "$D/table" || fail "a forged page is listed"
 [ "$(wc -l <"$D/table.err")" -eq 1 ] || fail "expected one line on stderr"
 grep -qx "gpupool-stat: skipped $forged pages\{0,1\}: the file's owner is not the user of the process it names" \
@@ -44,7 +44,7 @@ grep -q "^gpupool_reserved_bytes{pid=\"$WPID\"" "$D/prom" || fail "prometheus la
 grep -q '^# TYPE gpupool_skipped_pages gauge$' "$D/prom" || fail "prometheus skipped TYPE"
 grep -qx "gpupool_skipped_pages{reason=\"foreign\"} $forged" "$D/prom" || fail "prometheus skipped count"
 bad=$(grep -v '^# \(HELP\|TYPE\) ' "$D/prom" |
-	grep -cv '^gpupool_[a-z_]*{\(pid="[0-9]*",comm="[^"]*"\(,device="[0-9]*"\(,UUID="GPU-[0-9a-f-]\{36\}"\)\?\)\?\|UUID="GPU-[0-9a-f-]\{36\}"\|reason="[a-z_]*"\|version="[0-9A-Za-z.+~-]*"\)} [0-9.]*$' || true)
+	grep -cv '^gpupool_[a-z_]*{\(pid="[0-9]*",comm="[^"]*"\(,user="[^"]*"\)\?\(,device="[0-9]*"\(,UUID="GPU-[0-9a-f-]\{36\}"\)\?\)\?\|UUID="GPU-[0-9a-f-]\{36\}"\(,index="[0-9]*"\)\?\(,name="[^"]*"\)\?\|reason="[a-z_]*"\|version="[0-9A-Za-z.+~-]*"\)} [0-9.]*$' || true)
 [ "$bad" -eq 0 ] || fail "prom grammar: $bad bad lines"
 
 # one process asked for by pid: the forged one is not shown either
@@ -70,8 +70,8 @@ ms=$(($(now_ms) - t0))
 echo "table with 50 odd junk pages: $ms ms"
 head -3 "$D/junk.err"
 [ "$ms" -lt 3000 ] || fail "the table with 50 odd junk pages took $ms ms"
-grep -q "^ *$WPID stat_writer *0 .* live" "$D/junk" || fail "the real writer is missing among junk"
-[ "$(grep -c '^ *5100000 forged .*inconsistent' "$D/junk")" -eq 16 ] || fail "odd slots not shown inconsistent"
+grep -q "^ *[0-9-]* *$WPID [^ ]* *stat_writer *0 .* live" "$D/junk" || fail "the real writer is missing among junk"
+[ "$(grep -c '^ *[0-9-]* *5100000 [^ ]* *forged .*inconsistent' "$D/junk")" -eq 16 ] || fail "odd slots not shown inconsistent"
 [ "$(wc -l <"$D/junk.err")" -le 25 ] || fail "stderr flooded: $(wc -l <"$D/junk.err") lines"
 
 # more junk than one listing keeps (4096 pages): 6000 consistent pages of pids that do not

@@ -229,7 +229,7 @@ def check_events(busy):
     """On a terminal of 80x16: the GPU lines, the table and a reclaim's lines (SIGUSR1 to the
     writer between two refreshes) share the window, none of it past its bounds."""
     threading.Timer(0.45, os.kill, (busy.pid, signal.SIGUSR1)).start()
-    fs = check_fits(["--watch", "0.3", "--count", "3"], 16, 80, [r"^GPU  +TOTAL", r"PID COMMAND"],
+    fs = check_fits(["--watch", "0.3", "--count", "3"], 16, 80, [r"^GPU  NAME  +MEMORY", r"PID USER +COMMAND"],
                     "GPUs, table and events in 80x16", 3)
     text = "\n".join(fs[-1])
     for n in (r"^\d\d:\d\d:\d\d pid %d \(stat_writer\) gave 2\.0 GiB for a reclaim$" % busy.pid,
@@ -245,12 +245,12 @@ def check_rates(busy, idle):
     fs = re.split(r"\n\n(?=-- gpupool-stat )", out)
     if len(fs) != 2:
         fail("rates: %d frames: %s" % (len(fs), out))
-    head = [l for l in fs[0].splitlines() if "PID COMMAND" in l][0]
+    head = [l for l in fs[0].splitlines() if re.search(r"PID USER +COMMAND", l)][0]
     # right-aligned columns: a cell ends where its heading does (ALLOCS/S 8 wide, BYTES/S 10)
     ea, eb = head.index("ALLOCS/S") + 8, head.index("BYTES/S") + 7
 
     def cells(frame, pid):
-        rows = [l for l in frame.splitlines() if re.match(r"^ *%d " % pid, l)]
+        rows = [l for l in frame.splitlines() if re.match(r"^ *[0-9-]+ +%d " % pid, l)]
         if len(rows) != 2:
             fail("rates: %d rows for pid %d:\n%s" % (len(rows), pid, frame))
         return [(r[ea - 8:ea].strip(), r[eb - 10:eb].strip()) for r in rows]
@@ -289,11 +289,11 @@ def main():
         check_suspend()
         check_pipe_keeps_modes()
         check_fits([str(busy.pid), "--watch", "0.3", "--count", "2"], 24, 80,
-                   [r"^pid %d  command stat_writer  live" % busy.pid, r"^device 0  limit none  GPU-",
-                    r"^device 1  limit ", r"^  reserved_bytes ", r"^  allocated_bytes ", r"^  per second: ",
+                   [r"^pid %d  command stat_writer  user \S+  live" % busy.pid, r"^device 0  fake GPU  limit none  GPU-",
+                    r"^device 1  fake GPU  limit ", r"^  reserved_bytes ", r"^  allocated_bytes ", r"^  per second: ",
                     r"^\d+ rows left out: a taller terminal shows them$"], "the PID view in 80x24")
         check_fits(["--watch", "0.3", "--count", "2"], 5, 80,
-                   [r"PID COMMAND", r"^\d+ rows? left out"], "the table in 80x5")
+                   [r"PID USER +COMMAND", r"^\d+ rows? left out"], "the table in 80x5")
         check_rates(busy, idle)
         check_events(busy)
     finally:

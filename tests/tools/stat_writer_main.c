@@ -1,7 +1,8 @@
 /* Helper process for the gpupool-stat CLI test: opens its page in $GPUPOOL_SHM_DIR, runs
  * N steps of pool work (tests/lib/stat_writer.h), prints "ready <pid>", then keeps answering release
  * requests (one step every 2 ms; "idle" as argv[2]: no steps, so requests time out;
- * "reclaimed": the SIGUSR1 reclaim below already done when it prints "ready") until
+ * "reclaimed": the SIGUSR1 reclaim below already done when it prints "ready"; "waiting": an
+ * allocation on device 1 waits for 1 GiB from the start, as the wait queue shows one) until
  * SIGTERM, when it prints the exit report to stderr and unlinks its page. As the library's
  * release thread does, it writes each device's total and free memory about once a second
  * (80 GiB, free what its segments leave), the bytes it could release (the pool's decay pass,
@@ -114,6 +115,7 @@ int main(int argc, char **argv)
 	long steps = argc > 1 ? atol(argv[1]) : 2000;
 	bool idle = argc > 2 && strcmp(argv[2], "idle") == 0;
 	bool reclaimed = argc > 2 && strcmp(argv[2], "reclaimed") == 0;
+	bool waiting = argc > 2 && strcmp(argv[2], "waiting") == 0;
 	signal(SIGTERM, on_term);
 	signal(SIGINT, on_term);
 	signal(SIGUSR1, on_usr);
@@ -127,6 +129,14 @@ int main(int argc, char **argv)
 	for (long i = 0; i < steps; i++)
 		gp_test_writer_step(&w, pg);
 	sharing_figures(&w, pg, reclaimed, false);
+	if (waiting) { /* what the wait queue writes while an allocation waits */
+		struct gpupool_device_stats *s = &pg->dev[1];
+		gp_stats_begin(s);
+		s->waiting_bytes = s->waiting_bytes_peak = 1ull << 30;
+		s->waits = 1;
+		s->wait_started_ns = gp_clock_ns(CLOCK_REALTIME);
+		gp_stats_end(s);
+	}
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
 	for (unsigned tick = 1; !stop; tick++) {

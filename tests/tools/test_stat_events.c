@@ -37,7 +37,7 @@ static int setup(void **state)
 		memcpy(pages[p].comm, p ? "train" : "python", p ? 6 : 7);
 		assert_non_null(gp_statpage_slot(&pages[p], 0));
 		assert_non_null(gp_statpage_slot(&pages[p], 1));
-		procs[p] = (struct gp_format_proc){&pages[p], false, 0, NULL};
+		procs[p] = (struct gp_format_proc){.page = &pages[p], .stale = false, .inconsistent = 0, .rates = NULL};
 	}
 	gp_stat_events_reset(&ev);
 	return 0;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -93,8 +94,9 @@ static int setup(void **state)
 	pages[0].dev[0].reserved_bytes = 3ull << 29;
 	memcpy(pages[0].comm, "train", 6);
 	memcpy(pages[1].comm, "we\"ird\\x\n\xff", 11);
-	procs[0] = (struct gp_format_proc){&pages[0], false, 0, NULL};
-	procs[1] = (struct gp_format_proc){&pages[1], false, 1u << 1, NULL};
+	/* what a reader knows beside the pages: a user by name, another by number */
+	procs[0] = (struct gp_format_proc){.page = &pages[0], .uid_known = true, .uid = 1000, .user = "alice"};
+	procs[1] = (struct gp_format_proc){.page = &pages[1], .inconsistent = 1u << 1, .uid_known = true, .uid = 1001};
 	return 0;
 }
 
@@ -181,30 +183,82 @@ static void test_table(void **state)
 	procs[1].stale = true;
 	const char *t = render(gp_format_table, 2);
 	procs[1].stale = false;
-	assert_non_null(strstr(t, "PID"));
-	assert_non_null(strstr(t, "4242 train"));
-	assert_non_null(strstr(t, "1.5 GiB"));
-	assert_non_null(strstr(t, "we\"ird\\x??")); /* control and high bytes shown as '?' */
+	assert_non_null(strstr(t, "GPU     PID USER     COMMAND         DEV       HELD       USED       IDLE "));
+	/* the user by name, or by number; HELD is reserved + unpooled (1.5 GiB + 1001 MiB) */
+	assert_non_null(strstr(t, "\n  0    4242 alice    train             0    2.5 GiB  101.0 MiB "));
+	assert_non_null(strstr(t, "    4242 alice    train             3 "));
+	assert_non_null(strstr(t, "      77 1001     we\"ird\\x??        0 ")); /* control and high bytes as '?' */
 	assert_non_null(strstr(t, "inconsistent (writer died mid-update?)"));
 	assert_non_null(strstr(t, " gone\n"));
 	assert_non_null(strstr(t, "1 process gone without removing its page"));
 	assert_non_null(strstr(t, " SEGS "));
-	assert_null(strstr(t, "MALLOCS"));
+	/* some process waits: the column, bytes (and the wait's age where the view has a clock) */
+	assert_non_null(strstr(t, "        WAITING "));
 	/* a limit on device 0 of pid 4242: 1.5 GiB reserved and 1001 MiB unpooled of 40 GiB */
 	assert_non_null(strstr(t, "   40.0 GiB   6.2 "));
-	assert_non_null(strstr(t, " ALLOCATED   UNPOOLED "));
+	assert_non_null(strstr(t, " RESERVED   UNPOOLED "));
 	assert_non_null(strstr(t, " 1001.0 MiB "));
 	int lines = 0;
 	for (const char *p = t; *p; p++)
 		lines += *p == '\n';
 	assert_int_equal(lines, 6); /* header + 2 processes x 2 devices + the gone line */
+	/* GPU 0 (the UUID pid 4242's device 0 gives) first, the rows without a GPU after */
+	assert_true(strstr(t, "\n  0    4242") < strstr(t, "\n  -    4242"));
+
+	/* sorted with room: by GPU, then memory held, largest first; a wait's age from the clock */
+	static struct gp_format_row room[16];
+	struct gp_format_view v = {.now_ns = (5000ull + 42) * 1000000000ull, .scratch = room, .scratch_cap = 16};
+	pages[0].dev[0].wait_started_ns = 5000ull * 1000000000ull;
+	procs[1].stale = true; /* its GPU has no line: the rows of no GPU are 4242's device 3 and 77's */
+	struct gp_format_out o;
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_table_view(&o, procs, 2, &v);
+	assert_int_equal(gp_format_flush(&o), 0);
+	pages[0].dev[0].wait_started_ns = 0;
+	assert_true(strstr(out, "\n  -      77") < strstr(out, "\n  -    4242")); /* 1.9 TiB before 196.5 GiB */
+	assert_true(strstr(out, "\n  0    4242") < strstr(out, "\n  -      77"));
+	assert_non_null(strstr(out, "  1.6 GiB 42 s "));
+	/* too little room: page order within each GPU, every row still there */
+	v.scratch_cap = 2;
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_table_view(&o, procs, 2, &v);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_true(strstr(out, "\n  -    4242") < strstr(out, "\n  -      77"));
+	/* colour on: the head bold, a waiting row yellow, a gone one dim; escape codes never cut */
+	v.scratch_cap = 16;
+	v.color = true;
+	v.width = 60;
+	v.cut = true;
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_table_view(&o, procs, 2, &v);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_memory_equal(out, "\033[1mGPU ", 8);
+	assert_non_null(strstr(out, "\n\033[33m  0    4242 alice"));
+	for (const char *l = out; *l; l = strchr(l, '\n') + 1) {
+		const char *e = strchr(l, '\n');
+		assert_non_null(e);
+		if (strncmp(l, "\033[", 2) == 0) /* a coloured line ends with the reset */
+			assert_memory_equal(e - 4, "\033[0m", 4);
+	}
+	/* no process at all: the one line */
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_none(&o);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_string_equal(out, "no gpupool processes\n");
+	/* the legend says what the main columns mean, in the width */
+	v.width = 60;
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_legend(&o, &v);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_non_null(strstr(out, "HELD: taken from the GPU"));
+	procs[1].stale = false;
 }
 
 /* Each width gives rows no wider than it, down to the columns that always stay; 0 gives all. */
 static void test_table_fit(void **state)
 {
 	(void)state;
-	static const unsigned widths[] = {0, 200, 136, 135, 120, 100, 80, 79, 60, 40, 10};
+	static const unsigned widths[] = {0, 200, 186, 185, 150, 120, 100, 80, 79, 60, 40, 10};
 	for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) {
 		struct gp_format_out o;
 		gp_format_to_buf(&o, out, sizeof out);
@@ -215,20 +269,30 @@ static void test_table_fit(void **state)
 			cur = *p == '\n' ? 0 : cur + 1;
 			longest = cur > longest ? cur : longest;
 		}
-		if (widths[k] == 0 || widths[k] >= 136) {
+		if (widths[k] == 0 || widths[k] >= 186) {
 			assert_non_null(strstr(out, "LARGEST"));
-			assert_int_equal(longest, 136);
+			assert_int_equal(longest, 186);
 		} else if (widths[k] >= 60) {
 			assert_true(longest <= widths[k]);
-			assert_non_null(strstr(out, "RESERVED"));
+			assert_non_null(strstr(out, "HELD"));
 		}
-		if (widths[k] == 80) { /* what an 80-column terminal shows */
-			assert_non_null(strstr(out, "    PID COMMAND         DEV   RESERVED  ALLOCATED   UNPOOLED  %LIM  OOMS  STATE\n"));
+		if (widths[k] == 80) { /* what an 80-column terminal shows while a process waits */
+			assert_non_null(strstr(out, "GPU     PID USER     COMMAND               HELD       IDLE        WAITING  STATE\n"));
 			assert_null(strstr(out, "LARGEST"));
 		}
-		assert_non_null(strstr(out, "PID COMMAND         DEV"));
+		assert_non_null(strstr(out, "GPU     PID USER     COMMAND "));
 		assert_non_null(strstr(out, "STATE"));
 	}
+	/* no process waits: no WAITING column, and 80 columns have room for the rest of the main ones */
+	uint64_t w0 = pages[0].dev[0].waiting_bytes, w3 = pages[0].dev[1].waiting_bytes;
+	pages[0].dev[0].waiting_bytes = pages[0].dev[1].waiting_bytes = 0;
+	struct gp_format_out o;
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_table_fit(&o, procs, 1, 80);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_non_null(strstr(out, "GPU     PID USER     COMMAND         DEV       HELD       USED       IDLE  STATE\n"));
+	pages[0].dev[0].waiting_bytes = w0;
+	pages[0].dev[1].waiting_bytes = w3;
 	/* no limit anywhere: no LIMIT column */
 	uint64_t lim = pages[0].dev[0].limit_bytes;
 	pages[0].dev[0].limit_bytes = 0;
@@ -250,6 +314,7 @@ static void test_detail_and_report(void **state)
 {
 	(void)state;
 	struct gp_format_out o;
+	pages[0].start_time_ns = 0; /* not known */
 	gp_format_to_buf(&o, out, sizeof out);
 	gp_format_detail(&o, &procs[0]);
 	assert_int_equal(gp_format_flush(&o), 0);
@@ -257,8 +322,33 @@ static void test_detail_and_report(void **state)
 		assert_non_null(strstr(out, fields[i].name));
 	assert_non_null(strstr(out, "\ndevice 0  limit 42949672960 (40.0 GiB)  " UUID0_TEXT "\n"));
 	assert_non_null(strstr(out, "\ndevice 3  limit none\n"));
-	assert_non_null(strstr(out, "\n  GPU memory 80.0 GiB, free 10.0 GiB (the driver's, at 1000.000 unix time)\n"));
-	assert_non_null(strstr(out, "\n  GPU memory 80.0 GiB, free 11.0 GiB (the driver's, at 1000.000 unix time)\n"));
+	/* dates in local time (TZ=UTC here), no age without a clock */
+	assert_non_null(strstr(out, "pid 4242  command train  user alice  live  devices 2  started unknown\n"));
+	assert_non_null(strstr(out, "\n  GPU memory 80.0 GiB, free 10.0 GiB (the driver's, at 1970-01-01 00:16:40)\n"));
+	assert_non_null(strstr(out, "\n  GPU memory 80.0 GiB, free 11.0 GiB (the driver's, at 1970-01-01 00:16:40)\n"));
+	assert_non_null(strstr(out, "\n  waiting for "));
+	/* with the clock: ages; a name where the page has one */
+	struct gp_format_view v = {.now_ns = 1003ull * 1000000000ull};
+	pages[0].start_time_ns = 940ull * 1000000000ull;
+	memcpy(pages[0].dev[0].device_name, "NVIDIA H100 80GB HBM3", 22);
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_detail_view(&o, &procs[0], &v);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_non_null(strstr(out, "started 1970-01-01 00:15:40 (63 s ago)\n"));
+	assert_non_null(strstr(out, "\ndevice 0  NVIDIA H100 80GB HBM3  limit 42949672960 (40.0 GiB)  " UUID0_TEXT "\n"));
+	assert_non_null(strstr(out, "(the driver's, at 1970-01-01 00:16:40, 3 s ago)\n"));
+	/* another user's process, from its answer: the figures it gave, no counter */
+	procs[0].remote = true;
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_detail_view(&o, &procs[0], &v);
+	assert_int_equal(gp_format_flush(&o), 0);
+	procs[0].remote = false;
+	assert_non_null(strstr(out, "another user's process: its answer on the channel"));
+	assert_non_null(strstr(out, "\n  reserved_bytes "));
+	assert_null(strstr(out, "\n  requested_bytes "));
+	assert_null(strstr(out, "\n  allocs "));
+	pages[0].start_time_ns = 0;
+	memset(pages[0].dev[0].device_name, 0, sizeof pages[0].dev[0].device_name);
 
 	const struct gpupool_device_stats *s = &pages[0].dev[0];
 	char want[128];
@@ -314,17 +404,19 @@ static void test_json(void **state)
 	snprintf(cmd, sizeof cmd,
 		 "python3 -c 'import json,sys\n"
 		 "d=json.load(open(sys.argv[1]))\n"
-		 "assert d[\"version\"]==1\n"
+		 "assert d[\"version\"]==2\n"
 		 "assert d[\"skipped_pages\"]==5 and d[\"skipped\"]=={\"invalid\":2,\"foreign\":3,\"limit\":0}\n"
 		 "for p in d[\"processes\"]:\n"
+		 "  assert (p[\"uid\"], p[\"user\"], p[\"source\"]) in ((1000, \"alice\", \"page\"), (1001, None, \"page\"))\n"
 		 "  print(\"P\", p[\"pid\"], json.dumps(p[\"comm\"]), p[\"stale\"], len(p[\"devices\"]))\n"
 		 "  for v in p[\"devices\"]:\n"
 		 "    for k,x in v.items():\n"
 		 "      if type(x) is int: print(p[\"pid\"], v[\"device\"], k, x)\n"
 		 "      else: print(\"B\", p[\"pid\"], v[\"device\"], k, x)\n"
 		 "for g in d[\"gpus\"]:\n"
+		 "  assert g[\"index\"] is None and g[\"name\"] is None\n"
 		 "  print(\"G\", g[\"uuid\"], g[\"total_bytes\"], g[\"free_bytes\"], g[\"seen_ns\"], g[\"held_bytes\"],"
-		 "        g[\"reclaimable_bytes\"], g[\"processes\"], len(g))\n"
+		 "        g[\"reclaimable_bytes\"], g[\"processes\"], len(g), g[\"waiting_bytes\"])\n"
 		 "' %s",
 		 path);
 	FILE *py = popen(cmd, "r");
@@ -339,11 +431,11 @@ static void test_json(void **state)
 		int pid, dev;
 		unsigned long long v;
 		if (line[0] == 'G') {
-			unsigned long long tot, fr, seen, held, rec;
+			unsigned long long tot, fr, seen, held, rec, wait;
 			unsigned np, nkeys;
-			assert_int_equal(sscanf(line, "G %63s %llu %llu %llu %llu %llu %u %u", word, &tot, &fr, &seen, &held,
-						&rec, &np, &nkeys),
-					 8);
+			assert_int_equal(sscanf(line, "G %63s %llu %llu %llu %llu %llu %u %u %llu", word, &tot, &fr, &seen,
+						&held, &rec, &np, &nkeys, &wait),
+					 9);
 			const struct gp_format_gpu *g = &gpus[gpus_seen++];
 			char uuid[GP_FORMAT_UUID_LEN];
 			assert_string_equal(word, gp_format_gpu_uuid(uuid, g));
@@ -353,7 +445,8 @@ static void test_json(void **state)
 			assert_int_equal(held, g->held_bytes);
 			assert_int_equal(rec, g->reclaimable_bytes);
 			assert_int_equal(np, g->processes);
-			assert_int_equal(nkeys, 7);
+			assert_int_equal(wait, g->waiting_bytes);
+			assert_int_equal(nkeys, 10);
 			continue;
 		}
 		if (line[0] == 'P') {
@@ -363,11 +456,14 @@ static void test_json(void **state)
 		}
 		if (line[0] == 'B') {
 			int k = sscanf(line, "B %d %d %127s %63s", &pid, &dev, key, word);
-			if (strcmp(key, "uuid") == 0) { /* known on device 0 only */
-				assert_int_equal(k, dev == 0 ? 4 : 3);
-				if (dev == 0)
-					assert_string_equal(word, pid == 4242 ? UUID0_TEXT : UUID77_TEXT);
+			if (strcmp(key, "uuid") == 0) { /* known on device 0 only: null where not */
+				assert_int_equal(k, 4);
+				assert_string_equal(word, dev == 0 ? (pid == 4242 ? UUID0_TEXT : UUID77_TEXT) : "None");
 				uuids_seen++;
+				continue;
+			}
+			if (strcmp(key, "device_name") == 0) { /* no page has one: null */
+				assert_string_equal(word, "None");
 				continue;
 			}
 			assert_int_equal(k, 4);
@@ -390,6 +486,10 @@ static void test_json(void **state)
 			assert_int_equal(v, s->device_free_bytes);
 		else if (strcmp(key, "device_seen_ns") == 0)
 			assert_int_equal(v, s->device_seen_ns);
+		else if (strcmp(key, "floor_bytes") == 0)
+			assert_int_equal(v, s->floor_bytes);
+		else if (strcmp(key, "wait_started_ns") == 0)
+			assert_int_equal(v, s->wait_started_ns);
 		else {
 			assert_non_null(f);
 			assert_int_equal(v, get(s, peak ? f->peak_off : f->off));
@@ -398,13 +498,14 @@ static void test_json(void **state)
 	}
 	assert_int_equal(pclose(py), 0);
 	unlink(path);
-	size_t per_dev = 5; /* device, limit_bytes, device_total_bytes, device_free_bytes, device_seen_ns */
+	/* device, limit_bytes, floor_bytes, wait_started_ns, device_total_bytes, device_free_bytes, device_seen_ns */
+	size_t per_dev = 7;
 	for (size_t i = 0; i < NFIELDS; i++)
 		per_dev += fields[i].gauge ? 2 : 1;
 	assert_int_equal(procs_seen, 2);
 	assert_int_equal(gpus_seen, 2);
 	assert_int_equal(inconsistent_seen, 1);
-	assert_int_equal(uuids_seen, 3); /* every consistent slot has one, "" when not known */
+	assert_int_equal(uuids_seen, 3); /* every consistent slot has one, null when not known */
 	assert_int_equal(numbers, (int)(3 * per_dev + 1)); /* the inconsistent slot: device only */
 
 	/* one process's document (the exit report) has no reader, nothing skipped */
@@ -413,7 +514,28 @@ static void test_json(void **state)
 	assert_int_equal(gp_format_flush(&o), 0);
 	assert_null(strstr(out, "skipped"));
 	assert_null(strstr(out, "\"gpus\""));
+	assert_null(strstr(out, "\"source\"")); /* the reader's facts are the listing's */
 	assert_string_equal(out + strlen(out) - 4, "\n]}\n");
+	/* a remote process (its answer on the channel): null for what the answer does not carry */
+	procs[0].remote = true;
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_json_listing(&o, procs, 1, skips, NSKIPS);
+	assert_int_equal(gp_format_flush(&o), 0);
+	procs[0].remote = false;
+	assert_non_null(strstr(out, "\"source\":\"channel\""));
+	assert_non_null(strstr(out, "\"release_request\":null"));
+	assert_non_null(strstr(out, "\"allocs\":null"));
+	assert_non_null(strstr(out, "\"reserved_bytes_peak\":null"));
+	assert_null(strstr(out, "\"reserved_bytes\":null"));
+	/* a GPU whose total the driver has not given: null, not 0 */
+	uint64_t t0 = pages[0].dev[0].device_total_bytes;
+	pages[0].dev[0].device_total_bytes = 0;
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_json_listing(&o, procs, 1, skips, NSKIPS);
+	assert_int_equal(gp_format_flush(&o), 0);
+	pages[0].dev[0].device_total_bytes = t0;
+	assert_non_null(strstr(out, "\"total_bytes\":null,\"free_bytes\":null,\"seen_ns\":null"));
+	assert_non_null(strstr(out, "\"device_total_bytes\":null"));
 }
 
 static bool ends_with(const char *s, const char *suf)
@@ -432,6 +554,7 @@ static void prom_sample_name(char *buf, size_t cap, const struct field *f, bool 
 		{"requested_bytes_total", "alloc_requested_bytes"},
 		{"largest_free_block", "largest_free_block_bytes"},
 		{"reclaim_wait_ns", "reclaim_wait_seconds"},
+		{"wait_ns", "wait_seconds"},
 	};
 	char stem[64];
 	snprintf(stem, sizeof stem, "%s", f->name);
@@ -505,7 +628,7 @@ static void test_prometheus(void **state)
 	regex_t sample, help, type;
 	assert_int_equal(regcomp(&sample,
 				 "^([a-zA-Z_:][a-zA-Z0-9_:]*)"
-				 "\\{pid=\"([0-9]+)\",comm=\"(([^\"\\\\\n]|\\\\[\"\\\\n])*)\"(,device=\"([0-9]+)\")?"
+				 "\\{pid=\"([0-9]+)\",comm=\"(([^\"\\\\\n]|\\\\[\"\\\\n])*)\"(,user=\"alice\")?(,device=\"([0-9]+)\")?"
 				 "(,UUID=\"(GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\")?\\}"
 				 " ([0-9]+(\\.[0-9]+)?)$",
 				 REG_EXTENDED),
@@ -583,6 +706,10 @@ static void test_prometheus(void **state)
 				assert_int_equal(v, g->reclaimable_bytes);
 			else if (strcmp(name, "gpupool_gpu_processes") == 0)
 				assert_int_equal(v, g->processes);
+			else if (strcmp(name, "gpupool_gpu_waiting_bytes") == 0)
+				assert_int_equal(v, g->waiting_bytes);
+			else if (strcmp(name, "gpupool_gpu_info") == 0) /* no index, no name here: the UUID alone */
+				assert_int_equal(v, 1);
 			else
 				fail_msg("unknown GPU family %s", name);
 			gpu_samples++;
@@ -601,23 +728,25 @@ static void test_prometheus(void **state)
 		assert_true(pid == 4242 || pid == 77);
 		assert_true(strncmp(ln + m[3].rm_so, pid == 77 ? "we\\\"ird\\\\x\\n?\"" : "train\"", 6) == 0);
 		const struct gpupool_page *pg = pid == 4242 ? &pages[0] : &pages[1];
-		unsigned long long v = strtoull(ln + m[9].rm_so, NULL, 10);
+		unsigned long long v = strtoull(ln + m[10].rm_so, NULL, 10);
 		samples++;
-		if (m[6].rm_so < 0) {
+		/* the user's name where the reader knows it (pid 4242's), none where not */
+		assert_true(pid == 4242 ? m[5].rm_so >= 0 : m[5].rm_so < 0);
+		if (m[7].rm_so < 0) {
 			assert_string_equal(name, "gpupool_process_start_time_seconds");
 			assert_int_equal(v, pg->start_time_ns / 1000000000ull);
-			assert_true(m[7].rm_so < 0);
+			assert_true(m[8].rm_so < 0);
 			continue;
 		}
-		int dev = atoi(ln + m[6].rm_so);
+		int dev = atoi(ln + m[7].rm_so);
 		const struct gpupool_device_stats *s = dev == 0 ? &pg->dev[0] : &pg->dev[1];
 		assert_false(pid == 77 && dev == 3); /* inconsistent: left out */
 		/* dcgm-exporter's UUID label where the uuid is known (device 0), none elsewhere */
 		if (dev == 0) {
-			assert_true(m[8].rm_so >= 0);
-			assert_memory_equal(ln + m[8].rm_so, pid == 4242 ? UUID0_TEXT : UUID77_TEXT, sizeof UUID0_TEXT - 1);
+			assert_true(m[9].rm_so >= 0);
+			assert_memory_equal(ln + m[9].rm_so, pid == 4242 ? UUID0_TEXT : UUID77_TEXT, sizeof UUID0_TEXT - 1);
 		} else {
-			assert_true(m[7].rm_so < 0);
+			assert_true(m[8].rm_so < 0);
 		}
 		if (strcmp(name, "gpupool_limit_bytes") == 0) {
 			assert_true(s->limit_bytes > 0); /* no sample for no limit */
@@ -641,7 +770,7 @@ static void test_prometheus(void **state)
 		if (!f)
 			fail_msg("unknown metric %s", name);
 		if (f->ns) { /* seconds, to the nanosecond */
-			const char *dot = strchr(ln + m[9].rm_so, '.');
+			const char *dot = strchr(ln + m[10].rm_so, '.');
 			assert_non_null(dot);
 			v = v * 1000000000ull + strtoull(dot + 1, NULL, 10);
 		}
@@ -653,8 +782,8 @@ static void test_prometheus(void **state)
 	regfree(&type);
 	regfree(&gpu_sample);
 	assert_int_equal(ngpus, 2);
-	assert_int_equal(gpu_samples, 6 * 2); /* both GPUs have the driver's figures */
-	size_t families = 2 + 6; /* limit, start time; the GPUs' */
+	assert_int_equal(gpu_samples, 8 * 2); /* both GPUs have the driver's figures; and their info */
+	size_t families = 4 + 8; /* limit, floor, wait start, start time; the GPUs' */
 	for (size_t i = 0; i < NFIELDS; i++)
 		families += fields[i].gauge ? 2 : 1;
 	assert_int_equal(nhelp, (int)families + 2); /* and skipped pages, build info */
@@ -662,7 +791,8 @@ static void test_prometheus(void **state)
 	/* three consistent slots in every per-device family but the limit (two have one), and
 	 * each process's start time */
 	assert_int_equal(limits, 2);
-	assert_int_equal(samples, (int)((families - 6 - 1) * 3 - 1 + 2));
+	/* floor and wait start: no sample (none on these pages) */
+	assert_int_equal(samples, (int)((families - 8 - 3) * 3 - 1 + 2));
 	assert_non_null(strstr(text, "# TYPE gpupool_limit_bytes gauge\n"));
 	assert_int_equal(skipped, (int)NSKIPS);
 	assert_int_equal(builds, 1);
@@ -727,7 +857,7 @@ static void test_extreme_values(void **state)
 				s->hits = cases[c].hits;
 				s->misses = cases[c].misses;
 			}
-			struct gp_format_proc p = {&pg, false, 0, NULL};
+			struct gp_format_proc p = {.page = &pg, .stale = false, .inconsistent = 0, .rates = NULL};
 			gp_format_to_buf(&o, out, sizeof out);
 			gp_format_table(&o, &p, 1);
 			gp_format_detail(&o, &p);
@@ -774,7 +904,7 @@ static void test_rates(void **state)
 	procs[0].rates = r0;
 	procs[1].rates = r1;
 	const char *t = render(gp_format_table, 2);
-	assert_non_null(strstr(t, "  ALLOCATED   UNPOOLED ALLOCS/S    BYTES/S "));
+	assert_non_null(strstr(t, " RESERVED   UNPOOLED ALLOCS/S    BYTES/S "));
 	assert_non_null(strstr(t, "     1234    3.0 GiB "));
 	assert_non_null(strstr(t, "      0.5      512 B "));
 	unsigned dashes = 0;
@@ -921,7 +1051,7 @@ static void test_gpus(void **state)
 	gpu_page(&pg[6], 16, 0x52, 100 * G, 0, 0, 80 * G, 1, 300 * S);   /* inconsistent */
 	struct gp_format_proc p[7];
 	for (int i = 0; i < 7; i++)
-		p[i] = (struct gp_format_proc){&pg[i], i == 5, i == 6 ? 1u : 0u, NULL};
+		p[i] = (struct gp_format_proc){.page = &pg[i], .stale = i == 5, .inconsistent = i == 6 ? 1u : 0u, .rates = NULL};
 	struct gp_format_gpu g[4];
 	size_t left = 9;
 	assert_int_equal(gp_format_gpus(p, 7, g, 4, &left), 2);
@@ -945,36 +1075,62 @@ static void test_gpus(void **state)
 	assert_int_equal(gp_format_gpus(p, 7, g, 1, &left), 1);
 	assert_int_equal(left, 2);
 
-	/* the lines: a header, a line per GPU, a blank line */
+	/* the lines: a header, a line per GPU, a blank line; the two GPUs' processes all call them
+	 * device 0: no index for either (a number both would share), so the UUID tells them apart */
 	struct gp_format_out o;
 	gp_format_to_buf(&o, out, sizeof out);
 	unsigned lines = gp_format_gpu_lines(&o, p, 7, 106 * S, 0, false);
 	assert_int_equal(gp_format_flush(&o), 0);
 	assert_int_equal(lines, 4);
 	assert_int_equal(count_lines(out, &lines), 4);
-	assert_non_null(strstr(out, "GPU                                            TOTAL       FREE    GPUPOOL  RECLAIMABLE  PROCS\n"));
+	assert_non_null(strstr(out, "GPU  NAME     MEMORY       FREE    GPUPOOL       IDLE  PROCS  UUID\n"));
 	/* ...52: fresh (1 s old), no note; ...01: its look 56 s old */
-	assert_non_null(strstr(out, "\n" UUID0_TEXT "    80.0 GiB   20.0 GiB   13.0 GiB      3.0 GiB      2\n"));
-	assert_non_null(strstr(out, "\nGPU-604ac76c-d9cf-fef3-62e9-d92044ab6e01    10.0 GiB   10.0 GiB   16.0 EiB     16.0 EiB      2  seen 56 s ago\n"));
+	assert_non_null(strstr(out, "\n  -  -      80.0 GiB   20.0 GiB   13.0 GiB    3.0 GiB      2  " UUID0_TEXT "\n"));
+	assert_non_null(strstr(out, "\n  -  -      10.0 GiB   10.0 GiB   16.0 EiB   16.0 EiB      2  "
+				    "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e01  seen 56 s ago\n"));
 	assert_string_equal(out + strlen(out) - 2, "\n\n");
 	/* 80 columns: the first group tells these two apart only with the last digits */
 	gp_format_to_buf(&o, out, sizeof out);
 	gp_format_gpu_lines(&o, p, 7, 106 * S, 80, false);
 	assert_int_equal(gp_format_flush(&o), 0);
-	assert_non_null(strstr(out, "\nGPU-604ac76c..6e52    80.0 GiB "));
+	assert_non_null(strstr(out, "      2  GPU-604ac76c..6e52\n"));
 	assert_null(strstr(out, UUID0_TEXT));
-	/* one GPU: the first group alone; no look: "-"; an hour: in minutes */
+	/* one GPU: its number (the CUDA index every process gives it), the first group of its
+	 * UUID where it fits; no look: "-"; an hour: in minutes */
 	gpu_page(&pg[0], 10, 0x52, 4 * G, 0, 0, 0, 0, 0);
 	gp_format_to_buf(&o, out, sizeof out);
 	gp_format_gpu_lines(&o, p, 1, 106 * S, 80, false);
 	assert_int_equal(gp_format_flush(&o), 0);
-	assert_non_null(strstr(out, "\nGPU-604ac76c           -          -    4.0 GiB          0 B      1\n"));
+	assert_non_null(strstr(out, "\n  0  -             -          -    4.0 GiB        0 B      1  GPU-604ac76c\n"));
 	gpu_page(&pg[0], 10, 0x52, 4 * G, 0, 0, 80 * G, 1 * G, 100 * S);
 	gp_format_to_buf(&o, out, sizeof out);
 	gp_format_gpu_lines(&o, p, 1, 3700 * S, 100, true);
 	assert_int_equal(gp_format_flush(&o), 0);
-	assert_non_null(strstr(out, "\nGPU-604ac76c    80.0 GiB    1.0 GiB    4.0 GiB          0 B      1  seen 60 min ago\n"));
+	assert_non_null(strstr(out, "\n  0  -      80.0 GiB    1.0 GiB    4.0 GiB        0 B      1  GPU-604ac76c  seen 60 min ago\n"));
+	/* the readers' indexes (nvidia-smi's) win and order the lines; a name from a page; what
+	 * a process waits for, summed, in a column of its own; colour: the head bold, GPUs cyan */
+	int idx3[GPUPOOL_MAX_DEVICES] = {3}, idx1[GPUPOOL_MAX_DEVICES] = {1};
+	gpu_page(&pg[0], 10, 0x52, 4 * G, 0, 0, 80 * G, 1 * G, 100 * S);
+	gpu_page(&pg[1], 11, 0x01, 2 * G, 0, 0, 80 * G, 1 * G, 100 * S);
+	memcpy(pg[1].dev[0].device_name, "NVIDIA H100 80GB HBM3", 22);
+	pg[1].dev[0].waiting_bytes = G;
+	p[0].gpu_index = idx3;
+	p[1].gpu_index = idx1;
+	struct gp_format_view v = {.width = 200, .now_ns = 100 * S, .color = true};
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_gpu_lines_view(&o, p, 2, &v);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_non_null(strstr(out, "\033[1mGPU  NAME                      MEMORY       FREE    GPUPOOL       IDLE    WAITING  PROCS  UUID\033[0m\n"));
+	const char *l1 = strstr(out, "\033[36m  1  NVIDIA H100 80GB HBM3   80.0 GiB    1.0 GiB    2.0 GiB        0 B    1.0 GiB      1  ");
+	const char *l3 = strstr(out, "\033[36m  3  -                       80.0 GiB    1.0 GiB    4.0 GiB        0 B          -      1  ");
+	assert_true(l1 && l3 && l1 < l3);
+	assert_int_equal(gp_format_gpus(p, 2, g, 4, NULL), 2);
+	assert_int_equal(g[0].index, 1);
+	assert_string_equal(g[0].name, "NVIDIA H100 80GB HBM3");
+	p[0].gpu_index = p[1].gpu_index = NULL;
+	pg[1].dev[0].waiting_bytes = 0;
 	/* a narrow box cuts every line */
+	gpu_page(&pg[0], 10, 0x52, 4 * G, 0, 0, 80 * G, 1 * G, 100 * S);
 	gp_format_to_buf(&o, out, sizeof out);
 	gp_format_gpu_lines(&o, p, 1, 3700 * S, 30, true);
 	assert_int_equal(gp_format_flush(&o), 0);
@@ -1049,10 +1205,27 @@ static void test_report_sharing(void **state)
 	assert_int_equal(gp_format_flush(&o), 0);
 	assert_non_null(strstr(out, "\n  reclaims served 0, refused 0: gave 0 B; framework caches emptied 1\n"));
 	assert_non_null(strstr(out, "\n  decay: 1 segment, 2.0 GiB given back after sitting unused\n"));
+	assert_null(strstr(out, "waits"));
+	assert_null(strstr(out, "out of memory"));
+	/* the waits for memory (page version 5), the floor, and OOMs past the first */
+	s->waits = 3;
+	s->waits_served = 2;
+	s->waits_timed_out = 1;
+	s->wait_ns = 1200000000;
+	s->floor_bytes = 512 * M;
+	s->ooms = 212;
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_report(&o, &pg);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_non_null(strstr(out, "\n  waits for memory 3: 2 served, 1 timed out, 1.20 s in all\n"));
+	assert_non_null(strstr(out, "\n  floor: 512.0 MiB kept cached whatever others asked\n"));
+	assert_non_null(strstr(out, "\n  out of memory 212 times: the first logged as a warning, each one at GPUPOOL_LOG=info\n"));
 }
 
 int main(void)
 {
+	setenv("TZ", "UTC", 1); /* the views' dates are local time */
+	tzset();
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bytes),
 		cmocka_unit_test(test_uuid),

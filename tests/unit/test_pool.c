@@ -442,6 +442,10 @@ static void test_decay(void **state)
 	assert_int_equal(gp_pool_decay(f->p, 2 * s, 10 * s, SIZE_MAX, &kept), 0);
 	assert_int_equal(kept, 150 * MiB); /* a's and b's segments, idle from now */
 	assert_int_equal(f->st.releasable_bytes, 150 * MiB);
+	/* counted afresh without a pass: the same figure, and no idle time restarts */
+	f->st.releasable_bytes = 0;
+	assert_int_equal(gp_pool_releasable(f->p), 150 * MiB);
+	assert_int_equal(f->st.releasable_bytes, 150 * MiB);
 	/* b's segment used again at 5 s: its idle time restarts at the next pass */
 	uintptr_t b2 = A(f, 50 * MiB, S1);
 	assert_int_equal(b2, b);

@@ -74,6 +74,40 @@ static void test_exchange(void **state)
 	close(l);
 }
 
+/* The status exchange's messages: a query of every GPU, an answer whose figures and text come
+ * through whole, in the one message size of the version. */
+static void test_status_messages(void **state)
+{
+	(void)state;
+	assert_int_equal(GP_SHARE_VERSION, 2);
+	assert_int_equal(offsetof(struct gp_share_msg, status), 64); /* appended after version 1's fields and the offer's floor */
+	int l = gp_share_listen(fake_pid(5));
+	assert_true(l >= 0);
+	int a = gp_share_asker();
+	assert_true(a >= 0);
+	struct gp_share_msg q = gp_share_msg_make(GP_SHARE_STATUS, 31, NULL), m;
+	assert_int_equal(gp_share_send(a, fake_pid(5), &q), 0);
+	struct gp_share_peer from, back;
+	assert_int_equal(gp_share_wait(l, &m, &from, in_ms(1000)), 0);
+	assert_int_equal(m.kind, GP_SHARE_STATUS);
+	unsigned char uuid[GPUPOOL_UUID_LEN] = "GPU-uuid-123456";
+	struct gp_share_msg ans = gp_share_msg_make(GP_SHARE_STATUS_ANSWER, m.id, uuid);
+	ans.status.reserved = 3ull << 30;
+	ans.status.releasable = 1ull << 30;
+	ans.status.waiting = 5ull << 20;
+	ans.status.device = 2;
+	ans.status.index = 1;
+	ans.status.count = 2;
+	snprintf(ans.status.comm, sizeof ans.status.comm, "train");
+	snprintf(ans.status.device_name, sizeof ans.status.device_name, "NVIDIA H100 80GB HBM3");
+	assert_int_equal(gp_share_reply(l, &from, &ans), 0);
+	assert_int_equal(gp_share_wait(a, &m, &back, in_ms(1000)), 0);
+	assert_memory_equal(&m, &ans, sizeof m);
+	assert_int_equal(back.pid, getpid());
+	close(a);
+	close(l);
+}
+
 /* Raw datagrams to the listener's name, as a hostile sender writes them. */
 static void send_raw(int pid, const void *buf, size_t len)
 {
@@ -90,6 +124,8 @@ static void send_raw(int pid, const void *buf, size_t len)
 static void test_junk(void **state)
 {
 	(void)state;
+	/* the size the e2e scripts' own senders write ("=IHHQ16sQQIIQ208x") */
+	assert_int_equal(sizeof(struct gp_share_msg), 272);
 	int l = gp_share_listen(fake_pid(3));
 	assert_true(l >= 0);
 	struct gp_share_msg good = gp_share_msg_make(GP_SHARE_WAIT, 5, NULL), m;
@@ -233,6 +269,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exchange),
+		cmocka_unit_test(test_status_messages),
 		cmocka_unit_test(test_junk),
 		cmocka_unit_test(test_sender_is_named),
 		cmocka_unit_test(test_peers),

@@ -282,7 +282,7 @@ static void test_inconsistent_slot(void **state)
 	assert_int_equal(info->page.dev[1].allocs, 9);
 	char out[4096];
 	struct gp_format_out o;
-	struct gp_format_proc p = {&info->page, info->stale, info->inconsistent, NULL};
+	struct gp_format_proc p = {.page = &info->page, .stale = info->stale, .inconsistent = info->inconsistent, .rates = NULL};
 	gp_format_to_buf(&o, out, sizeof out);
 	gp_format_table(&o, &p, 1);
 	gp_format_flush(&o);
@@ -298,7 +298,7 @@ static int poke(const char *name, struct gp_statpage_info *info)
 	why[0] = '\0';
 	int rc = gp_statpage_read(dfd, name, geteuid(), 0, info, why, sizeof why);
 	if (rc == 0) {
-		struct gp_format_proc p = {&info->page, info->stale, info->inconsistent, NULL};
+		struct gp_format_proc p = {.page = &info->page, .stale = info->stale, .inconsistent = info->inconsistent, .rates = NULL};
 		struct gp_format_out o;
 		gp_format_to_buf(&o, out, sizeof out);
 		gp_format_table(&o, &p, 1);
@@ -440,15 +440,15 @@ static void test_fuzz_reader(void **state)
 	free(buf);
 }
 
-/* pg in version 2's layout (slots without their uuid), at most sizeof *pg bytes into out;
- * returns its size. */
-/* pg in an older layout: version 3's (each slot's prefix before the version 4 fields) or
- * version 2's (that prefix less its uuid). */
+/* pg in an older layout, at most sizeof *pg bytes into out; returns its size: version 4's
+ * (each slot's prefix before the version 5 fields), version 3's (its prefix before the
+ * version 4 fields) or version 2's (that prefix less its uuid). */
 static size_t to_older(const struct gpupool_page *pg, unsigned char *out, uint32_t version)
 {
 	size_t hdr = offsetof(struct gpupool_page, dev), head = offsetof(struct gpupool_device_stats, uuid);
 	size_t v3 = offsetof(struct gpupool_device_stats, unpooled_bytes);
-	size_t slot = version == 2 ? v3 - GPUPOOL_UUID_LEN : v3;
+	size_t v4 = offsetof(struct gpupool_device_stats, waiting_bytes);
+	size_t slot = version == 2 ? v3 - GPUPOOL_UUID_LEN : version == 3 ? v3 : v4;
 	uint32_t size = (uint32_t)gp_statpage_size_of(version);
 	assert_int_equal(size, hdr + GPUPOOL_MAX_DEVICES * slot);
 	memset(out, 0, sizeof *pg);
@@ -457,7 +457,7 @@ static size_t to_older(const struct gpupool_page *pg, unsigned char *out, uint32
 	memcpy(out + offsetof(struct gpupool_page, size), &size, sizeof size);
 	for (int i = 0; i < GPUPOOL_MAX_DEVICES; i++) {
 		const char *d = (const char *)&pg->dev[i];
-		if (version == 3) {
+		if (version >= 3) {
 			memcpy(out + hdr + (size_t)i * slot, d, slot);
 			continue;
 		}
@@ -470,8 +470,9 @@ static size_t to_older(const struct gpupool_page *pg, unsigned char *out, uint32
 /* The fields a slot of an older layout lacks, zeroed in `s`. */
 static void zero_newer(struct gpupool_device_stats *s, uint32_t version)
 {
-	size_t v3 = offsetof(struct gpupool_device_stats, unpooled_bytes);
-	memset((char *)s + v3, 0, sizeof *s - v3);
+	size_t since = version == 4 ? offsetof(struct gpupool_device_stats, waiting_bytes)
+				    : offsetof(struct gpupool_device_stats, unpooled_bytes);
+	memset((char *)s + since, 0, sizeof *s - since);
 	if (version == 2)
 		memset(s->uuid, 0, sizeof s->uuid);
 }
@@ -515,6 +516,22 @@ static void test_uuid_and_layouts(void **state)
 	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++)
 		gp_statpage_slot(&pg, 100 + d);
 	assert_int_equal(gp_statpage_set_uuid(&pg, 99, u), -ENOSPC);
+	/* the device's name, cut to the field and NUL-terminated, under the slot's counter */
+	assert_int_equal(gp_statpage_set_device_name(&pg, 0, "NVIDIA H100 80GB HBM3"), 0);
+	assert_string_equal(pg.dev[0].device_name, "NVIDIA H100 80GB HBM3");
+	assert_int_equal(pg.dev[0].seq % 2, 0);
+	char longname[200];
+	memset(longname, 'x', sizeof longname - 1);
+	longname[sizeof longname - 1] = '\0';
+	assert_int_equal(gp_statpage_set_device_name(&pg, 1, longname), 0);
+	assert_int_equal(strnlen(pg.dev[1].device_name, GPUPOOL_DEVICE_NAME_LEN), GPUPOOL_DEVICE_NAME_LEN - 1);
+	assert_int_equal(gp_statpage_set_device_name(&pg, 99, "x"), -ENOSPC);
+	assert_int_equal(gp_statpage_set_device_name(&pg, 0, NULL), -EINVAL);
+	/* the version 5 figures (the wait queue's) come back from a file like the others */
+	pg.dev[0].waiting_bytes = 1u << 20;
+	pg.dev[0].waits = 3;
+	pg.dev[0].wait_started_ns = 12345;
+	pg.dev[0].floor_bytes = 2u << 20;
 
 	/* the current layout in a file: every byte comes back, uuids included */
 	write_file("gpupool.4000004", &pg, sizeof pg);
@@ -522,7 +539,7 @@ static void test_uuid_and_layouts(void **state)
 	assert_memory_equal(&info.page, &pg, sizeof pg);
 
 	/* the older layouts: the same figures, the fields they lack zero, the header as it is */
-	for (uint32_t v = 2; v <= 3; v++) {
+	for (uint32_t v = 2; v <= 4; v++) {
 		size_t n = to_older(&pg, v2, v);
 		write_file("gpupool.4000004", v2, n);
 		assert_int_equal(gp_statpage_read(dfd, "gpupool.4000004", geteuid(), 0, &info, why, sizeof why), 0);
@@ -548,7 +565,7 @@ static void test_uuid_and_layouts(void **state)
 		free(img);
 	}
 
-	/* each layout only at its own size; versions 1 and 5 named */
+	/* each layout only at its own size; versions 1 and 6 named */
 	char want[160];
 	const size_t v3size = gp_statpage_size_of(3);
 	size_t n = to_older(&pg, v2, 2);
@@ -577,8 +594,8 @@ static void test_uuid_and_layouts(void **state)
 	assert_int_equal(gp_statpage_read(dfd, "gpupool.4000004", geteuid(), 0, &info, why, sizeof why), -EPROTO);
 	write_file("gpupool.4000004", &pg, v2size + 8);
 	assert_int_equal(gp_statpage_read(dfd, "gpupool.4000004", geteuid(), 0, &info, why, sizeof why), -EBADMSG);
-	snprintf(want, sizeof want, "wrong size (%zu bytes, expected %zu, or %zu/%zu for versions 3/2)", v2size + 8,
-		 sizeof pg, v3size, v2size);
+	snprintf(want, sizeof want, "wrong size (%zu bytes, expected %zu, or %zu/%zu/%zu for versions 4/3/2)",
+		 v2size + 8, sizeof pg, gp_statpage_size_of(4), v3size, v2size);
 	assert_non_null(strstr(why, want));
 	assert_int_equal(unlinkat(dfd, "gpupool.4000004", 0), 0);
 
