@@ -40,6 +40,7 @@ struct gp_config {
 	size_t small_max, small_segment, medium_max, medium_segment, large_round;
 	size_t max_split_size;         /* SIZE_MAX = no cap */
 	size_t release_threshold;      /* SIZE_MAX = keep everything cached */
+	int segments;                  /* enum gp_pool_segments (pool.h): where segments come from */
 	enum gp_fence_policy fence;
 	unsigned fence_interval_us;    /* fence thread: wait this long for more frees before fencing */
 	bool fence_marker;             /* fence at the point of the free (events); false: device syncs */

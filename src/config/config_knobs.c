@@ -76,6 +76,8 @@ static const struct gp_config_knob knobs[] = {
 	{"release_threshold", GP_KNOB_SIZE_NONE, F(release_threshold), 0, GP_CONFIG_SIZE_CAP, "none",
 	 "a size up to 256T, or none",
 	 "After a free, fully free segments are returned to the runtime while more than this is cached; none keeps everything."},
+	{"segments", GP_KNOB_SEGMENTS, F(segments), 0, 0, "auto", "auto, vmm or whole",
+	 "Where the pool's memory comes from. `vmm`: address ranges of the driver's virtual memory, with physical memory mapped a chunk (2 MiB) at a time where blocks need it: a range grows at its end, and free chunks, in the middle of a range too, go back to the driver on a release, a reclaim or the decay. `auto`: the same, but an allocation of at least medium_max that the pool grows for gets a whole segment of its own, which cudaIpcGetMemHandle can export (memory of the virtual memory API cannot be). `whole`: one cudaMalloc (or cuMemAlloc) per segment. A device without virtual memory management gets whole segments (docs/architecture.md, \"Virtual-memory segments\")."},
 	{"decay_ms", GP_KNOB_UINT, F(decay_ms), 0, 86400000, "10000", "an integer from 0 to 86400000",
 	 "Milliseconds a whole free segment may sit unused before it goes back to the driver by itself (at most 2 GiB of them per tenth of a second); 0 keeps it until a release, a reclaim or the exit (docs/sharing.md)."},
 	{"reclaim", GP_KNOB_BOOL, F(reclaim), 0, 0, "1", BOOL_RANGE,
@@ -183,6 +185,16 @@ int gp_config_knob_set(const struct gp_config_knob *k, const char *s, struct gp_
 			return 0;
 		}
 		return gp_config_set_path(field, s);
+	case GP_KNOB_SEGMENTS:
+		if (gp_config_ieq(s, "auto"))
+			*(int *)field = GP_SEGMENTS_AUTO;
+		else if (gp_config_ieq(s, "vmm"))
+			*(int *)field = GP_SEGMENTS_VMM;
+		else if (gp_config_ieq(s, "whole"))
+			*(int *)field = GP_SEGMENTS_WHOLE;
+		else
+			return -EINVAL;
+		return 0;
 	case GP_KNOB_FORMAT:
 		if (gp_config_ieq(s, "text"))
 			cfg->report_format = GP_REPORT_TEXT;
@@ -261,6 +273,11 @@ void gp_config_knob_text(const struct gp_config_knob *k, const struct gp_config 
 	case GP_KNOB_FORMAT:
 		snprintf(buf, cap, "%s", cfg->report_format == GP_REPORT_JSON ? "json" : "text");
 		return;
+	case GP_KNOB_SEGMENTS: {
+		int seg = *(const int *)field;
+		snprintf(buf, cap, "%s", seg == GP_SEGMENTS_VMM ? "vmm" : seg == GP_SEGMENTS_WHOLE ? "whole" : "auto");
+		return;
+	}
 	case GP_KNOB_REPORT:
 	case GP_KNOB_PATH:
 		snprintf(buf, cap, "%s", field[0] ? field : "none");

@@ -1,6 +1,6 @@
 /* Segments (segment.h): size classes, growth, release of whole free segments, and the
  * slab of block structs they are carved into, with the pool lock held (gp_pool_release is
- * pool.c's frame around the release). No allocation policy, no fences, no checker. Sixth in
+ * pool.c's frame around the release). No allocation policy, no fences, no checker. Seventh in
  * the pool's file order (docs/architecture.md): uses freelist.c only, with pool_internal.h,
  * the backend and log.h. */
 #include "segment.h"
@@ -31,6 +31,7 @@ struct gp_block *gp_block_new(gp_pool *p)
 	b->list = NULL;
 	b->requested = 0;
 	b->gen = 0;
+	b->idle_since = 0;
 	p->rng ^= p->rng << 13;
 	p->rng ^= p->rng >> 17;
 	p->rng ^= p->rng << 5;
@@ -82,6 +83,9 @@ struct gp_block *gp_segment_grow(gp_pool *p, size_t rounded)
 	}
 	s->addr = addr;
 	s->size = ss;
+	s->mapped = ss;
+	s->vmm = false;
+	s->tail = NULL;
 	s->small = rounded <= p->prm.small_max;
 	s->used = true;
 	s->idle_since = 0;
@@ -106,9 +110,12 @@ struct gp_block *gp_segment_grow(gp_pool *p, size_t rounded)
 
 /* A segment can go back when none of its blocks is live or pending. Its free blocks may
  * sit in different lists (freed on different streams): giving the segment back is still
- * safe, because the runtime's cudaFree waits for all work on the device. */
+ * safe, because the runtime's cudaFree waits for all work on the device. A virtual-memory
+ * segment goes back chunk by chunk (vmm.c), never here. */
 static int segment_is_free(const struct gp_segment *s)
 {
+	if (s->vmm)
+		return 0;
 	for (const struct gp_block *b = s->first; b; b = b->next)
 		if (b->state != B_FREE)
 			return 0;

@@ -219,8 +219,10 @@ static void dev_init(struct dev *d, int index)
 	gp_fake_backend_init(&d->fb, 2 * GiB);
 	/* the devices' addresses apart, so that a free can find its pool by trying both */
 	d->fb.next_addr = index ? (uintptr_t)1 << 59 : (uintptr_t)1 << 44;
-	d->be = (struct gp_backend){d, w_segment_alloc, w_segment_free, w_device_sync, w_stream_wait, w_mem_info,
-				    w_fence_mark, w_fence_query, w_fence_wait, w_fence_drop, NULL};
+	d->be = (struct gp_backend){.ctx = d, .segment_alloc = w_segment_alloc, .segment_free = w_segment_free,
+				    .device_sync = w_device_sync, .stream_wait = w_stream_wait, .mem_info = w_mem_info,
+				    .fence_mark = w_fence_mark, .fence_query = w_fence_query, .fence_wait = w_fence_wait,
+				    .fence_drop = w_fence_drop};
 	d->rng = XORSHIFT_SEED + (uint64_t)index;
 	d->fence_rng = XORSHIFT_SEED ^ (uint64_t)(index + 1);
 	pthread_mutex_init(&d->sh.mu, NULL);
