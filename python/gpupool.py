@@ -71,12 +71,12 @@ COUNTERS = COUNTERS_3 + COUNTERS_4  # GPUPOOL_COUNTERS
 
 # struct gpupool_device_stats: seq u64, device i32, active u32, limit_bytes u64, uuid[16],
 # the version 3 gauges and counters, the version 4 gauges and counters, device_total_bytes,
-# device_free_bytes, device_seen_ns, reserved_[4]
+# device_free_bytes, device_seen_ns, vmm_granularity, reserved_[3]
 DEV_FIELDS = (("seq", "device", "active", "limit_bytes", "uuid")
               + tuple(x for g in GAUGES_3 for x in (g, g + "_peak")) + COUNTERS_3
               + tuple(x for g in GAUGES_4 for x in (g, g + "_peak")) + COUNTERS_4
-              + ("device_total_bytes", "device_free_bytes", "device_seen_ns", "reserved_"))
-DEV_STRUCT = struct.Struct("=QiIQ16s" + "Q" * (len(DEV_FIELDS) - 6) + "4Q")
+              + ("device_total_bytes", "device_free_bytes", "device_seen_ns", "vmm_granularity", "reserved_"))
+DEV_STRUCT = struct.Struct("=QiIQ16s" + "Q" * (len(DEV_FIELDS) - 6) + "3Q")
 # struct gpupool_page header: magic, version, size, pid, ndevices, start_time_ns, comm[16],
 # release_request, release_done, lib_version[16], reserved_[4]
 VERSION_LEN = 16
@@ -252,6 +252,21 @@ def _plain_copy(trace, tmpdir):
     return out
 
 
+def _vmm_granularity():
+    """The chunk size of this process's virtual-memory segments (bytes; the largest over its
+    devices), 0 when its pools have whole segments only (or it has none yet)."""
+    n = _device_count() or MAX_DEVICES
+    best = 0
+    for d in range(min(n, MAX_DEVICES)):
+        try:
+            s = _slot(d)
+        except GpupoolError:
+            s = None
+        if s:
+            best = max(best, s.get("vmm_granularity", 0))
+    return best
+
+
 def dump_snapshot(path, conf=None, replay=None, timeout=600):
     """Write PyTorch's memory snapshot (the pickle torch.cuda.memory._dump_snapshot writes, for
     https://pytorch.org/memory_viz) of this process's allocations so far: the trace this
@@ -262,10 +277,13 @@ def dump_snapshot(path, conf=None, replay=None, timeout=600):
     trace = trace_flush()
     prog = replay or find_replay()
     conf = os.environ.get("GPUPOOL_CONF", "") if conf is None else conf
+    # the device as the pools saw it: virtual-memory chunks of this size, or none (whole segments)
+    gran = _vmm_granularity()
     with tempfile.TemporaryDirectory(prefix="gpupool-snapshot.") as tmp:
         src = _plain_copy(trace, tmp)
         # rows of different threads reach the file in flush order: restore time order
-        cmd = [prog, "--conf", conf, "--sort-window", "65536", "--torch-snapshot", path, src]
+        cmd = [prog, "--conf", conf, "--granularity", str(gran), "--sort-window", "65536", "--torch-snapshot",
+               path, src]
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)  # the replay needs no CUDA, and no gpupool in front of it
         env["GPUPOOL_CONF"] = conf

@@ -130,7 +130,11 @@ struct gpupool_device_stats {
 	uint64_t device_total_bytes;
 	uint64_t device_free_bytes;
 	uint64_t device_seen_ns; /* CLOCK_REALTIME of that look */
-	uint64_t reserved_[4]; /* zero: a future field, "not known" (see Layout rules) */
+	/* The chunk size of the pool's virtual-memory segments (bytes: the driver's allocation
+	 * granularity); 0: whole segments only (or a writer before this field, a reserved word
+	 * then). */
+	uint64_t vmm_granularity;
+	uint64_t reserved_[3]; /* zero: a future field, "not known" (see Layout rules) */
 };
 
 struct gpupool_page {

@@ -795,6 +795,7 @@ int gp_pool_create(gp_pool **out, int device, const struct gp_pool_params *param
 	GP_STAT_SET(stats, device, device);
 	GP_STAT_SET(stats, active, 1);
 	GP_STAT_SET(stats, limit_bytes, params->limit);
+	GP_STAT_SET(stats, vmm_granularity, p->gran);
 	gp_stats_end(stats);
 	*out = p;
 	return 0;
