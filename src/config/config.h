@@ -106,6 +106,9 @@ int gp_config_parse_hami_size(const char *s, size_t *out);
  * length it needs. */
 size_t gp_config_describe(const struct gp_config *cfg, char *buf, size_t cap);
 
+/* The segments knob's value as it is written: "auto", "vmm" or "whole". */
+const char *gp_config_segments_name(int segments);
+
 /* Logs cfg->notes at info level, one line each: for the caller, once the log level is set. */
 void gp_config_log_notes(const struct gp_config *cfg);
 

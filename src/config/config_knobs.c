@@ -273,11 +273,9 @@ void gp_config_knob_text(const struct gp_config_knob *k, const struct gp_config 
 	case GP_KNOB_FORMAT:
 		snprintf(buf, cap, "%s", cfg->report_format == GP_REPORT_JSON ? "json" : "text");
 		return;
-	case GP_KNOB_SEGMENTS: {
-		int seg = *(const int *)field;
-		snprintf(buf, cap, "%s", seg == GP_SEGMENTS_VMM ? "vmm" : seg == GP_SEGMENTS_WHOLE ? "whole" : "auto");
+	case GP_KNOB_SEGMENTS:
+		snprintf(buf, cap, "%s", gp_config_segments_name(*(const int *)field));
 		return;
-	}
 	case GP_KNOB_REPORT:
 	case GP_KNOB_PATH:
 		snprintf(buf, cap, "%s", field[0] ? field : "none");
@@ -292,6 +290,11 @@ void gp_config_knob_text(const struct gp_config_knob *k, const struct gp_config 
 		snprintf(buf, cap, "%zu", v);
 	else
 		snprintf(buf, cap, "%zu%c", v, units[u]);
+}
+
+const char *gp_config_segments_name(int segments)
+{
+	return segments == GP_SEGMENTS_VMM ? "vmm" : segments == GP_SEGMENTS_WHOLE ? "whole" : "auto";
 }
 
 const struct gp_config_knob *gp_config_find(const char *name)

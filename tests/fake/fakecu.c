@@ -979,6 +979,14 @@ static CUresult fc_fill(CUdeviceptr dst, size_t n, int value, unsigned delay_us,
 	return e;
 }
 
+FC_API int gpfakecu_mapped(CUdeviceptr p, size_t n)
+{
+	pthread_mutex_lock(&g_lock);
+	bool ok = fc_mapped_rw((uintptr_t)p, n);
+	pthread_mutex_unlock(&g_lock);
+	return ok;
+}
+
 FC_API CUresult gpfakecu_launch_fill(CUdeviceptr dst, size_t n, unsigned char value, unsigned delay_us, CUstream s)
 {
 	ENTER(gpfakecu_launch_fill);
