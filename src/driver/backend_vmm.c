@@ -83,14 +83,19 @@ static void vm_leave(const struct gp_driver *d, CUstreamCaptureMode m)
 	gp_driver_primary_pop(d);
 }
 
+/* vm_enter for a device with virtual memory, its granularity in *g; NULL when it has none
+ * or cannot be entered. */
+static const struct gp_driver *vm_enter_gran(int device, size_t *g, CUstreamCaptureMode *m)
+{
+	return vm_granularity(NULL, device, g) == 0 ? vm_enter(device, m) : NULL;
+}
+
 static int vm_reserve(void *ctx, int device, size_t size, uintptr_t *addr)
 {
 	(void)ctx;
 	size_t g;
 	CUstreamCaptureMode m;
-	if (vm_granularity(NULL, device, &g) != 0)
-		return -ENOMEM;
-	const struct gp_driver *d = vm_enter(device, &m);
+	const struct gp_driver *d = vm_enter_gran(device, &g, &m);
 	if (!d)
 		return -ENOMEM;
 	CUdeviceptr p = 0;
@@ -140,9 +145,7 @@ static int vm_map(void *ctx, int device, uintptr_t addr, size_t size, size_t *ma
 	size_t g, n = 0;
 	CUstreamCaptureMode m;
 	*mapped = 0;
-	if (vm_granularity(NULL, device, &g) != 0)
-		return -ENOMEM;
-	const struct gp_driver *d = vm_enter(device, &m);
+	const struct gp_driver *d = vm_enter_gran(device, &g, &m);
 	if (!d)
 		return -ENOMEM;
 	CUresult e = CUDA_SUCCESS;

@@ -49,6 +49,29 @@ size_t gp_segment_size_for(const struct gp_pool_params *prm, size_t rounded)
 	return (rounded + prm->large_round - 1) / prm->large_round * prm->large_round;
 }
 
+void gp_segment_add(gp_pool *p, struct gp_segment *s)
+{
+	s->prev = NULL;
+	s->next = p->segs;
+	if (p->segs)
+		p->segs->prev = s;
+	p->segs = s;
+	GP_COUNT(p->st, segment_allocs, 1);
+	GP_GAUGE_ADD(p->st, segments, 1);
+}
+
+void gp_segment_unlink(gp_pool *p, struct gp_segment *s)
+{
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		p->segs = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	GP_COUNT(p->st, segment_frees, 1);
+	GP_GAUGE_SUB(p->st, segments, 1);
+}
+
 struct gp_block *gp_segment_grow(gp_pool *p, size_t rounded)
 {
 	size_t ss = gp_segment_size_for(&p->prm, rounded);
@@ -89,19 +112,13 @@ struct gp_block *gp_segment_grow(gp_pool *p, size_t rounded)
 	s->small = rounded <= p->prm.small_max;
 	s->used = true;
 	s->idle_since = 0;
-	s->prev = NULL;
-	s->next = p->segs;
-	if (p->segs)
-		p->segs->prev = s;
-	p->segs = s;
+	gp_segment_add(p, s);
 	s->first = b;
 	b->addr = addr;
 	b->size = ss;
 	b->seg = s;
 	b->state = B_FREE;
 	b->gen = p->issued;
-	GP_COUNT(p->st, segment_allocs, 1);
-	GP_GAUGE_ADD(p->st, segments, 1);
 	GP_GAUGE_ADD(p->st, reserved_bytes, ss);
 	GP_GAUGE_ADD(p->st, free_blocks, 1);
 	gp_pool_update_cached(p);
@@ -138,15 +155,8 @@ static int segment_release(gp_pool *p, struct gp_segment *s)
 		GP_GAUGE_SUB(p->st, free_blocks, 1);
 		gp_block_put(p, b);
 	}
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		p->segs = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	GP_COUNT(p->st, segment_frees, 1);
+	gp_segment_unlink(p, s);
 	GP_COUNT(p->st, released_bytes, s->size);
-	GP_GAUGE_SUB(p->st, segments, 1);
 	GP_GAUGE_SUB(p->st, reserved_bytes, s->size);
 	/* whole free segments: the decay's count, less this one (it may predate the count) */
 	GP_GAUGE_SET(p->st, releasable_bytes, p->st->releasable_bytes > s->size ? p->st->releasable_bytes - s->size : 0);

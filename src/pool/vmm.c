@@ -144,17 +144,12 @@ static struct gp_segment *reserve(gp_pool *p, size_t rounded, int t)
 	s->vmm = true;
 	s->small = t == T_SMALL;
 	s->used = true;
-	s->next = p->segs;
-	if (p->segs)
-		p->segs->prev = s;
-	p->segs = s;
+	gp_segment_add(p, s);
 	h->addr = addr;
 	h->size = va;
 	h->seg = s;
 	s->first = h;
 	(void)hole_put(p, h);
-	GP_COUNT(p->st, segment_allocs, 1);
-	GP_GAUGE_ADD(p->st, segments, 1);
 	return s;
 }
 
@@ -389,14 +384,7 @@ static void unreserve_if_empty(gp_pool *p, struct gp_segment *s)
 		return; /* kept: the next release tries again */
 	hole_tree_erase(p, h);
 	gp_block_put(p, h);
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		p->segs = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	GP_COUNT(p->st, segment_frees, 1);
-	GP_GAUGE_SUB(p->st, segments, 1);
+	gp_segment_unlink(p, s);
 	free(s);
 }
 

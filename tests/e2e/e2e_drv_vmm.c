@@ -163,20 +163,10 @@ static void refused(void)
 /* cuIpcGetMemHandle of `p` with stderr captured: the result, and the line it printed in buf. */
 static CUresult ipc_capture(CUdeviceptr p, char *buf, size_t cap)
 {
-	char path[] = "/tmp/gpupool-e2e-vmm-XXXXXX";
-	int fd = mkstemp(path);
-	CHECK(fd >= 0);
-	unlink(path);
-	fflush(stderr);
-	int saved = dup(2);
-	CHECK(saved >= 0 && dup2(fd, 2) == 2);
+	struct e2e_stderr c = e2e_stderr_begin();
 	CUipcMemHandle h;
 	CUresult e = d.IpcGetMemHandle(&h, p);
-	dup2(saved, 2);
-	close(saved);
-	ssize_t n = pread(fd, buf, cap - 1, 0);
-	close(fd);
-	buf[n > 0 ? n : 0] = 0;
+	(void)e2e_stderr_end(c, buf, cap);
 	return e;
 }
 
