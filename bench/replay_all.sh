@@ -19,26 +19,26 @@ fi
 [ -n "$bin" ] && [ -x "$bin" ] || { echo "replay_all.sh: gpupool-replay not found; pass it as \$2" >&2; exit 2; }
 [ -d "$dir" ] || { echo "replay_all.sh: no trace folder $dir" >&2; exit 2; }
 
-echo "| trace | ops | peak requested (GiB) | peak allocated (GiB) | peak reserved (GiB) | reserved ÷ requested | reserved ÷ allocated | backend calls (alloc/free) | ns per op |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| trace | ops | peak requested (GiB) | peak allocated (GiB) | peak reserved (GiB) | reserved ÷ requested | reserved ÷ allocated | whole segments (taken/given back) | chunks (mapped/unmapped) | ns per op |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 found=0
 for f in "$dir"/*.csv "$dir"/*.csv.gz; do
 	[ -f "$f" ] || continue
 	found=1
 	name=$(basename "$f")
 	if ! out=$("$bin" "$f" 2>/dev/null); then
-		echo "| $name | replay failed: $("$bin" "$f" 2>&1 >/dev/null | head -1) | | | | | | | |"
+		echo "| $name | replay failed: $("$bin" "$f" 2>&1 >/dev/null | head -1) | | | | | | | | |"
 		continue
 	fi
 	printf '%s\n' "$out" | awk -F= -v name="$name" '
 		{ v[$1] = $2 }
 		END {
 			g = 1024 * 1024 * 1024
-			printf "| %s | %d | %.3f | %.3f | %.3f | %s | %s | %d/%d | %.0f |\n", name, v["ops"],
+			printf "| %s | %d | %.3f | %.3f | %.3f | %s | %s | %d/%d | %d/%d | %.0f |\n", name, v["ops"],
 			       v["peak_requested_bytes"] / g, v["peak_allocated_bytes"] / g,
 			       v["peak_reserved_bytes"] / g, v["reserved_over_requested"],
 			       v["reserved_over_allocated"], v["backend_allocs"], v["backend_frees"],
-			       v["ns_per_op"]
+			       v["chunks_mapped"], v["chunks_unmapped"], v["ns_per_op"]
 		}'
 done
 [ "$found" = 1 ] || { echo "replay_all.sh: no *.csv or *.csv.gz in $dir" >&2; exit 2; }

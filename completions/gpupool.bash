@@ -7,7 +7,7 @@
 
 # The knob keys of GPUPOOL_CONF (README's table), for --conf.
 _gpupool_knobs="limit: group: group_limit: round: small_max: small_segment: medium_max: medium_segment: large_round: \
-max_split_size: release_threshold: decay_ms: reclaim: reclaim_wait_ms: reserve: fence: fence_interval_us: fence_marker: legacy_stream: report: report_format: log: strict: \
+max_split_size: release_threshold: segments: decay_ms: reclaim: reclaim_wait_ms: reserve: fence: fence_interval_us: fence_marker: legacy_stream: report: report_format: log: strict: \
 stats_page: trace: check:"
 
 # The pids that have a statistics page.
@@ -79,12 +79,13 @@ _gpupool_replay()
 		for i in "${!COMPREPLY[@]}"; do COMPREPLY[i]=$head${COMPREPLY[i]}; done
 		compopt -o nospace 2>/dev/null
 		return ;;
-	--sort-window | --fence-latency-us | --limit-rows | --snapshot-max-entries | --timeline-rows)
+	--sort-window | --fence-latency-us | --granularity | --vmm-cost-us | --limit-rows | --snapshot-max-entries | \
+		--timeline-rows)
 		COMPREPLY=(); return ;;
 	--torch-snapshot | --timeline | --plot) _gpupool_files "$cur"; return ;;
 	esac
 	if [[ $cur == -* ]]; then
-		_gpupool_words "--conf --check --sort-window --fence-latency-us --limit-rows --torch-snapshot
+		_gpupool_words "--conf --check --sort-window --fence-latency-us --granularity --vmm-cost-us --limit-rows --torch-snapshot
 			--snapshot-max-entries --timeline --timeline-rows --plot --json --help --version" "$cur"
 	else
 		_gpupool_files "$cur" # TRACE: .csv or .csv.gz

@@ -74,16 +74,16 @@ DEVICE_NAME_LEN = 64
 
 # struct gpupool_device_stats: seq u64, device i32, active u32, limit_bytes u64, uuid[16],
 # the version 3 gauges and counters, the version 4 gauges and counters, device_total_bytes,
-# device_free_bytes, device_seen_ns, reserved_[4], the version 5 gauges and counters,
-# wait_started_ns, floor_bytes, device_name[64]
+# device_free_bytes, device_seen_ns, vmm_granularity, reserved_[3], the version 5 gauges and
+# counters, wait_started_ns, floor_bytes, device_name[64]
 _V4_FIELDS = (tuple(x for g in GAUGES_3 for x in (g, g + "_peak")) + COUNTERS_3
               + tuple(x for g in GAUGES_4 for x in (g, g + "_peak")) + COUNTERS_4
-              + ("device_total_bytes", "device_free_bytes", "device_seen_ns"))
+              + ("device_total_bytes", "device_free_bytes", "device_seen_ns", "vmm_granularity"))
 _V5_FIELDS = (tuple(x for g in GAUGES_5 for x in (g, g + "_peak")) + COUNTERS_5
               + ("wait_started_ns", "floor_bytes"))
 DEV_FIELDS = (("seq", "device", "active", "limit_bytes", "uuid") + _V4_FIELDS + ("reserved_",)
               + _V5_FIELDS + ("device_name",))
-DEV_STRUCT = struct.Struct("=QiIQ16s" + "Q" * len(_V4_FIELDS) + "4Q" + "Q" * len(_V5_FIELDS)
+DEV_STRUCT = struct.Struct("=QiIQ16s" + "Q" * len(_V4_FIELDS) + "3Q" + "Q" * len(_V5_FIELDS)
                            + "%ds" % DEVICE_NAME_LEN)
 # struct gpupool_page header: magic, version, size, pid, ndevices, start_time_ns, comm[16],
 # release_request, release_done, lib_version[16], reserved_[4]
@@ -260,6 +260,21 @@ def _plain_copy(trace, tmpdir):
     return out
 
 
+def _vmm_granularity():
+    """The chunk size of this process's virtual-memory segments (bytes; the largest over its
+    devices), 0 when its pools have whole segments only (or it has none yet)."""
+    n = _device_count() or MAX_DEVICES
+    best = 0
+    for d in range(min(n, MAX_DEVICES)):
+        try:
+            s = _slot(d)
+        except GpupoolError:
+            s = None
+        if s:
+            best = max(best, s.get("vmm_granularity", 0))
+    return best
+
+
 def dump_snapshot(path, conf=None, replay=None, timeout=600):
     """Write PyTorch's memory snapshot (the pickle torch.cuda.memory._dump_snapshot writes, for
     https://pytorch.org/memory_viz) of this process's allocations so far: the trace this
@@ -270,10 +285,13 @@ def dump_snapshot(path, conf=None, replay=None, timeout=600):
     trace = trace_flush()
     prog = replay or find_replay()
     conf = os.environ.get("GPUPOOL_CONF", "") if conf is None else conf
+    # the device as the pools saw it: virtual-memory chunks of this size, or none (whole segments)
+    gran = _vmm_granularity()
     with tempfile.TemporaryDirectory(prefix="gpupool-snapshot.") as tmp:
         src = _plain_copy(trace, tmp)
         # rows of different threads reach the file in flush order: restore time order
-        cmd = [prog, "--conf", conf, "--sort-window", "65536", "--torch-snapshot", path, src]
+        cmd = [prog, "--conf", conf, "--granularity", str(gran), "--sort-window", "65536", "--torch-snapshot",
+               path, src]
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)  # the replay needs no CUDA, and no gpupool in front of it
         env["GPUPOOL_CONF"] = conf
@@ -316,7 +334,7 @@ def _uuid_text(raw):
 def _decode_slot(raw):
     vals = list(DEV_STRUCT.unpack(raw))
     at = DEV_FIELDS.index("reserved_")
-    vals[at:at + 4] = [tuple(vals[at:at + 4])]  # reserved_[4]: one field
+    vals[at:at + 3] = [tuple(vals[at:at + 3])]  # reserved_[3]: one field
     d = dict(zip(DEV_FIELDS, vals))
     d.pop("seq")
     d.pop("reserved_")

@@ -38,7 +38,8 @@ static const char *conf_lookup(const char *name)
 
 static const char short_usage[] =
 	"usage: gpupool-replay [--conf KNOBS] [--check] [--sort-window ROWS]\n"
-	"                      [--fence-latency-us US] [--limit-rows N]\n"
+	"                      [--fence-latency-us US] [--granularity SIZE]\n"
+	"                      [--vmm-cost-us US] [--limit-rows N]\n"
 	"                      [--torch-snapshot OUT.pickle [--snapshot-max-entries N]]\n"
 	"                      [--timeline OUT.csv] [--plot OUT.png|.svg|.pdf]\n"
 	"                      [--timeline-rows N] [--json] TRACE\n";
@@ -55,6 +56,11 @@ static void usage(FILE *f)
 		"  --check                   the pool's invariant checker after every op\n"
 		"  --sort-window ROWS        restore t_ns order within ROWS rows (default 0)\n"
 		"  --fence-latency-us US     how far the modelled GPU lags (default 0)\n"
+		"  --granularity SIZE        the modelled GPU's virtual-memory chunk, a power of\n"
+		"                            two from 4K to 1G (default 2M, an H100's); 0: no\n"
+		"                            virtual memory management (whole segments)\n"
+		"  --vmm-cost-us US          modelled host time of mapping or unmapping one\n"
+		"                            chunk (default 20)\n"
 		"  --limit-rows N            replay the first N rows only (the outputs below\n"
 		"                            show the pool as it was after row N)\n"
 		"  --torch-snapshot OUT      PyTorch's memory snapshot of the replay (what\n"
@@ -94,6 +100,15 @@ static unsigned long long num_arg(const char *opt, const char *v, unsigned long 
 	if (!v || errno || end == v || *end || v[0] == '-' || x < min || x > max)
 		bad_usage("%s needs a number from %llu to %llu, got '%s'", opt, min, max, v ? v : "");
 	return x;
+}
+
+/* --granularity: 0, or a power of two from 4K to 1G, in the knobs' size syntax. */
+static size_t granularity_arg(const char *v)
+{
+	size_t g = 0;
+	if (!v || gp_config_parse_size(v, &g) || (g && (g < 4096 || g > ((size_t)1 << 30) || (g & (g - 1)))))
+		bad_usage("--granularity needs 0 or a power of two from 4K to 1G, got '%s'", v ? v : "");
+	return g;
 }
 
 /* Whether `path` names an executable file (not a directory). */
@@ -203,7 +218,7 @@ static int fail_removing_outputs(int status)
 }
 
 enum {
-	O_CONF = 1000, O_CHECK, O_SORT, O_LAT, O_LIMIT, O_SNAP, O_SNAP_MAX, O_TIMELINE, O_TL_ROWS, O_PLOT,
+	O_CONF = 1000, O_CHECK, O_SORT, O_LAT, O_GRAN, O_VMMCOST, O_LIMIT, O_SNAP, O_SNAP_MAX, O_TIMELINE, O_TL_ROWS, O_PLOT,
 	O_JSON, O_VERSION,
 };
 
@@ -214,6 +229,8 @@ int main(int argc, char **argv)
 		{"check", no_argument, NULL, O_CHECK},
 		{"sort-window", required_argument, NULL, O_SORT},
 		{"fence-latency-us", required_argument, NULL, O_LAT},
+		{"granularity", required_argument, NULL, O_GRAN},
+		{"vmm-cost-us", required_argument, NULL, O_VMMCOST},
 		{"limit-rows", required_argument, NULL, O_LIMIT},
 		{"torch-snapshot", required_argument, NULL, O_SNAP},
 		{"snapshot-max-entries", required_argument, NULL, O_SNAP_MAX},
@@ -241,6 +258,8 @@ int main(int argc, char **argv)
 		case O_CHECK: check = true; break;
 		case O_SORT: o.sort_window = num_arg("--sort-window", optarg, 0, 1u << 20); break;
 		case O_LAT: o.fence_latency_us = (unsigned)num_arg("--fence-latency-us", optarg, 0, 10000000); break;
+		case O_GRAN: o.granularity = granularity_arg(optarg); break;
+		case O_VMMCOST: o.vmm_cost_us = (unsigned)num_arg("--vmm-cost-us", optarg, 0, 1000000); break;
 		case O_LIMIT: o.limit_rows = num_arg("--limit-rows", optarg, 0, ULLONG_MAX); break;
 		case O_SNAP: snap_path = optarg; break;
 		case O_SNAP_MAX:

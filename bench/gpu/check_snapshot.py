@@ -106,8 +106,46 @@ def check_schema(s):
             check_frames(e.get("frames", []), w)
 
 
+# Mapped ranges of expandable segments (segment_map/segment_unmap, gpupool's virtual-memory
+# segments as PyTorch's expandable segments): a sorted list of disjoint [lo, hi), merged.
+
+def _iv_add(ivs, lo, hi, w):
+    need(not any(a < hi and lo < b for a, b in ivs), "%s: [%#x, %#x) mapped twice" % (w, lo, hi))
+    ivs.append((lo, hi))
+    ivs.sort()
+    out = []
+    for a, b in ivs:
+        if out and out[-1][1] == a:
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    ivs[:] = out
+
+
+def _iv_remove(ivs, lo, hi, w):
+    for i, (a, b) in enumerate(ivs):
+        if a <= lo and hi <= b:
+            ivs[i:i + 1] = [x for x in ((a, lo), (hi, b)) if x[0] < x[1]]
+            return
+    need(False, "%s: [%#x, %#x) is not mapped" % (w, lo, hi))
+
+
+def _iv_has(ivs, x):
+    return any(a <= x < b for a, b in ivs)
+
+
+def _final_mapped(s, dev):
+    """The final state's expandable segments as mapped ranges."""
+    ivs = []
+    for seg in s["segments"]:
+        if seg["device"] == dev and seg["is_expandable"]:
+            _iv_add(ivs, seg["address"], seg["address"] + seg["total_size"], "final state")
+    return ivs
+
+
 def _final(s, dev):
-    segs = {seg["address"]: seg["total_size"] for seg in s["segments"] if seg["device"] == dev}
+    segs = {seg["address"]: seg["total_size"] for seg in s["segments"]
+            if seg["device"] == dev and not seg["is_expandable"]}
     blocks = {}
     for seg in s["segments"]:
         if seg["device"] != dev:
@@ -127,6 +165,7 @@ def _in_segment(segs, addr):
 def check_backward(s, dev):
     """The viewer's Allocator State History: from the final state back to the first event."""
     segs, blocks = _final(s, dev)
+    mapped = _final_mapped(s, dev)
     pending = {a for a, st in blocks.items() if st == "active_pending_free"}
     live = set(blocks)
     for i in range(len(s["device_traces"][dev]) - 1, -1, -1):
@@ -134,7 +173,7 @@ def check_backward(s, dev):
         a, w = e.get("addr"), "device %d event %d (%s)" % (dev, i, e["action"])
         if e["action"] == "free_completed":
             need(a not in live, "%s: the block is live after its free completed" % w)
-            need(_in_segment(segs, a), "%s: block %#x lies in no segment" % (w, a))
+            need(_in_segment(segs, a) or _iv_has(mapped, a), "%s: block %#x lies in no segment" % (w, a))
             live.add(a)
             pending.add(a)
         elif e["action"] == "free_requested":
@@ -150,12 +189,17 @@ def check_backward(s, dev):
             need(segs.get(a) == e["size"], "%s: segment %#x of %d bytes is not live after its alloc" % (w, a, e["size"]))
             del segs[a]
             need(not any(a <= b < a + e["size"] for b in live), "%s: a block outlives segment %#x" % (w, a))
+        elif e["action"] == "segment_unmap":
+            _iv_add(mapped, a, a + e["size"], w)
+        elif e["action"] == "segment_map":
+            _iv_remove(mapped, a, a + e["size"], w)
+            need(not any(a <= b < a + e["size"] for b in live), "%s: a block outlives the map at %#x" % (w, a))
 
 
 def check_forward(s, dev):
     """From an empty allocator through every event to the final state. Returns the peaks of
     reserved bytes (segments) and of requested bytes (alloc to free_requested)."""
-    segs, live, pending = {}, {}, set()
+    segs, live, pending, mapped = {}, {}, set(), []
     reserved = requested = peak_res = peak_req = 0
     for i, e in enumerate(s["device_traces"][dev]):
         a, w = e.get("addr"), "device %d event %d (%s)" % (dev, i, e["action"])
@@ -168,9 +212,17 @@ def check_forward(s, dev):
             need(not any(a <= b < a + e["size"] for b in live), "%s: segment %#x freed with live blocks" % (w, a))
             del segs[a]
             reserved -= e["size"]
+        elif e["action"] == "segment_map":
+            _iv_add(mapped, a, a + e["size"], w)
+            reserved += e["size"]
+        elif e["action"] == "segment_unmap":
+            _iv_remove(mapped, a, a + e["size"], w)
+            need(not any(a <= b < a + e["size"] for b in live), "%s: chunks at %#x unmapped under a live block"
+                 % (w, a))
+            reserved -= e["size"]
         elif e["action"] == "alloc":
             need(a not in live, "%s: block %#x allocated twice" % (w, a))
-            need(_in_segment(segs, a), "%s: block %#x lies in no segment" % (w, a))
+            need(_in_segment(segs, a) or _iv_has(mapped, a), "%s: block %#x lies in no segment" % (w, a))
             live[a] = e["size"]
             requested += e["size"]
         elif e["action"] == "free_requested":
@@ -186,6 +238,8 @@ def check_forward(s, dev):
     fsegs, fblocks = _final(s, dev)
     need(segs == fsegs, "device %d: the events leave %d segments, the final state has %d"
          % (dev, len(segs), len(fsegs)))
+    need(mapped == _final_mapped(s, dev), "device %d: the events leave other mapped ranges than the final "
+         "state's expandable segments" % dev)
     want = {a: ("active_pending_free" if a in pending else "active_allocated") for a in live}
     need(want == fblocks, "device %d: the events leave %d active blocks (%d pending), the final state "
          "has %d" % (dev, len(want), len(pending), len(fblocks)))

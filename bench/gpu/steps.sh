@@ -16,6 +16,10 @@
 #   empty_cache-gpl empty_cache-gp with GPUPOOL_CONF=legacy_stream:1
 #   default-gp      PyTorch's caching allocator under LD_PRELOAD (its segments from the pool)
 #   expandable-gp   expandable_segments:True under LD_PRELOAD (its memory counted, not pooled)
+#   pluggable-whole pluggable with GPUPOOL_CONF=segments:whole (the pool before virtual-memory
+#                   segments: one cudaMalloc per segment)
+#   nocache-gpw     nocache-gp with GPUPOOL_CONF=segments:whole
+#   nocache-gpv     nocache-gp with GPUPOOL_CONF=segments:vmm (every cudaMalloc in chunks)
 # Every gpupool run writes its exit report as JSON (GPUPOOL_REPORT) next to its log; the
 # peak reserved of a gpupool run is the pool's reserved_bytes_peak from it, else PyTorch's
 # max_memory_reserved. bench/gpu/steps_table.py OUTDIR... prints the table.
@@ -61,7 +65,7 @@ MODELS=("$@")
 for m in "${MODELS[@]}"; do
 	case $m in resnet50 | gpt2 | bert | llama) ;; *) echo "steps.sh: unknown model '$m' (resnet50, gpt2, bert, llama)" >&2; exit 2 ;; esac
 done
-ALL=default,expandable,nocache-gp,empty_cache-gp,nocache,empty_cache,async-gp,pluggable,nocache-gpl,empty_cache-gpl,default-gp,expandable-gp
+ALL=default,expandable,nocache-gp,empty_cache-gp,nocache,empty_cache,async-gp,pluggable,nocache-gpl,empty_cache-gpl,default-gp,expandable-gp,pluggable-whole,nocache-gpw,nocache-gpv
 if [ -n "${CONFIGS:-}" ]; then
 	IFS=, read -ra CFGS <<<"$CONFIGS"
 	for c in "${CFGS[@]}"; do
@@ -135,6 +139,13 @@ for r in $(seq "$ROUND0" $((ROUND0 + ROUNDS - 1))); do
 			*-gpl)
 				GPUPOOL_CONF=legacy_stream:1 GPUPOOL_REPORT=$O/$name.json LD_PRELOAD=$GPUPOOL_LIB \
 					run "$name" python3 bench/gpu/train.py --model "$m" --mode "${c%-gpl}" --warmup "$w" --steps "$n" ;;
+			*-gpw | *-gpv)
+				if [ "${c##*-}" = gpw ]; then seg=whole; else seg=vmm; fi
+				GPUPOOL_CONF=segments:$seg GPUPOOL_REPORT=$O/$name.json LD_PRELOAD=$GPUPOOL_LIB \
+					run "$name" python3 bench/gpu/train.py --model "$m" --mode "${c%-*}" --warmup "$w" --steps "$n" ;;
+			pluggable-whole)
+				GPUPOOL_CONF=segments:whole GPUPOOL_REPORT=$O/$name.json \
+					run "$name" python3 bench/gpu/train.py --model "$m" --mode pluggable --warmup "$w" --steps "$n" ;;
 			pluggable)
 				GPUPOOL_REPORT=$O/$name.json \
 					run "$name" python3 bench/gpu/train.py --model "$m" --mode pluggable --warmup "$w" --steps "$n" ;;

@@ -17,8 +17,9 @@ import re
 import statistics
 import sys
 
-ORDER = ["default", "expandable", "nocache-gp", "nocache-gpl", "empty_cache-gp", "empty_cache-gpl", "nocache", "empty_cache", "async-gp",
-         "pluggable", "default-gp", "expandable-gp"]
+ORDER = ["default", "expandable", "nocache-gp", "nocache-gpl", "nocache-gpw", "nocache-gpv", "empty_cache-gp",
+         "empty_cache-gpl", "nocache", "empty_cache", "async-gp", "pluggable", "pluggable-whole", "default-gp",
+         "expandable-gp"]
 MODELS = ["resnet50", "gpt2", "bert", "llama"]
 NAME = re.compile(r"^r(\d+)-(resnet50|gpt2|bert|llama)-([a-z_-]+)\.log$")
 
@@ -52,7 +53,8 @@ def read(dirs):
                 continue
             kv = dict(t.split("=", 1) for t in line.split() if "=" in t)
             r["ms"].append(float(kv["step_ms"]))
-            peak = report_peak(path[:-4] + ".json") if m.group(3).endswith(("-gp", "-gpl")) or m.group(3) == "pluggable" else None
+            gp = m.group(3).endswith(("-gp", "-gpl", "-gpw", "-gpv")) or m.group(3).startswith("pluggable")
+            peak = report_peak(path[:-4] + ".json") if gp else None
             if peak is None:
                 peak = int(kv.get("peak_reserved", "0"))
             if peak:

@@ -145,7 +145,11 @@ struct gpupool_device_stats {
 	uint64_t device_total_bytes;
 	uint64_t device_free_bytes;
 	uint64_t device_seen_ns; /* CLOCK_REALTIME of that look */
-	uint64_t reserved_[4]; /* zero: a future field, "not known" (see Layout rules) */
+	/* The chunk size of the pool's virtual-memory segments (bytes: the driver's allocation
+	 * granularity); 0: whole segments only (or a writer before this field, a reserved word
+	 * then). */
+	uint64_t vmm_granularity;
+	uint64_t reserved_[3]; /* zero: a future field, "not known" (see Layout rules) */
 	/* version 5: the version 4 slot is this slot's prefix */
 	GPUPOOL_GAUGES_5(GPUPOOL_GAUGE_FIELD_)
 	GPUPOOL_COUNTERS_5(GPUPOOL_COUNTER_FIELD_)

@@ -76,6 +76,47 @@ static uint64_t b_now_ns(void *ctx)
 	return inner->now_ns(inner->ctx);
 }
 
+static int b_vmm_granularity(void *ctx, int device, size_t *bytes)
+{
+	(void)ctx;
+	return inner->vmm_granularity(inner->ctx, device, bytes);
+}
+
+static int b_vmm_reserve(void *ctx, int device, size_t size, uintptr_t *addr)
+{
+	(void)ctx;
+	return inner->vmm_reserve(inner->ctx, device, size, addr); /* address space: no memory */
+}
+
+static int b_vmm_unreserve(void *ctx, int device, uintptr_t addr, size_t size)
+{
+	(void)ctx;
+	return inner->vmm_unreserve(inner->ctx, device, addr, size);
+}
+
+/* Chunks mapped are the pools' memory (GP_BUDGET_POOL), counted once whichever layer maps
+ * them: taken before the device is asked, what did not get mapped given back. */
+static int b_vmm_map(void *ctx, int device, uintptr_t addr, size_t size, size_t *mapped)
+{
+	(void)ctx;
+	*mapped = 0;
+	if (gp_budget_take(device, size, GP_BUDGET_POOL) != 0)
+		return -ENOMEM; /* the pool sees a full device: it releases its cache and retries */
+	int rc = inner->vmm_map(inner->ctx, device, addr, size, mapped);
+	if (*mapped < size)
+		gp_budget_give(device, size - *mapped, GP_BUDGET_POOL);
+	return rc;
+}
+
+static int b_vmm_unmap(void *ctx, int device, uintptr_t addr, size_t size, bool sync, size_t *unmapped)
+{
+	(void)ctx;
+	int rc = inner->vmm_unmap(inner->ctx, device, addr, size, sync, unmapped);
+	if (*unmapped)
+		gp_budget_give(device, *unmapped, GP_BUDGET_POOL);
+	return rc;
+}
+
 static const struct gp_backend budget_calls = {
 	.segment_alloc = b_segment_alloc,
 	.segment_free = b_segment_free,
@@ -87,6 +128,11 @@ static const struct gp_backend budget_calls = {
 	.fence_wait = b_fence_wait,
 	.fence_drop = b_fence_drop,
 	.now_ns = b_now_ns,
+	.vmm_granularity = b_vmm_granularity,
+	.vmm_reserve = b_vmm_reserve,
+	.vmm_unreserve = b_vmm_unreserve,
+	.vmm_map = b_vmm_map,
+	.vmm_unmap = b_vmm_unmap,
 };
 
 const struct gp_backend *gp_budget_backend(const struct gp_backend *in)

@@ -600,6 +600,16 @@ CUresult gp_calls_driver_ipc_get_mem_handle(CUipcMemHandle *handle, CUdeviceptr 
 		return D->cuIpcGetMemHandle(handle, ptr); /* the block is its whole segment */
 	if (at == GP_AT_HOLE)
 		return CUDA_ERROR_INVALID_VALUE; /* no allocation there: the driver's own answer */
+	if (bi.vmm) {
+		/* the driver refuses memory of its virtual memory API too: the same answer, said */
+		gp_log(GP_LOG_ERROR,
+		       "cuIpcGetMemHandle(0x%llx): a %zu-byte pooled block of virtual memory (GPUPOOL_CONF segments:%s) "
+		       "cannot be exported with an IPC handle; refusing with CUDA_ERROR_INVALID_VALUE. With segments:auto "
+		       "a cuMemAlloc of at least medium_max (now %zu bytes) gets a whole segment that can be; with "
+		       "segments:whole every large one does",
+		       (unsigned long long)ptr, (size_t)bi.size, gp_config_segments_name(r->cfg.segments), r->cfg.medium_max);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
 	gp_log(GP_LOG_ERROR,
 	       "cuIpcGetMemHandle(0x%llx): a %zu-byte pooled block at offset %zu of a %zu-byte segment cannot be "
 	       "exported (the handle would share the whole segment); refusing with CUDA_ERROR_INVALID_VALUE. "

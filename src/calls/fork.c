@@ -6,6 +6,7 @@
 
 #include "backend_cuda.h"
 #include "backend_driver.h"
+#include "backend_vmm.h"
 #include "capture.h"
 #include "fence_thread.h"
 #include "framework.h"
@@ -40,6 +41,7 @@ static void at_fork_child(void)
 	gp_runtime_after_fork();
 	gp_libcuda_after_fork();
 	gp_driver_backend_after_fork();
+	gp_vmm_backend_after_fork();
 	gp_capture_after_fork();
 	gp_fence_thread_after_fork();
 	gp_release_thread_after_fork();

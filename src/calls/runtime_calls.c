@@ -670,6 +670,18 @@ cudaError_t gp_calls_ipc_get_mem_handle(cudaIpcMemHandle_t *handle, void *ptr)
 			gp_last_error_set(r->rt, cudaErrorInvalidValue);
 			return cudaErrorInvalidValue;
 		}
+		if (bi.vmm) {
+			/* the runtime refuses memory of the driver's virtual memory API too: the same
+			 * answer, said */
+			gp_log(GP_LOG_ERROR,
+			       "cudaIpcGetMemHandle(%p): a %zu-byte pooled block of virtual memory (GPUPOOL_CONF segments:%s) "
+			       "cannot be exported with an IPC handle; refusing with cudaErrorInvalidValue. With segments:auto "
+			       "a cudaMalloc of at least medium_max (now %zu bytes) gets a whole segment that can be; with "
+			       "segments:whole every large one does",
+			       ptr, (size_t)bi.size, gp_config_segments_name(r->cfg.segments), r->cfg.medium_max);
+			gp_last_error_set(r->rt, cudaErrorInvalidValue);
+			return cudaErrorInvalidValue;
+		}
 		if (bi.addr == (uintptr_t)ptr && bi.addr == bi.segment && bi.size == bi.segment_size)
 			return r->rt->IpcGetMemHandle(handle, ptr); /* the block is its whole segment */
 		/* the handle would name the whole segment: the other process would map other

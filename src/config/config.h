@@ -40,6 +40,7 @@ struct gp_config {
 	size_t small_max, small_segment, medium_max, medium_segment, large_round;
 	size_t max_split_size;         /* SIZE_MAX = no cap */
 	size_t release_threshold;      /* SIZE_MAX = keep everything cached */
+	int segments;                  /* enum gp_pool_segments (pool.h): where segments come from */
 	enum gp_fence_policy fence;
 	unsigned fence_interval_us;    /* fence thread: wait this long for more frees before fencing */
 	bool fence_marker;             /* fence at the point of the free (events); false: device syncs */
@@ -111,6 +112,9 @@ int gp_config_parse_hami_size(const char *s, size_t *out);
  * of the per-device ones, "limit:3000M (CUDA_DEVICE_MEMORY_LIMIT_0 and _1)". Returns the
  * length it needs. */
 size_t gp_config_describe(const struct gp_config *cfg, char *buf, size_t cap);
+
+/* The segments knob's value as it is written: "auto", "vmm" or "whole". */
+const char *gp_config_segments_name(int segments);
 
 /* Logs cfg->notes at info level, one line each: for the caller, once the log level is set. */
 void gp_config_log_notes(const struct gp_config *cfg);

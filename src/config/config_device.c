@@ -21,6 +21,7 @@ void gp_config_pool_params(const struct gp_config *c, size_t device_total, struc
 	p->large_round = c->large_round;
 	p->max_split_size = c->max_split_size;
 	p->release_threshold = c->release_threshold;
+	p->segments = c->segments;
 	p->sync_free = c->fence == GP_FENCE_SYNC;
 	p->fence_marker = c->fence_marker;
 	p->check = c->check;

@@ -37,6 +37,7 @@ enum gp_knob_type {
 	GP_KNOB_GROUP_LIMIT, /* group_limit_bytes / group_limit_percent */
 	GP_KNOB_RESERVE,   /* reserve_bytes / reserve_percent */
 	GP_KNOB_SCHED,     /* a scheduler's variable (documentation; gp_config_parse_sched reads them) */
+	GP_KNOB_SEGMENTS,  /* int, enum gp_pool_segments */
 };
 
 struct gp_config_knob {

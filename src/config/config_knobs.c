@@ -75,9 +75,11 @@ static const struct gp_config_knob knobs[] = {
 	 "Cached blocks larger than this are never split for a smaller request (limits fragmentation)."},
 	{"release_threshold", GP_KNOB_SIZE_NONE, F(release_threshold), 0, GP_CONFIG_SIZE_CAP, "none",
 	 "a size up to 256T, or none",
-	 "After a free, fully free segments are returned to the runtime while more than this is cached; none keeps everything."},
+	 "After a free, cached memory (whole free segments, then free chunks of virtual-memory segments) goes back to the driver while more than this is cached; none keeps everything."},
+	{"segments", GP_KNOB_SEGMENTS, F(segments), 0, 0, "auto", "auto, vmm or whole",
+	 "Where the pool's memory comes from. `vmm`: ranges of the driver's virtual memory, into which physical memory is mapped a chunk (2 MiB on an H100) at a time where blocks need it; a range grows at its end, blocks span chunks, and free chunks, in the middle of a range too, go back on a release, a reclaim or the decay. `auto`: the same, but a cudaMalloc or cuMemAlloc of at least medium_max that the pool grows for gets a whole segment of its own, as with `whole`, so that cudaIpcGetMemHandle can still export it (memory of the virtual memory API cannot be exported that way). `whole`: one cudaMalloc or cuMemAlloc per segment. A device without virtual memory management gets whole segments (docs/architecture.md, \"Virtual-memory segments\")."},
 	{"decay_ms", GP_KNOB_UINT, F(decay_ms), 0, 86400000, "10000", "an integer from 0 to 86400000",
-	 "Milliseconds a whole free segment may sit unused before it goes back to the driver by itself (at most 2 GiB of them per tenth of a second); 0 keeps it until a release, a reclaim or the exit (docs/sharing.md)."},
+	 "Milliseconds free memory may sit unused (a whole free segment, or free chunks of a virtual-memory one) before it goes back to the driver by itself (at most 2 GiB of it per tenth of a second); 0 keeps it until a release, a reclaim or the exit (docs/sharing.md)."},
 	{"reclaim", GP_KNOB_BOOL, F(reclaim), 0, 0, "1", BOOL_RANGE,
 	 "When the GPU itself is out of memory, ask the other gpupool processes on the same GPU (matched by UUID) to give back memory they hold idle, and answer their requests in turn; 0: neither (docs/sharing.md)."},
 	{"reclaim_wait_ms", GP_KNOB_UINT, F(reclaim_wait_ms), 0, 60000, "10000", "an integer from 0 to 60000",
@@ -188,6 +190,16 @@ int gp_config_knob_set(const struct gp_config_knob *k, const char *s, struct gp_
 			return 0;
 		}
 		return gp_config_set_path(field, s);
+	case GP_KNOB_SEGMENTS:
+		if (gp_config_ieq(s, "auto"))
+			*(int *)field = GP_SEGMENTS_AUTO;
+		else if (gp_config_ieq(s, "vmm"))
+			*(int *)field = GP_SEGMENTS_VMM;
+		else if (gp_config_ieq(s, "whole"))
+			*(int *)field = GP_SEGMENTS_WHOLE;
+		else
+			return -EINVAL;
+		return 0;
 	case GP_KNOB_FORMAT:
 		if (gp_config_ieq(s, "text"))
 			cfg->report_format = GP_REPORT_TEXT;
@@ -270,6 +282,9 @@ void gp_config_knob_text(const struct gp_config_knob *k, const struct gp_config 
 	case GP_KNOB_FORMAT:
 		snprintf(buf, cap, "%s", cfg->report_format == GP_REPORT_JSON ? "json" : "text");
 		return;
+	case GP_KNOB_SEGMENTS:
+		snprintf(buf, cap, "%s", gp_config_segments_name(*(const int *)field));
+		return;
 	case GP_KNOB_REPORT:
 	case GP_KNOB_PATH:
 		snprintf(buf, cap, "%s", field[0] ? field : "none");
@@ -284,6 +299,11 @@ void gp_config_knob_text(const struct gp_config_knob *k, const struct gp_config 
 		snprintf(buf, cap, "%zu", v);
 	else
 		snprintf(buf, cap, "%zu%c", v, units[u]);
+}
+
+const char *gp_config_segments_name(int segments)
+{
+	return segments == GP_SEGMENTS_VMM ? "vmm" : segments == GP_SEGMENTS_WHOLE ? "whole" : "auto";
 }
 
 const struct gp_config_knob *gp_config_find(const char *name)

@@ -17,45 +17,51 @@ static const struct gp_driver *D;
 static _Atomic(CUcontext) primary[GPUPOOL_MAX_DEVICES]; /* retained by this backend */
 static pthread_mutex_t retain_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Makes the primary context of `device` current on this thread (pushed): 0, or -EIO. */
-static int enter(int device)
+int gp_driver_primary_push(const struct gp_driver *d, int device)
 {
-	if (device < 0 || device >= GPUPOOL_MAX_DEVICES)
+	if (device < 0 || device >= GPUPOOL_MAX_DEVICES || !d->cuDevicePrimaryCtxRetain || !d->cuCtxPushCurrent_v2)
 		return -EIO;
 	CUcontext c = atomic_load_explicit(&primary[device], memory_order_acquire);
 	if (!c) {
 		gp_mutex_lock(&retain_lock, GP_RANK_PRIMARY_RETAIN);
 		c = atomic_load(&primary[device]);
-		if (!c && D->cuDevicePrimaryCtxRetain(&c, device) == CUDA_SUCCESS)
+		if (!c && d->cuDevicePrimaryCtxRetain(&c, device) == CUDA_SUCCESS)
 			atomic_store(&primary[device], c);
 		gp_mutex_unlock(&retain_lock, GP_RANK_PRIMARY_RETAIN);
 		if (!c)
 			return -EIO;
 	}
-	return D->cuCtxPushCurrent_v2(c) == CUDA_SUCCESS ? 0 : -EIO;
+	return d->cuCtxPushCurrent_v2(c) == CUDA_SUCCESS ? 0 : -EIO;
 }
 
-static void leave(void)
+void gp_driver_primary_pop(const struct gp_driver *d)
 {
 	CUcontext c;
-	(void)D->cuCtxPopCurrent_v2(&c);
+	(void)d->cuCtxPopCurrent_v2(&c);
 }
 
-/* The calls gpupool makes on its own behalf run in relaxed capture mode: another thread's
- * global-mode capture must not refuse them (and be invalidated by them). */
-static CUstreamCaptureMode relax_begin(void)
+CUstreamCaptureMode gp_driver_relax_begin(const struct gp_driver *d)
 {
 	CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
-	if (D->cuThreadExchangeStreamCaptureMode)
-		(void)D->cuThreadExchangeStreamCaptureMode(&m);
+	if (d->cuThreadExchangeStreamCaptureMode)
+		(void)d->cuThreadExchangeStreamCaptureMode(&m);
 	return m;
 }
 
-static void relax_end(CUstreamCaptureMode m)
+void gp_driver_relax_end(const struct gp_driver *d, CUstreamCaptureMode m)
 {
-	if (D->cuThreadExchangeStreamCaptureMode)
-		(void)D->cuThreadExchangeStreamCaptureMode(&m);
+	if (d->cuThreadExchangeStreamCaptureMode)
+		(void)d->cuThreadExchangeStreamCaptureMode(&m);
 }
+
+/* Makes the primary context of `device` current on this thread (pushed): 0, or -EIO. */
+static int enter(int device) { return gp_driver_primary_push(D, device); }
+
+static void leave(void) { gp_driver_primary_pop(D); }
+
+static CUstreamCaptureMode relax_begin(void) { return gp_driver_relax_begin(D); }
+
+static void relax_end(CUstreamCaptureMode m) { gp_driver_relax_end(D, m); }
 
 static int drv_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
 {

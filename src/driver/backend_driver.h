@@ -22,4 +22,15 @@ void gp_driver_backend_forget(int device);
 /* In a forked child: no retained context of the parent's is the child's. */
 void gp_driver_backend_after_fork(void);
 
+/* The primary context of `device` (retained on first use and kept, as above) pushed current
+ * on this thread over the driver `d`: 0, or -EIO; gp_driver_primary_pop pops it. For every
+ * call gpupool makes into the driver on a device's behalf (this backend's, backend_vmm.c's). */
+int gp_driver_primary_push(const struct gp_driver *d, int device);
+void gp_driver_primary_pop(const struct gp_driver *d);
+/* The calls gpupool makes on its own behalf run in relaxed capture mode: another thread's
+ * global-mode capture must not refuse them (and be invalidated by them). begin answers the
+ * mode to give back to end. */
+CUstreamCaptureMode gp_driver_relax_begin(const struct gp_driver *d);
+void gp_driver_relax_end(const struct gp_driver *d, CUstreamCaptureMode m);
+
 #endif

@@ -87,6 +87,48 @@ static void g_fence_drop(void *ctx, int device, uint64_t token)
 
 static uint64_t g_now_ns(void *ctx) { return INNER(ctx)->now_ns(INNER(ctx)->ctx); }
 
+/* Virtual memory: the driver's own calls, never gpupool's hooks (backend_vmm.c); guarded all
+ * the same, as every call of the pools'. */
+static int g_vmm_granularity(void *ctx, int device, size_t *bytes)
+{
+	depth++;
+	int rc = INNER(ctx)->vmm_granularity(INNER(ctx)->ctx, device, bytes);
+	depth--;
+	return rc;
+}
+
+static int g_vmm_reserve(void *ctx, int device, size_t size, uintptr_t *addr)
+{
+	depth++;
+	int rc = INNER(ctx)->vmm_reserve(INNER(ctx)->ctx, device, size, addr);
+	depth--;
+	return rc;
+}
+
+static int g_vmm_unreserve(void *ctx, int device, uintptr_t addr, size_t size)
+{
+	depth++;
+	int rc = INNER(ctx)->vmm_unreserve(INNER(ctx)->ctx, device, addr, size);
+	depth--;
+	return rc;
+}
+
+static int g_vmm_map(void *ctx, int device, uintptr_t addr, size_t size, size_t *mapped)
+{
+	depth++;
+	int rc = INNER(ctx)->vmm_map(INNER(ctx)->ctx, device, addr, size, mapped);
+	depth--;
+	return rc;
+}
+
+static int g_vmm_unmap(void *ctx, int device, uintptr_t addr, size_t size, bool sync, size_t *unmapped)
+{
+	depth++;
+	int rc = INNER(ctx)->vmm_unmap(INNER(ctx)->ctx, device, addr, size, sync, unmapped);
+	depth--;
+	return rc;
+}
+
 static const struct gp_backend guard_calls = {
 	.segment_alloc = g_segment_alloc,
 	.segment_free = g_segment_free,
@@ -98,6 +140,11 @@ static const struct gp_backend guard_calls = {
 	.fence_wait = g_fence_wait,
 	.fence_drop = g_fence_drop,
 	.now_ns = g_now_ns,
+	.vmm_granularity = g_vmm_granularity,
+	.vmm_reserve = g_vmm_reserve,
+	.vmm_unreserve = g_vmm_unreserve,
+	.vmm_map = g_vmm_map,
+	.vmm_unmap = g_vmm_unmap,
 };
 
 void gp_backend_guard_init(struct gp_backend *out, const struct gp_backend *in)

@@ -57,7 +57,9 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuin
 	X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuCtxSynchronize) X(cuEventCreate)          \
 	X(cuEventRecord) X(cuEventDestroy_v2) X(cuStreamWaitEvent) X(cuStreamIsCapturing)          \
 	X(cuStreamIsCapturing_ptsz) X(cuThreadExchangeStreamCaptureMode)                          \
-	X(cuMemPoolGetAttribute) X(cuMemPoolTrimTo)
+	X(cuMemPoolGetAttribute) X(cuMemPoolTrimTo)                                                \
+	X(cuDeviceGetAttribute) X(cuMemGetAllocationGranularity) X(cuMemAddressReserve)            \
+	X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)
 
 /* The real driver: each entry NULL where the loaded libcuda lacks it. */
 #define GP_DRIVER_FIELD_(name) __typeof__(&name) name;

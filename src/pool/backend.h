@@ -4,9 +4,10 @@
  * and backend_fake.c (replay layer: tests, the benchmark, the replay); and backend_guard.c
  * (driver layer), which wraps the one the registry picks so that the driver hooks pass the
  * pools' own calls through.
- * Every function returns 0 or a negative errno; segment_alloc/free, stream_wait and the
- * non-blocking marker calls (fence_mark, fence_query, fence_drop) may be called with a pool
- * lock held, device_sync and fence_wait never (see fence.c). Depends on nothing: no CUDA types. */
+ * Every function returns 0 or a negative errno; segment_alloc/free, the virtual memory calls
+ * (vmm_*), stream_wait and the non-blocking marker calls (fence_mark, fence_query,
+ * fence_drop) may be called with a pool lock held, device_sync and fence_wait never (see
+ * fence.c). Depends on nothing: no CUDA types. */
 #ifndef GP_BACKEND_H
 #define GP_BACKEND_H
 
@@ -54,12 +55,41 @@ struct gp_backend {
 	/* The clock fence waits are timed with (ns, monotonic); NULL: CLOCK_MONOTONIC. The
 	 * replay's fake backend answers its modelled time. */
 	uint64_t (*now_ns)(void *ctx);
+
+	/* Virtual memory (the driver's cuMem* calls): a segment may be a reserved address range
+	 * into which physical memory is mapped chunk by chunk, each chunk (of the granularity)
+	 * its own physical allocation, so that any chunk, one in the middle too, can go back
+	 * alone (pool/vmm.c). All NULL where the backend has none: segments are whole
+	 * (segment_alloc). */
+	/* The granularity of device's physical memory (bytes, a power of two: 2 MiB on an
+	 * H100): 0, or -ENOTSUP when the device cannot (no virtual memory management). */
+	int (*vmm_granularity)(void *ctx, int device, size_t *bytes);
+	/* Reserves `size` bytes of address space (a multiple of the granularity), aligned to the
+	 * granularity, nothing mapped in it: 0 and *addr, or -ENOMEM. */
+	int (*vmm_reserve)(void *ctx, int device, size_t size, uintptr_t *addr);
+	/* Gives a whole reservation back; nothing may be mapped in it. */
+	int (*vmm_unreserve)(void *ctx, int device, uintptr_t addr, size_t size);
+	/* Maps physical memory at [addr, addr + size) of a reservation (both multiples of the
+	 * granularity), one chunk at a time, each readable and writable by the device. 0 and
+	 * *mapped == size; or an error (-ENOMEM whatever the driver said) and *mapped = the bytes
+	 * from addr that stay mapped: the backend unmaps what it mapped in this call, from the
+	 * last chunk down, and stops at the first chunk it cannot, so what stays is a prefix
+	 * (usually nothing). Never maps a chunk twice. */
+	int (*vmm_map)(void *ctx, int device, uintptr_t addr, size_t size, size_t *mapped);
+	/* Unmaps [addr, addr + size) (chunks this backend mapped) and gives their physical
+	 * memory back, chunk by chunk from addr. `sync`: work the device has queued may still
+	 * use that memory (it was freed on a stream): wait for the device first, as segment_free
+	 * does. 0 and *unmapped == size; -EBUSY when that is not allowed now (a capture is
+	 * active; nothing unmapped); or another error and *unmapped = the bytes from addr that
+	 * went back (the chunks after them stay mapped). */
+	int (*vmm_unmap)(void *ctx, int device, uintptr_t addr, size_t size, bool sync, size_t *unmapped);
 };
 
 /* A backend that wraps `in` (a guard, a per-pool gate, a replay's observer): the calls of
- * `with` and its `ctx`, whose optional calls (the markers, the clock) are kept only where
- * `in` has them, so that a wrapper of a backend without markers has none either and its
- * fences stay device_sync alone. */
+ * `with` and its `ctx`, whose optional calls (the markers, the clock, virtual memory) are
+ * kept only where `in` has them, so that a wrapper of a backend without markers has none
+ * either and its fences stay device_sync alone (and one without virtual memory makes whole
+ * segments). */
 static inline struct gp_backend gp_backend_wrap(const struct gp_backend *in, void *ctx, const struct gp_backend *with)
 {
 	struct gp_backend be = *with;
@@ -74,6 +104,13 @@ static inline struct gp_backend gp_backend_wrap(const struct gp_backend *in, voi
 		be.fence_drop = NULL;
 	if (!in->now_ns)
 		be.now_ns = NULL;
+	if (!in->vmm_granularity || !in->vmm_reserve || !in->vmm_unreserve || !in->vmm_map || !in->vmm_unmap) {
+		be.vmm_granularity = NULL;
+		be.vmm_reserve = NULL;
+		be.vmm_unreserve = NULL;
+		be.vmm_map = NULL;
+		be.vmm_unmap = NULL;
+	}
 	return be;
 }
 

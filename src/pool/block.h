@@ -15,8 +15,9 @@
 #define GP_ASSERT(x) ((void)0)
 #endif
 
-/* gp_block.state */
-enum { B_FREE = 0, B_LIVE = 1, B_PENDING = 2 };
+/* gp_block.state. B_HOLE: address space of a virtual-memory segment with nothing mapped in
+ * it (vmm.c), in the pool's holes list, never handed out as it is. */
+enum { B_FREE = 0, B_LIVE = 1, B_PENDING = 2, B_HOLE = 3 };
 
 struct gp_slist;
 struct gp_segment;
@@ -31,6 +32,8 @@ struct gp_block {
 	struct gp_block *pend_next;     /* pending blocks: the next newer one (fence.c) */
 	struct gp_slist *list;     /* free blocks: the list holding them */
 	uint64_t gen;              /* fence generation current when freed */
+	uint64_t idle_since;       /* free blocks of virtual-memory segments: the decay pass that first
+				    * found the block free as it is; 0: not yet (vmm.c) */
 	uint32_t prio;             /* treap priority */
 	uint8_t state;
 	struct gp_block *hnext;    /* live blocks: chain in the address map */

@@ -6,7 +6,6 @@
 #include "fence.h"
 
 #include <errno.h>
-#include <time.h>
 
 #include "freelist.h"
 #include "treap.h"
@@ -69,14 +68,7 @@ static void promote(gp_pool *p, uint64_t k)
 		gp_freelist_drain(p, sl, put_promoted, k);
 }
 
-static uint64_t clock_ns(const gp_pool *p)
-{
-	if (p->be->now_ns)
-		return p->be->now_ns(p->be->ctx);
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
+static uint64_t clock_ns(const gp_pool *p) { return gp_pool_clock_ns(p); }
 
 /* Drops the markers that fence p->completed covers, except those a thread waits on (that
  * thread drops them). */

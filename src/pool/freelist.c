@@ -78,6 +78,7 @@ void gp_freelist_insert(gp_pool *p, struct gp_block *b, struct gp_slist *sl)
 		absorb_next(p, b);
 	}
 	b->left = b->right = NULL;
+	b->idle_since = 0; /* free as it is from now on (vmm.c's decay) */
 	gp_treap_insert(&sl->root[t], b);
 	note_free_size(p, b->size);
 }

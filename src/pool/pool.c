@@ -3,7 +3,7 @@
  * and its allocation policy (best fit, split rules, the ladder of what to try when no block
  * fits). First in the pool's file order (docs/architecture.md; tests/unit/pool_order.py):
  * it runs the *_locked functions of every file after it (pool_walk.c, pool_check.c,
- * bypass.c, fence.c, segment.c, freelist.c, treap.c, addrmap.c) and none uses it. Depends on
+ * bypass.c, fence.c, vmm.c, segment.c, freelist.c, treap.c, addrmap.c) and none uses it. Depends on
  * those, the backend and stats.h only: no CUDA types, no config, no getenv, no I/O. */
 #include "pool.h"
 
@@ -19,6 +19,7 @@
 #include "pool_walk.h"
 #include "segment.h"
 #include "treap.h"
+#include "vmm.h"
 
 void gp_pool_params_default(struct gp_pool_params *p)
 {
@@ -37,6 +38,7 @@ void gp_pool_params_default(struct gp_pool_params *p)
 	p->fence_headroom = 32u << 20;
 	p->wait_share = 128;
 	p->release_on_grow = true;
+	p->segments = GP_SEGMENTS_AUTO;
 }
 
 unsigned gp_pool_params_check(const struct gp_pool_params *p)
@@ -93,18 +95,28 @@ static struct gp_block *find_in(gp_pool *p, struct gp_slist *sl, int t, size_t r
 static inline int should_split(const gp_pool *p, const struct gp_block *b, size_t rounded)
 {
 	size_t rem = b->size - rounded;
-	if (b->seg->small)
+	/* a virtual-memory segment's rest is never stranded: it merges with its neighbours and
+	 * the chunks under it go back when they are free */
+	if (b->seg->small || b->seg->vmm)
 		return rem >= p->prm.round;
 	return rounded < p->prm.max_split_size && rem > p->prm.small_max;
 }
 
+/* How take_block treats the rest of the block it takes. */
+enum take {
+	TAKE_SPLIT, /* split off, into home: b came from a list, so no free neighbour is home's */
+	TAKE_WHOLE, /* kept in the block: a whole segment grown for a large request */
+	TAKE_MERGE, /* split off, merged into home with its free neighbours: mapped chunks of a
+		     * virtual-memory segment, which may lie beside a free block of any list */
+};
+
 /* Turns free block b (already out of its tree) into a live block of `rounded` bytes,
  * splitting off the rest back into `home` (unless host memory for it ran out). */
 static int take_block(gp_pool *p, struct gp_block *b, size_t rounded, size_t req,
-		      struct gp_slist *home, int whole)
+		      struct gp_slist *home, enum take how)
 {
 	size_t before = b->size;
-	if (!whole && should_split(p, b, rounded)) {
+	if (how != TAKE_WHOLE && should_split(p, b, rounded)) {
 		struct gp_block *r = gp_block_new(p);
 		if (r) {
 			r->addr = b->addr + rounded;
@@ -118,10 +130,15 @@ static int take_block(gp_pool *p, struct gp_block *b, size_t rounded, size_t req
 			b->size = rounded;
 			r->state = B_FREE;
 			r->gen = b->gen;
-			r->list = home;
-			gp_treap_insert(&home->root[gp_tree_of(r)], r);
 			GP_COUNT(p->st, splits, 1);
 			GP_GAUGE_ADD(p->st, free_blocks, 1);
+			if (__builtin_expect(how == TAKE_MERGE, 0)) {
+				b->list = NULL; /* taken: r merges with its other neighbour only */
+				gp_freelist_insert(p, r, home);
+			} else {
+				r->list = home;
+				gp_treap_insert(&home->root[gp_tree_of(r)], r);
+			}
 		}
 	}
 	b->state = B_LIVE;
@@ -180,6 +197,32 @@ struct request {
 	struct gp_slist *home;  /* the list the rest of a split block goes back to */
 	bool grew;              /* the block is a new segment's (a miss), not a cached one */
 };
+
+/* Whether a request grows by a whole segment: always without virtual-memory segments; with
+ * segments:auto, a cudaMalloc (or cuMemAlloc) of at least medium_max, which a whole segment
+ * keeps whole (alloc_locked) so that cudaIpcGetMemHandle can export it, as natively (memory
+ * of the virtual memory API cannot be; stream-ordered memory cannot be natively either). */
+static inline bool grows_whole(const gp_pool *p, const struct request *rq)
+{
+	return !p->gran || (p->prm.segments == GP_SEGMENTS_AUTO && rq->stream == GP_NO_STREAM &&
+			    rq->rounded >= p->prm.medium_max);
+}
+
+/* The bytes a request makes the pool grow by: its segment, or the chunks it maps (at most). */
+static inline size_t grow_size(const gp_pool *p, const struct request *rq)
+{
+	return grows_whole(p, rq) ? gp_segment_size_for(&p->prm, rq->rounded) : gp_round_up(rq->rounded, p->gran);
+}
+
+/* A block the pool grows by for rq: a new whole segment's, or mapped chunks of a
+ * virtual-memory one; NULL when the limit, the device or host memory refuses. */
+static struct gp_block *grow(gp_pool *p, struct request *rq)
+{
+	struct gp_block *b = grows_whole(p, rq) ? gp_segment_grow(p, rq->rounded)
+						: gp_vmm_grow(p, rq->rounded, rq->stream);
+	rq->grew = b != NULL;
+	return b;
+}
 
 /* Best fit for rq among the ready list and rq's stream's list, taken out of its tree;
  * rq->home is where it came from. Inlined into gp_pool_alloc for try_ready, the hit path
@@ -311,7 +354,7 @@ static struct gp_block *try_retired(gp_pool *p, struct request *rq)
 static struct gp_block *try_fence_headroom(gp_pool *p, struct request *rq)
 {
 	if (!p->pend_head || (!gp_fence_markers(p) && p->last_fence_ns > p->prm.wait_fence_ns) ||
-	    p->grown_pending + gp_segment_size_for(&p->prm, rq->rounded) <= p->prm.fence_headroom)
+	    p->grown_pending + grow_size(p, rq) <= p->prm.fence_headroom)
 		return NULL;
 	return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq, p->prm.wait_fence_ns / 16);
 }
@@ -322,7 +365,7 @@ static struct gp_block *try_fence_headroom(gp_pool *p, struct request *rq)
 static struct gp_block *try_fence_before_peak(gp_pool *p, struct request *rq)
 {
 	if (!p->pend_head || (!gp_fence_markers(p) && p->st->pending_bytes < rq->rounded) ||
-	    p->st->reserved_bytes + gp_segment_size_for(&p->prm, rq->rounded) <= gp_pool_policy_peak(p))
+	    p->st->reserved_bytes + grow_size(p, rq) <= gp_pool_policy_peak(p))
 		return NULL;
 	return fence_and_find(p, GP_FENCE_PENDING_ONLY, rq, p->prm.wait_fence_ns * 16);
 }
@@ -356,15 +399,18 @@ static struct gp_block *try_fence_pending_bound(gp_pool *p, struct request *rq)
  * lets try_fence_all run for a stream that had none. */
 static struct gp_block *try_grow(gp_pool *p, struct request *rq)
 {
-	size_t ss = gp_segment_size_for(&p->prm, rq->rounded);
+	size_t ss = grow_size(p, rq);
 	size_t peak = gp_pool_policy_peak(p);
+	bool whole = grows_whole(p, rq);
 	if (p->prm.release_on_grow && p->st->reserved_bytes + ss > peak &&
-	    p->st->cached_bytes > p->st->reserved_bytes / 16) {
+	    p->st->cached_bytes > p->st->reserved_bytes / (whole ? 16 : 64)) {
 		size_t over = p->st->reserved_bytes + ss - peak;
-		gp_segment_release_locked(p, p->st->cached_bytes > over ? p->st->cached_bytes - over : 0);
+		if (whole)
+			gp_vmm_release_locked(p, p->st->cached_bytes > over ? p->st->cached_bytes - over : 0);
+		else
+			gp_vmm_release_for_peak(p, over);
 	}
-	struct gp_block *b = gp_segment_grow(p, rq->rounded);
-	rq->grew = b != NULL;
+	struct gp_block *b = grow(p, rq);
 	if (b && p->pend_head)
 		p->grown_pending += b->size;
 	rq->home = grow_home(p, rq->stream);
@@ -383,9 +429,8 @@ static struct gp_block *try_fence_all(gp_pool *p, struct request *rq)
 static struct gp_block *try_release_and_grow(gp_pool *p, struct request *rq)
 {
 	GP_COUNT(p->st, oom_retries, 1);
-	gp_segment_release_locked(p, 0);
-	struct gp_block *b = gp_segment_grow(p, rq->rounded);
-	rq->grew = b != NULL;
+	gp_vmm_release_locked(p, 0);
+	struct gp_block *b = grow(p, rq);
 	rq->home = grow_home(p, rq->stream);
 	return b;
 }
@@ -412,7 +457,10 @@ static inline int alloc_locked(gp_pool *p, size_t size, gp_stream stream, uintpt
 		 * large_round): the block is then the segment, and cudaIpcGetMemHandle can
 		 * export it (contract 7 of DESIGN.md, "IPC is never silently wrong": a handle
 		 * names the whole segment) */
-		rc = take_block(p, b, rq.rounded, rq.size, rq.home, rq.grew && rq.rounded >= p->prm.medium_max);
+		rc = take_block(p, b, rq.rounded, rq.size, rq.home,
+				!rq.grew ? TAKE_SPLIT
+				: b->seg->vmm ? TAKE_MERGE
+				: rq.rounded >= p->prm.medium_max ? TAKE_WHOLE : TAKE_SPLIT);
 		if (rc == 0) {
 			*addr = b->addr;
 			GP_COUNT(p->st, allocs, 1);
@@ -461,7 +509,7 @@ static inline int free_locked(gp_pool *p, uintptr_t addr, gp_stream stream)
 	if (sync)
 		(void)gp_fence_locked(p, GP_FENCE_PENDING_ONLY);
 	if (p->prm.release_threshold != SIZE_MAX && p->st->cached_bytes > p->prm.release_threshold)
-		gp_segment_release_locked(p, p->prm.release_threshold);
+		gp_vmm_release_locked(p, p->prm.release_threshold);
 	return 0;
 }
 
@@ -499,6 +547,7 @@ static int lookup_locked(gp_pool *p, uintptr_t addr, struct gp_block_info *info)
 	info->segment = b->seg->addr;
 	info->segment_size = b->seg->size;
 	info->requested = b->requested;
+	info->vmm = b->seg->vmm;
 	return 0;
 }
 
@@ -628,7 +677,7 @@ size_t gp_pool_release(gp_pool *p, size_t keep)
 {
 	if (!entry_open(p, ENTRY_CHANGE))
 		return entry_broken(p, 0); /* its segments are no longer trusted to be free */
-	size_t r = gp_segment_release_locked(p, keep);
+	size_t r = gp_vmm_release_locked(p, keep);
 	entry_close(p, ENTRY_CHANGE);
 	return r;
 }
@@ -637,7 +686,7 @@ size_t gp_pool_give(gp_pool *p, size_t want)
 {
 	if (!entry_open(p, ENTRY_CHANGE))
 		return entry_broken(p, 0);
-	size_t r = gp_segment_give_locked(p, want);
+	size_t r = gp_vmm_give_locked(p, want);
 	entry_close(p, ENTRY_CHANGE);
 	return r;
 }
@@ -646,7 +695,8 @@ void gp_pool_set_floor(gp_pool *p, size_t bytes) { atomic_store_explicit(&p->flo
 
 size_t gp_pool_segment_for(const gp_pool *p, size_t size)
 {
-	return gp_segment_size_for(&p->prm, gp_round_up(size, p->prm.round));
+	struct request rq = {.size = size, .rounded = gp_round_up(size, p->prm.round), .stream = GP_NO_STREAM};
+	return grow_size(p, &rq);
 }
 
 size_t gp_pool_decay(gp_pool *p, uint64_t now, uint64_t after_ns, size_t budget, size_t *releasable)
@@ -655,7 +705,7 @@ size_t gp_pool_decay(gp_pool *p, uint64_t now, uint64_t after_ns, size_t budget,
 		*releasable = 0;
 	if (!entry_open(p, ENTRY_CHANGE))
 		return entry_broken(p, 0); /* its segments are no longer trusted to be free */
-	size_t r = gp_segment_decay_locked(p, now, after_ns, budget, releasable);
+	size_t r = gp_vmm_decay_locked(p, now, after_ns, budget, releasable);
 	entry_close(p, ENTRY_CHANGE);
 	return r;
 }
@@ -760,10 +810,12 @@ int gp_pool_create(gp_pool **out, int device, const struct gp_pool_params *param
 		return -ENOMEM;
 	}
 	p->rng = 2463534242u ^ (uint32_t)device;
+	gp_vmm_setup(p);
 	gp_stats_begin(stats);
 	GP_STAT_SET(stats, device, device);
 	GP_STAT_SET(stats, active, 1);
 	GP_STAT_SET(stats, limit_bytes, params->limit);
+	GP_STAT_SET(stats, vmm_granularity, p->gran);
 	gp_stats_end(stats);
 	*out = p;
 	return 0;
@@ -810,9 +862,12 @@ void gp_pool_destroy(gp_pool *p)
 	while (p->segs) {
 		struct gp_segment *s = p->segs;
 		p->segs = s->next;
-		(void)p->be->segment_free(p->be->ctx, p->device, s->addr, s->size);
+		if (s->vmm)
+			gp_vmm_segment_destroy(p, s);
+		else
+			(void)p->be->segment_free(p->be->ctx, p->device, s->addr, s->size);
 		GP_COUNT(p->st, segment_frees, 1);
-		GP_GAUGE_SUB(p->st, reserved_bytes, s->size);
+		GP_GAUGE_SUB(p->st, reserved_bytes, s->mapped);
 		GP_GAUGE_SUB(p->st, segments, 1);
 		free(s);
 	}

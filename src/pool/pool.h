@@ -25,6 +25,15 @@ typedef struct gp_pool gp_pool;
 #define GP_POOL_DEFAULT_MEDIUM_SEGMENT_MIB 20
 #define GP_POOL_DEFAULT_LARGE_ROUND_MIB 2
 
+/* Where a pool's segments come from (the segments knob; pool/vmm.c). */
+enum gp_pool_segments {
+	GP_SEGMENTS_AUTO = 0,  /* virtual memory where the backend and the device have it, with the
+				* blocks a program may export (below) whole; else whole segments */
+	GP_SEGMENTS_VMM,       /* virtual memory for every segment where the backend and the device
+				* have it; else whole segments */
+	GP_SEGMENTS_WHOLE,     /* one backend allocation per segment (segment_alloc) */
+};
+
 /* Tuning, in bytes. gp_pool_params_default() gives the documented defaults. */
 struct gp_pool_params {
 	size_t round;            /* requests are rounded up to this (a power of two) */
@@ -51,6 +60,7 @@ struct gp_pool_params {
 	bool release_on_grow;    /* before growing past the peak reserved so far, release cached segments
 				  * (when more than 1/16 of what is reserved is cached) */
 	bool check;              /* run the invariant checker after every operation (slow) */
+	int segments;            /* enum gp_pool_segments */
 };
 
 void gp_pool_params_default(struct gp_pool_params *p);
@@ -108,6 +118,8 @@ struct gp_block_info {
 	uintptr_t addr, size;          /* the block (size after rounding) */
 	uintptr_t segment, segment_size;
 	size_t requested;
+	bool vmm;                      /* in a virtual-memory segment: memory no IPC handle can
+					* export (cudaIpcGetMemHandle refuses it natively) */
 };
 /* 0 and *info when addr lies inside a live block of this pool, else -ENOENT. */
 int gp_pool_lookup(gp_pool *p, uintptr_t addr, struct gp_block_info *info);
@@ -196,6 +208,9 @@ struct gp_walk_segment {
 	uintptr_t addr;
 	size_t size;          /* bytes */
 	bool small;           /* made for a request of at most small_max bytes */
+	bool expandable;      /* a mapped range of a virtual-memory segment (its holes are left
+			       * out: each range between two holes is walked as a segment, as
+			       * PyTorch's snapshot lists its expandable segments) */
 };
 struct gp_walk_block {
 	uintptr_t addr;

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "addrmap.h"
 #include "block.h"
@@ -33,10 +34,16 @@
 /* The two size-class trees of a free list: blocks of small segments, and the rest. */
 enum { T_SMALL = 0, T_LARGE = 1 };
 
-/* One range of device memory taken from the backend, tiled by its blocks. */
+/* One range of device memory taken from the backend, tiled by its blocks. A whole segment
+ * is one backend allocation (segment_alloc); a virtual-memory segment (vmm.c) is a reserved
+ * address range whose chunks are mapped where blocks need them: its holes (B_HOLE blocks)
+ * are the ranges with nothing mapped, the tail hole the part never used yet. */
 struct gp_segment {
 	uintptr_t addr;
-	size_t size;               /* bytes */
+	size_t size;               /* bytes tiled by blocks: the allocation, or the reservation */
+	size_t mapped;             /* bytes with memory behind them: size, less the holes */
+	bool vmm;                  /* a virtual-memory segment */
+	struct gp_block *tail;     /* vmm: the hole that ends the reservation, or NULL */
 	int small;                 /* made for a request of at most small_max bytes */
 	bool used;                 /* a block was handed out since the last decay pass */
 	uint64_t idle_since;       /* the decay pass that first found it whole and unused; 0: not */
@@ -103,6 +110,17 @@ struct gp_pool {
 	uint32_t rng;
 	int hash_oom;
 	struct gp_bypass *bypass;  /* broken pools: the allocations made since, uthash by address */
+	size_t gran;               /* virtual-memory segments: the backend's granularity (bytes);
+				    * 0: whole segments only (vmm.c) */
+	size_t va_size;            /* vmm: address space a new segment reserves (bytes) */
+	struct gp_slist holes;     /* vmm: the holes of every segment, by (size, addr), trees by
+				    * segment kind as free blocks' */
+	uint64_t map_ns;           /* vmm: what mapping one chunk costs (ns, the latest measure; 0:
+				    * not yet measured) */
+	uint64_t unmap_ns;         /* vmm: the same for unmapping one */
+	uint64_t move_credit_ns;   /* vmm: time the pool may still spend moving free chunks to where
+				    * a request needs them (vmm.c, gp_vmm_release_for_peak) */
+	uint64_t move_credit_at;   /* clock time the credit was last accrued to; 0: never */
 };
 
 /* x rounded up to a multiple of a (a power of two). */
@@ -122,6 +140,17 @@ static inline int gp_tree_for(const gp_pool *p, size_t rounded)
 static inline size_t gp_pool_policy_peak(const gp_pool *p)
 {
 	return p->st->reserved_bytes_peak > p->reserved_high ? p->st->reserved_bytes_peak : p->reserved_high;
+}
+
+/* The clock fences and the virtual memory's costs are timed with (ns): the backend's, else
+ * CLOCK_MONOTONIC. */
+static inline uint64_t gp_pool_clock_ns(const gp_pool *p)
+{
+	if (p->be->now_ns)
+		return p->be->now_ns(p->be->ctx);
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
 /* Cached bytes are what is reserved and not allocated: call after either changes. */

@@ -1,6 +1,6 @@
 /* Segments (segment.h): size classes, growth, release of whole free segments, and the
  * slab of block structs they are carved into, with the pool lock held (gp_pool_release is
- * pool.c's frame around the release). No allocation policy, no fences, no checker. Sixth in
+ * pool.c's frame around the release). No allocation policy, no fences, no checker. Seventh in
  * the pool's file order (docs/architecture.md): uses freelist.c only, with pool_internal.h,
  * the backend and log.h. */
 #include "segment.h"
@@ -31,6 +31,7 @@ struct gp_block *gp_block_new(gp_pool *p)
 	b->list = NULL;
 	b->requested = 0;
 	b->gen = 0;
+	b->idle_since = 0;
 	p->rng ^= p->rng << 13;
 	p->rng ^= p->rng >> 17;
 	p->rng ^= p->rng << 5;
@@ -46,6 +47,29 @@ size_t gp_segment_size_for(const struct gp_pool_params *prm, size_t rounded)
 		return prm->medium_segment;
 	/* large_round is a multiple of round, not always a power of two */
 	return (rounded + prm->large_round - 1) / prm->large_round * prm->large_round;
+}
+
+void gp_segment_add(gp_pool *p, struct gp_segment *s)
+{
+	s->prev = NULL;
+	s->next = p->segs;
+	if (p->segs)
+		p->segs->prev = s;
+	p->segs = s;
+	GP_COUNT(p->st, segment_allocs, 1);
+	GP_GAUGE_ADD(p->st, segments, 1);
+}
+
+void gp_segment_unlink(gp_pool *p, struct gp_segment *s)
+{
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		p->segs = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	GP_COUNT(p->st, segment_frees, 1);
+	GP_GAUGE_SUB(p->st, segments, 1);
 }
 
 struct gp_block *gp_segment_grow(gp_pool *p, size_t rounded)
@@ -82,22 +106,19 @@ struct gp_block *gp_segment_grow(gp_pool *p, size_t rounded)
 	}
 	s->addr = addr;
 	s->size = ss;
+	s->mapped = ss;
+	s->vmm = false;
+	s->tail = NULL;
 	s->small = rounded <= p->prm.small_max;
 	s->used = true;
 	s->idle_since = 0;
-	s->prev = NULL;
-	s->next = p->segs;
-	if (p->segs)
-		p->segs->prev = s;
-	p->segs = s;
+	gp_segment_add(p, s);
 	s->first = b;
 	b->addr = addr;
 	b->size = ss;
 	b->seg = s;
 	b->state = B_FREE;
 	b->gen = p->issued;
-	GP_COUNT(p->st, segment_allocs, 1);
-	GP_GAUGE_ADD(p->st, segments, 1);
 	GP_GAUGE_ADD(p->st, reserved_bytes, ss);
 	GP_GAUGE_ADD(p->st, free_blocks, 1);
 	gp_pool_update_cached(p);
@@ -106,9 +127,12 @@ struct gp_block *gp_segment_grow(gp_pool *p, size_t rounded)
 
 /* A segment can go back when none of its blocks is live or pending. Its free blocks may
  * sit in different lists (freed on different streams): giving the segment back is still
- * safe, because the runtime's cudaFree waits for all work on the device. */
+ * safe, because the runtime's cudaFree waits for all work on the device. A virtual-memory
+ * segment goes back chunk by chunk (vmm.c), never here. */
 static int segment_is_free(const struct gp_segment *s)
 {
+	if (s->vmm)
+		return 0;
 	for (const struct gp_block *b = s->first; b; b = b->next)
 		if (b->state != B_FREE)
 			return 0;
@@ -131,15 +155,8 @@ static int segment_release(gp_pool *p, struct gp_segment *s)
 		GP_GAUGE_SUB(p->st, free_blocks, 1);
 		gp_block_put(p, b);
 	}
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		p->segs = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	GP_COUNT(p->st, segment_frees, 1);
+	gp_segment_unlink(p, s);
 	GP_COUNT(p->st, released_bytes, s->size);
-	GP_GAUGE_SUB(p->st, segments, 1);
 	GP_GAUGE_SUB(p->st, reserved_bytes, s->size);
 	/* whole free segments: the decay's count, less this one (it may predate the count) */
 	GP_GAUGE_SET(p->st, releasable_bytes, p->st->releasable_bytes > s->size ? p->st->releasable_bytes - s->size : 0);

@@ -16,6 +16,13 @@ size_t gp_segment_size_for(const struct gp_pool_params *prm, size_t rounded);
  * or host memory refuses. */
 struct gp_block *gp_segment_grow(gp_pool *p, size_t rounded);
 
+/* Puts a new segment s (its own fields set) at the head of the pool's list, counted in
+ * segment_allocs and the segments gauge. */
+void gp_segment_add(gp_pool *p, struct gp_segment *s);
+/* Takes segment s out of the pool's list (given back: counted in segment_frees and the
+ * segments gauge); the caller frees it. */
+void gp_segment_unlink(gp_pool *p, struct gp_segment *s);
+
 /* Releases whole free segments, largest first, until cached bytes <= keep. Returns the
  * bytes released. */
 size_t gp_segment_release_locked(gp_pool *p, size_t keep);

@@ -13,6 +13,7 @@
 #include "backend_cuda.h"
 #include "backend_driver.h"
 #include "backend_guard.h"
+#include "backend_vmm.h"
 #include "capture.h"
 #include "group_budget.h"
 #include "libcuda.h"
@@ -86,6 +87,7 @@ static void use_runtime(const struct gp_runtime *rt)
 	bool over_driver = atomic_load_explicit(&have_driver, memory_order_relaxed);
 	if (!over_driver) {
 		gp_cuda_backend_init(&backend, rt);
+		gp_vmm_backend_add(&backend); /* the driver the runtime loads */
 		gp_backend_guard_init(&guarded, &backend);
 	}
 	const char *lacks = gp_runtime_lacks(rt);
@@ -125,6 +127,7 @@ static void use_driver(const struct gp_driver *d)
 	if (R.drv_off)
 		return;
 	gp_driver_backend_init(&backend, d);
+	gp_vmm_backend_add(&backend);
 	gp_backend_guard_init(&guarded, &backend);
 	int n = 0;
 	if (d->cuDeviceGetCount((int *)&n) != CUDA_SUCCESS || n <= 0)

@@ -204,6 +204,59 @@ static uint64_t pb_now_ns(void *ctx)
 	return IN(b)->now_ns(IN(b)->ctx);
 }
 
+/* Virtual memory. Memory from cuMemCreate outlives a reset (its context's allocations die
+ * with it, not this): a killed pool's chunks and reservations are still the process's, and
+ * still given back, straight to the registry's backend (the reset took the pool's figure out
+ * of the budget already: gp_budget_pool_gone). */
+static int pb_vmm_granularity(void *ctx, int device, size_t *bytes)
+{
+	struct pool_be *b = ctx; /* no device object: not gated */
+	return IN(b)->vmm_granularity(IN(b)->ctx, device, bytes);
+}
+
+static int pb_vmm_reserve(void *ctx, int device, size_t size, uintptr_t *addr)
+{
+	struct pool_be *b = ctx;
+	if (!gate_enter(b, device))
+		return -ENOMEM; /* a killed pool grows no more */
+	int rc = IN(b)->vmm_reserve(IN(b)->ctx, device, size, addr);
+	gate_leave(device);
+	return rc;
+}
+
+static int pb_vmm_unreserve(void *ctx, int device, uintptr_t addr, size_t size)
+{
+	struct pool_be *b = ctx;
+	const struct gp_backend *out = gp_registry_backend();
+	if (!gate_enter(b, device))
+		return out->vmm_unreserve(out->ctx, device, addr, size);
+	int rc = IN(b)->vmm_unreserve(IN(b)->ctx, device, addr, size);
+	gate_leave(device);
+	return rc;
+}
+
+static int pb_vmm_map(void *ctx, int device, uintptr_t addr, size_t size, size_t *mapped)
+{
+	struct pool_be *b = ctx;
+	*mapped = 0;
+	if (!gate_enter(b, device))
+		return -ENOMEM;
+	int rc = IN(b)->vmm_map(IN(b)->ctx, device, addr, size, mapped);
+	gate_leave(device);
+	return rc;
+}
+
+static int pb_vmm_unmap(void *ctx, int device, uintptr_t addr, size_t size, bool sync, size_t *unmapped)
+{
+	struct pool_be *b = ctx;
+	const struct gp_backend *out = gp_registry_backend();
+	if (!gate_enter(b, device)) /* the reset ended the work that used it: no wait */
+		return out->vmm_unmap(out->ctx, device, addr, size, false, unmapped);
+	int rc = IN(b)->vmm_unmap(IN(b)->ctx, device, addr, size, sync, unmapped);
+	gate_leave(device);
+	return rc;
+}
+
 static const struct gp_backend pool_be_calls = {
 	.segment_alloc = pb_segment_alloc,
 	.segment_free = pb_segment_free,
@@ -215,6 +268,11 @@ static const struct gp_backend pool_be_calls = {
 	.fence_wait = pb_fence_wait,
 	.fence_drop = pb_fence_drop,
 	.now_ns = pb_now_ns,
+	.vmm_granularity = pb_vmm_granularity,
+	.vmm_reserve = pb_vmm_reserve,
+	.vmm_unreserve = pb_vmm_unreserve,
+	.vmm_map = pb_vmm_map,
+	.vmm_unmap = pb_vmm_unmap,
 };
 
 const struct gp_backend *gp_registry_pool_backend_new(void)

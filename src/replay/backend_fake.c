@@ -1,9 +1,10 @@
 /* The fake backend (backend_fake.h): synthetic address ranges from a bump pointer, never
- * dereferenced, and markers that complete latency_ns after they are recorded on a modelled
- * clock. Not thread-safe on its own: the pool calls segment_alloc/free under its lock, and
+ * dereferenced, markers that complete latency_ns after they are recorded on a modelled
+ * clock, and virtual memory checked chunk by chunk. Not thread-safe on its own: the pool calls segment_alloc/free under its lock, and
  * tests with several pools give each its own (counters and the clock are atomic). Depends on
  * backend.h only. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend_fake.h"
@@ -115,6 +116,248 @@ static uint64_t fake_now_ns(void *ctx)
 	return __atomic_load_n(&fb->now_ns, __ATOMIC_RELAXED);
 }
 
+/* ---- virtual memory --------------------------------------------------------------------- */
+
+/* A sorted array of disjoint ranges: the index of the first whose hi > a. */
+static size_t range_at(const struct gp_fake_range *v, size_t n, uintptr_t a)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t m = lo + (hi - lo) / 2;
+		if (v[m].hi <= a)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	return lo;
+}
+
+static bool range_room(struct gp_fake_range **v, size_t *cap, size_t n)
+{
+	if (n < *cap)
+		return true;
+	size_t c = *cap ? *cap * 2 : 16;
+	struct gp_fake_range *nv = realloc(*v, c * sizeof *nv);
+	if (!nv)
+		return false;
+	*v = nv;
+	*cap = c;
+	return true;
+}
+
+/* The range of v that holds all of [lo, hi), or NULL. */
+static struct gp_fake_range *range_holding(struct gp_fake_range *v, size_t n, uintptr_t lo, uintptr_t hi)
+{
+	size_t i = range_at(v, n, lo);
+	return i < n && v[i].lo <= lo && hi <= v[i].hi ? &v[i] : NULL;
+}
+
+/* Adds [lo, hi), which overlaps nothing in v, merging it with a neighbour it touches. */
+static bool range_add(struct gp_fake_range **v, size_t *n, size_t *cap, uintptr_t lo, uintptr_t hi, int device)
+{
+	size_t i = range_at(*v, *n, lo);
+	if (i > 0 && (*v)[i - 1].hi == lo && (*v)[i - 1].device == device) {
+		(*v)[i - 1].hi = hi;
+		if (i < *n && (*v)[i].lo == hi && (*v)[i].device == device) {
+			(*v)[i - 1].hi = (*v)[i].hi;
+			memmove(*v + i, *v + i + 1, (*n - i - 1) * sizeof **v);
+			(*n)--;
+		}
+		return true;
+	}
+	if (i < *n && (*v)[i].lo == hi && (*v)[i].device == device) {
+		(*v)[i].lo = lo;
+		return true;
+	}
+	if (!range_room(v, cap, *n))
+		return false;
+	memmove(*v + i + 1, *v + i, (*n - i) * sizeof **v);
+	(*v)[i] = (struct gp_fake_range){lo, hi, device};
+	(*n)++;
+	return true;
+}
+
+/* Removes [lo, hi), which one range of v holds. */
+static bool range_remove(struct gp_fake_range **v, size_t *n, size_t *cap, uintptr_t lo, uintptr_t hi)
+{
+	size_t i = range_at(*v, *n, lo);
+	struct gp_fake_range r = (*v)[i];
+	if (r.lo < lo && hi < r.hi) {
+		if (!range_room(v, cap, *n))
+			return false;
+		memmove(*v + i + 1, *v + i, (*n - i) * sizeof **v);
+		(*v)[i].hi = lo;
+		(*v)[i + 1].lo = hi;
+		(*n)++;
+	} else if (r.lo < lo) {
+		(*v)[i].hi = lo;
+	} else if (hi < r.hi) {
+		(*v)[i].lo = hi;
+	} else {
+		memmove(*v + i, *v + i + 1, (*n - i - 1) * sizeof **v);
+		(*n)--;
+	}
+	return true;
+}
+
+static bool range_overlaps(const struct gp_fake_range *v, size_t n, uintptr_t lo, uintptr_t hi)
+{
+	size_t i = range_at(v, n, lo);
+	return i < n && v[i].lo < hi;
+}
+
+static int fake_vmm_granularity(void *ctx, int device, size_t *bytes)
+{
+	struct gp_fake_backend *fb = ctx;
+	if (device < 0 || device >= GPUPOOL_MAX_DEVICES)
+		return -ENODEV;
+	if (!fb->granularity)
+		return -ENOTSUP;
+	*bytes = fb->granularity;
+	return 0;
+}
+
+static int vmm_violation(struct gp_fake_backend *fb)
+{
+	fb->vmm_violations++;
+	return -EINVAL;
+}
+
+/* The call's range is whole chunks of a device that has virtual memory. */
+static bool vmm_range_ok(const struct gp_fake_backend *fb, int device, uintptr_t addr, size_t size)
+{
+	size_t g = fb->granularity;
+	return g && device >= 0 && device < GPUPOOL_MAX_DEVICES && size && !(addr % g) && !(size % g) &&
+	       addr <= UINTPTR_MAX - size;
+}
+
+static int fake_vmm_reserve(void *ctx, int device, size_t size, uintptr_t *addr)
+{
+	struct gp_fake_backend *fb = ctx;
+	size_t g = fb->granularity;
+	uintptr_t at = g ? (fb->next_addr + g - 1) & ~(uintptr_t)(g - 1) : 0;
+	if (!vmm_range_ok(fb, device, at, size))
+		return vmm_violation(fb);
+	if ((fb->fail_reserve_at && fb->vmm_reserves + 1 == fb->fail_reserve_at) || at < fb->next_addr ||
+	    size > UINTPTR_MAX - at || UINTPTR_MAX - at - size < 2 * FAKE_ALIGN) {
+		fb->fail_reserve_at = 0;
+		return -ENOMEM;
+	}
+	if (!range_add(&fb->resv, &fb->nresv, &fb->capresv, at, at + size, -1 - (int)fb->nresv))
+		return -ENOMEM;
+	fb->next_addr = at + size + FAKE_ALIGN; /* a gap, as between segments */
+	fb->vmm_reserves++;
+	*addr = at;
+	return 0;
+}
+
+static int fake_vmm_unreserve(void *ctx, int device, uintptr_t addr, size_t size)
+{
+	struct gp_fake_backend *fb = ctx;
+	struct gp_fake_range *r = vmm_range_ok(fb, device, addr, size) ? range_holding(fb->resv, fb->nresv, addr, addr + size)
+								       : NULL;
+	if (!r || r->lo != addr || r->hi != addr + size || range_overlaps(fb->mapped, fb->nmapped, addr, addr + size))
+		return vmm_violation(fb);
+	(void)range_remove(&fb->resv, &fb->nresv, &fb->capresv, addr, addr + size);
+	fb->vmm_unreserves++;
+	return 0;
+}
+
+/* One chunk at a, mapped or unmapped: 0 or an error, with the failure rules and the checks. */
+static int chunk_map(struct gp_fake_backend *fb, int device, uintptr_t a)
+{
+	size_t g = fb->granularity;
+	fb->chunk_maps++;
+	if (!range_holding(fb->resv, fb->nresv, a, a + g) || range_overlaps(fb->mapped, fb->nmapped, a, a + g))
+		return vmm_violation(fb);
+	if (fb->fail_maps || fb->chunk_maps == fb->fail_map_at ||
+	    (fb->capacity && (g > fb->capacity || fb->used[device] > fb->capacity - g)))
+		return -ENOMEM;
+	if (!range_add(&fb->mapped, &fb->nmapped, &fb->capmapped, a, a + g, device))
+		return -ENOMEM;
+	wait_until(fb, __atomic_load_n(&fb->now_ns, __ATOMIC_RELAXED) + fb->vmm_cost_ns, &fb->vmm_ns);
+	fb->used[device] += g;
+	fb->chunks_mapped++;
+	return 0;
+}
+
+static int chunk_unmap(struct gp_fake_backend *fb, int device, uintptr_t a)
+{
+	size_t g = fb->granularity;
+	fb->chunk_unmaps++;
+	struct gp_fake_range *m = range_holding(fb->mapped, fb->nmapped, a, a + g);
+	if (!m || m->device != device)
+		return vmm_violation(fb);
+	if (fb->chunk_unmaps == fb->fail_unmap_at || !range_remove(&fb->mapped, &fb->nmapped, &fb->capmapped, a, a + g))
+		return -EIO;
+	wait_until(fb, __atomic_load_n(&fb->now_ns, __ATOMIC_RELAXED) + fb->vmm_cost_ns, &fb->vmm_ns);
+	fb->used[device] -= g;
+	fb->chunks_unmapped++;
+	return 0;
+}
+
+static int fake_vmm_map(void *ctx, int device, uintptr_t addr, size_t size, size_t *mapped)
+{
+	struct gp_fake_backend *fb = ctx;
+	*mapped = 0;
+	if (!vmm_range_ok(fb, device, addr, size))
+		return vmm_violation(fb);
+	size_t g = fb->granularity, n = 0;
+	int rc = 0;
+	while (n < size && (rc = chunk_map(fb, device, addr + n)) == 0)
+		n += g;
+	if (rc == 0) {
+		*mapped = size;
+		return 0;
+	}
+	/* undone from the last chunk down, as far as the unmaps go */
+	while (n && chunk_unmap(fb, device, addr + n - g) == 0)
+		n -= g;
+	*mapped = n;
+	return -ENOMEM;
+}
+
+static int fake_vmm_unmap(void *ctx, int device, uintptr_t addr, size_t size, bool sync, size_t *unmapped)
+{
+	struct gp_fake_backend *fb = ctx;
+	*unmapped = 0;
+	if (!vmm_range_ok(fb, device, addr, size))
+		return vmm_violation(fb);
+	if (fb->sync_busy)
+		return -EBUSY;
+	if (sync) {
+		fb->vmm_syncs++;
+		if (fb->latency_ns) /* cuMemUnmap after a synchronize: as cudaFree's wait */
+			wait_until(fb, __atomic_load_n(&fb->now_ns, __ATOMIC_RELAXED) + fb->latency_ns, &fb->free_waited_ns);
+	}
+	size_t g = fb->granularity, n = 0;
+	int rc = 0;
+	while (n < size && (rc = chunk_unmap(fb, device, addr + n)) == 0)
+		n += g;
+	*unmapped = n;
+	return rc;
+}
+
+size_t gp_fake_backend_mapped(const struct gp_fake_backend *fb, int device, uintptr_t lo, uintptr_t hi)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < fb->nmapped; i++) {
+		const struct gp_fake_range *m = &fb->mapped[i];
+		uintptr_t a = m->lo > lo ? m->lo : lo, b = m->hi < hi ? m->hi : hi;
+		if (m->device == device && a < b)
+			n += b - a;
+	}
+	return n;
+}
+
+void gp_fake_backend_fini(struct gp_fake_backend *fb)
+{
+	free(fb->mapped);
+	free(fb->resv);
+	fb->mapped = fb->resv = NULL;
+	fb->nmapped = fb->capmapped = fb->nresv = fb->capresv = 0;
+}
+
 static int fake_stream_wait(void *ctx, int device, gp_stream from, gp_stream to)
 {
 	struct gp_fake_backend *fb = ctx;
@@ -150,6 +393,11 @@ void gp_fake_backend_init(struct gp_fake_backend *fb, size_t capacity)
 	fb->be.fence_wait = fake_fence_wait;
 	fb->be.fence_drop = fake_fence_drop;
 	fb->be.now_ns = fake_now_ns;
+	fb->be.vmm_granularity = fake_vmm_granularity;
+	fb->be.vmm_reserve = fake_vmm_reserve;
+	fb->be.vmm_unreserve = fake_vmm_unreserve;
+	fb->be.vmm_map = fake_vmm_map;
+	fb->be.vmm_unmap = fake_vmm_unmap;
 	fb->capacity = capacity;
 	fb->next_addr = (uintptr_t)0x7f0000000000ull;
 }

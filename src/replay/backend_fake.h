@@ -1,7 +1,8 @@
 /* The fake backend: segments are synthetic address ranges from a private bump pointer,
- * never dereferenced, with counters and injected failures, and markers over a modelled
- * clock (the replay's time); for the unit tests, the host benchmark and trace replay.
- * Implements backend.h; depends on nothing else. */
+ * never dereferenced, with counters and injected failures, markers over a modelled clock
+ * (the replay's time), and virtual memory (reservations from the same bump pointer, chunks
+ * mapped into them, checked as the driver checks them); for the unit tests, the host
+ * benchmark and trace replay. Implements backend.h; depends on nothing else. */
 #ifndef GP_BACKEND_FAKE_H
 #define GP_BACKEND_FAKE_H
 
@@ -36,10 +37,39 @@ struct gp_fake_backend {
 	uint64_t free_waited_ns; /* the same for segment_free: the runtime's cudaFree synchronizes
 				  * the device, so giving a segment back waits latency_ns too */
 	uint64_t marks, mark_queries, mark_waits, mark_drops; /* calls; marks - mark_drops outstanding */
+	/* Virtual memory (backend.h vmm_*), a device with it while granularity is not 0 (set it
+	 * after init: a power of two). Mapped memory counts in used[] and against the capacity,
+	 * a chunk at a time; the checks are the driver's: a range and an address aligned to the
+	 * granularity, a map only inside a reservation and never over a mapped chunk, an unmap
+	 * only of mapped chunks, an unreserve only of a whole reservation with nothing mapped in
+	 * it. A call that breaks one is refused (-EINVAL) and counted in vmm_violations. */
+	size_t granularity;
+	uint64_t vmm_reserves, vmm_unreserves;     /* successful calls */
+	uint64_t chunk_maps, chunk_unmaps;        /* chunks tried (the failure rules count these) */
+	uint64_t chunks_mapped, chunks_unmapped;  /* chunks that were */
+	uint64_t vmm_syncs;                       /* unmaps that waited for the device first */
+	uint64_t vmm_violations;
+	uint64_t fail_map_at;                     /* the Nth chunk map (chunk_maps) fails; 0: none */
+	uint64_t fail_unmap_at;                   /* the Nth chunk unmap (chunk_unmaps) fails; 0: none */
+	uint64_t fail_reserve_at;                 /* the Nth reservation fails; 0: none */
+	bool fail_maps;                           /* every chunk map fails (out of memory) */
+	uint64_t vmm_cost_ns;                     /* modelled host time of mapping or unmapping one
+						   * chunk: the clock moves on by it (not while background) */
+	uint64_t vmm_ns;                          /* that time, billed */
+	struct gp_fake_range {
+		uintptr_t lo, hi;
+		int device;
+	} *mapped, *resv;                         /* mapped ranges (merged) and reservations, by address */
+	size_t nmapped, capmapped, nresv, capresv;
 };
 
 /* Every device may hold `capacity` bytes (0 = unlimited); devices 0..GPUPOOL_MAX_DEVICES-1,
- * any other answers -ENODEV. */
+ * any other answers -ENODEV. No virtual memory until granularity is set. */
 void gp_fake_backend_init(struct gp_fake_backend *fb, size_t capacity);
+/* Frees what the virtual memory model allocated (the fake's own host memory, not the
+ * device's: mappings left are left). */
+void gp_fake_backend_fini(struct gp_fake_backend *fb);
+/* Bytes mapped on `device` now in [lo, hi) (tests: what a pool left mapped). */
+size_t gp_fake_backend_mapped(const struct gp_fake_backend *fb, int device, uintptr_t lo, uintptr_t hi);
 
 #endif

@@ -87,6 +87,8 @@ void gp_replay_opts_default(struct gp_replay_opts *o)
 	(void)gp_config_parse(&c, no_env); /* nothing set: every knob at its default */
 	memset(o, 0, sizeof *o);
 	gp_replay_opts_from_config(o, &c);
+	o->granularity = (size_t)2 << 20;
+	o->vmm_cost_us = 20;
 }
 
 static uint64_t now_ns(void) { return gp_clock_ns(CLOCK_MONOTONIC); }
@@ -233,7 +235,7 @@ static int replay_row(struct state *s, const struct gp_replay_opts *o, struct gp
 	if (row->t_ns > s->last_ns)
 		s->last_ns = row->t_ns;
 	/* the program's clock: its own time, delayed by every wait for the device so far */
-	uint64_t clock = sat_add(sat_add(row->t_ns, s->fb.waited_ns), s->fb.free_waited_ns);
+	uint64_t clock = sat_add(sat_add(sat_add(row->t_ns, s->fb.waited_ns), s->fb.free_waited_ns), s->fb.vmm_ns);
 	s->fb.now_ns = clock;
 	if (s->ev)
 		gp_replay_events_time(s->ev, row->t_ns, row->line, row->op);
@@ -366,6 +368,8 @@ int gp_replay_file(const char *path, const struct gp_replay_opts *o, struct gp_r
 	if (!s)
 		return -ENOMEM;
 	gp_fake_backend_init(&s->fb, 0);
+	s->fb.granularity = o->granularity;
+	s->fb.vmm_cost_ns = (uint64_t)o->vmm_cost_us * 1000u;
 	s->fb.latency_ns = (uint64_t)o->fence_latency_us * 1000u;
 	gp_fence_schedule_init(&s->sched, (uint64_t)o->fence_interval_us * 1000u);
 	s->thread_at = GP_FENCE_NEVER;
@@ -432,6 +436,11 @@ int gp_replay_file(const char *path, const struct gp_replay_opts *o, struct gp_r
 	r->markers = s->fb.marks;
 	r->backend_allocs = s->fb.allocs;
 	r->backend_frees = s->fb.frees;
+	r->vmm_reserves = s->fb.vmm_reserves;
+	r->chunks_mapped = s->fb.chunks_mapped;
+	r->chunks_unmapped = s->fb.chunks_unmapped;
+	r->unmap_waits = s->fb.vmm_syncs;
+	r->vmm_ns = s->fb.vmm_ns;
 	if (r->allocs + r->frees)
 		r->ns_per_op = (double)r->pool_ns / (double)(r->allocs + r->frees);
 	if (r->peak_requested)
@@ -448,6 +457,7 @@ int gp_replay_file(const char *path, const struct gp_replay_opts *o, struct gp_r
 		if (s->pool[d])
 			gp_pool_destroy(s->pool[d]);
 	gp_replay_events_free(s->ev);
+	gp_fake_backend_fini(&s->fb);
 	free(s);
 	return rc < 0 ? rc : 0;
 }
@@ -472,6 +482,11 @@ static const struct field {
 	FU(segments_peak),
 	FU(backend_allocs),
 	FU(backend_frees),
+	FU(vmm_reserves),
+	FU(chunks_mapped),
+	FU(chunks_unmapped),
+	FU(unmap_waits),
+	{"vmm_ms", offsetof(struct gp_replay_result, vmm_ns), F_MS},
 	{"ns_per_op", offsetof(struct gp_replay_result, ns_per_op), F_NS_PER_OP},
 	FU(unknown_frees),
 	FU(skipped_errors),

@@ -27,6 +27,8 @@ enum gp_replay_event_kind {
 	GP_REPLAY_FREE_COMPLETED, /* the block is reusable: at once for a stream-ordered free; for a
 				   * cudaFree, when the fence that retires it completes */
 	GP_REPLAY_ROW,            /* after each data row: st holds the device's counters */
+	GP_REPLAY_SEGMENT_MAP,    /* the pool mapped chunks into a virtual-memory segment: addr, size */
+	GP_REPLAY_SEGMENT_UNMAP,  /* the pool unmapped chunks of one (gave them back): addr, size */
 };
 struct gp_replay_event {
 	int kind;                 /* enum gp_replay_event_kind */
@@ -56,6 +58,10 @@ struct gp_replay_opts {
 	struct gp_pool_params params;  /* pool knobs (params.check: gp_pool_check after each op) */
 	int fence;                     /* enum gp_fence_policy; GP_FENCE_THREAD by default */
 	unsigned fence_interval_us;    /* modelled fence thread's delay after a cudaFree, 50 */
+	size_t granularity;            /* the modelled device's virtual-memory granularity (bytes, a
+					* power of two; 2 MiB, an H100's, by default); 0: a device
+					* without virtual memory management (whole segments) */
+	unsigned vmm_cost_us;          /* the modelled host time of mapping or unmapping one chunk (us) */
 	unsigned fence_latency_us;     /* how far the modelled device lags the program: a marker
 					* recorded at clock c is done at c + this, a device_sync at c
 					* returns then (us, 0) */
@@ -96,7 +102,11 @@ struct gp_replay_result {
 	uint64_t out_of_order;     /* rows older than an earlier row (sort window too small) */
 	uint64_t live_at_end;      /* trace pointers never freed */
 	uint64_t peak_requested, peak_allocated, peak_reserved, segments_peak; /* sums saturate */
-	uint64_t backend_allocs, backend_frees;
+	uint64_t backend_allocs, backend_frees; /* whole segments taken and given back */
+	uint64_t vmm_reserves;     /* virtual-memory segments reserved */
+	uint64_t chunks_mapped, chunks_unmapped; /* chunks of the granularity mapped and given back */
+	uint64_t unmap_waits;      /* unmaps that waited for the device first (memory freed on a stream) */
+	uint64_t vmm_ns;           /* modelled time the program spent mapping and unmapping chunks */
 	uint64_t model_fences, fences, inline_fences, hits, misses, splits, merges, stream_steals;
 	uint64_t decay_releases, decayed_bytes; /* segments the decay gave back, and their bytes */
 	uint64_t markers;          /* markers recorded (the thread's and the allocating threads') */

@@ -141,6 +141,44 @@ static uint64_t ev_now_ns(void *ctx)
 	return e->inner->now_ns(e->inner->ctx);
 }
 
+/* Virtual memory: the reservations pass through (address space, no memory); chunks mapped
+ * and unmapped are queued as the segment calls are. */
+static int ev_vmm_granularity(void *ctx, int device, size_t *bytes)
+{
+	struct gp_replay_events *e = ctx;
+	return e->inner->vmm_granularity(e->inner->ctx, device, bytes);
+}
+
+static int ev_vmm_reserve(void *ctx, int device, size_t size, uintptr_t *addr)
+{
+	struct gp_replay_events *e = ctx;
+	return e->inner->vmm_reserve(e->inner->ctx, device, size, addr);
+}
+
+static int ev_vmm_unreserve(void *ctx, int device, uintptr_t addr, size_t size)
+{
+	struct gp_replay_events *e = ctx;
+	return e->inner->vmm_unreserve(e->inner->ctx, device, addr, size);
+}
+
+static int ev_vmm_map(void *ctx, int device, uintptr_t addr, size_t size, size_t *mapped)
+{
+	struct gp_replay_events *e = ctx;
+	int rc = e->inner->vmm_map(e->inner->ctx, device, addr, size, mapped);
+	if (*mapped)
+		queue_seg(e, GP_REPLAY_SEGMENT_MAP, device, addr, *mapped);
+	return rc;
+}
+
+static int ev_vmm_unmap(void *ctx, int device, uintptr_t addr, size_t size, bool sync, size_t *unmapped)
+{
+	struct gp_replay_events *e = ctx;
+	int rc = e->inner->vmm_unmap(e->inner->ctx, device, addr, size, sync, unmapped);
+	if (*unmapped)
+		queue_seg(e, GP_REPLAY_SEGMENT_UNMAP, device, addr, *unmapped);
+	return rc;
+}
+
 static const struct gp_backend observed_calls = {
 	.segment_alloc = ev_segment_alloc,
 	.segment_free = ev_segment_free,
@@ -152,6 +190,11 @@ static const struct gp_backend observed_calls = {
 	.fence_wait = ev_fence_wait,
 	.fence_drop = ev_fence_drop,
 	.now_ns = ev_now_ns,
+	.vmm_granularity = ev_vmm_granularity,
+	.vmm_reserve = ev_vmm_reserve,
+	.vmm_unreserve = ev_vmm_unreserve,
+	.vmm_map = ev_vmm_map,
+	.vmm_unmap = ev_vmm_unmap,
 };
 
 int gp_replay_events_new(struct gp_replay_events **out, const struct gp_replay_opts *o,

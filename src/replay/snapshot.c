@@ -81,6 +81,13 @@ static int ring_push(struct gp_snapshot *s, int dev, const struct ent *e)
 	return 0;
 }
 
+/* An event of the pool's own calls to the backend (a segment or chunks of one). */
+static bool segment_call(int kind)
+{
+	return kind == GP_REPLAY_SEGMENT_ALLOC || kind == GP_REPLAY_SEGMENT_FREE || kind == GP_REPLAY_SEGMENT_MAP ||
+	       kind == GP_REPLAY_SEGMENT_UNMAP;
+}
+
 static int on_event(void *ctx, const struct gp_replay_event *e)
 {
 	struct gp_snapshot *s = ctx;
@@ -116,7 +123,7 @@ static int on_event(void *ctx, const struct gp_replay_event *e)
 	}
 	/* PyTorch's TraceEntry sizes: the segment's for segment calls, the bytes asked for (not
 	 * the rounded block) for allocations and frees */
-	bool seg = e->kind == GP_REPLAY_SEGMENT_ALLOC || e->kind == GP_REPLAY_SEGMENT_FREE;
+	bool seg = segment_call(e->kind);
 	struct ent en = {.kind = (uint8_t)e->kind, .op = (uint8_t)e->op, .stream = e->stream, .t_ns = e->t_ns,
 			 .size = seg ? e->size : e->requested, .addr = e->addr, .line = e->line};
 	return ring_push(s, e->dev, &en);
@@ -160,6 +167,8 @@ static const char *action(int kind)
 	switch (kind) {
 	case GP_REPLAY_SEGMENT_ALLOC: return "segment_alloc";
 	case GP_REPLAY_SEGMENT_FREE: return "segment_free";
+	case GP_REPLAY_SEGMENT_MAP: return "segment_map";
+	case GP_REPLAY_SEGMENT_UNMAP: return "segment_unmap";
 	case GP_REPLAY_ALLOC: return "alloc";
 	case GP_REPLAY_FREE_REQUESTED: return "free_requested";
 	default: return "free_completed";
@@ -234,7 +243,7 @@ static void write_segment(struct gp_snapshot *s, struct gp_pickle *pk, const str
 	gp_pickle_int(pk, 0);
 	gp_pickle_tuple2(pk);
 	gp_pickle_next(pk);
-	gp_pickle_kv_bool(pk, "is_expandable", false);
+	gp_pickle_kv_bool(pk, "is_expandable", sg->s.expandable);
 	frames(s, pk, 0, 0, "");
 	gp_pickle_str(pk, "blocks");
 	gp_pickle_list_open(pk);
@@ -272,7 +281,7 @@ static void write_traces(struct gp_snapshot *s, struct gp_pickle *pk)
 			gp_pickle_kv_int(pk, "size", (int64_t)e->size);
 			gp_pickle_kv_int(pk, "stream", (int64_t)e->stream);
 			gp_pickle_kv_int(pk, "time_us", (int64_t)(e->t_ns / 1000));
-			bool seg = e->kind == GP_REPLAY_SEGMENT_ALLOC || e->kind == GP_REPLAY_SEGMENT_FREE;
+			bool seg = segment_call(e->kind);
 			frames(s, pk, e->line, e->op,
 			       seg ? " (the pool's segment call)"
 				   : e->kind == GP_REPLAY_FREE_COMPLETED && e->op == GP_TRACE_FREE ? " (retired by a fence)" : "");

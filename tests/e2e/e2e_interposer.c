@@ -83,8 +83,9 @@ int main(int argc, char **argv)
 	if (st.driver_allocs != N)
 		fprintf(stderr, "%llu of %d allocations pooled\n", (unsigned long long)st.driver_allocs, N);
 	CHECK(st.driver_allocs == N);
-	unsigned long segments = calls("cuMemAlloc_v2");
-	CHECK(segments >= 1 && segments <= 2);
+	/* the pool's memory: whole segments, or chunks of virtual memory (segments:auto) */
+	unsigned long segments = calls("cuMemAlloc_v2"), chunks = calls("cuMemCreate");
+	CHECK(segments + chunks >= 1 && segments + chunks <= 2);
 	if (!tracer) {
 		unsigned long (*vgpu_calls)(const char *);
 		E2E_FN(vgpu_calls, dlsym(RTLD_DEFAULT, "e2e_vgpu_calls"));
@@ -93,12 +94,14 @@ int main(int argc, char **argv)
 			fprintf(stderr, "the interposer's cuMemAlloc_v2 saw %lu calls, expected %lu\n", seen,
 				first ? segments : (unsigned long)N);
 		CHECK(seen == (first ? segments : N));
+		/* gpupool's chunks reach the interposer after it as its segments do */
+		CHECK(vgpu_calls("cuMemCreate") == (first ? chunks : 0));
 	}
 	for (int i = 0; i < N; i++)
 		CHECK(release(p[i]) == CUDA_SUCCESS);
 	CHECK(e2e_stats(0).driver_frees == N);
 	CHECK(calls("cuMemFree_v2") == 0); /* the pool keeps its segments */
-	printf("%s, gpupool %s: %d allocations pooled, %lu segments from the driver\n", argv[1],
-	       first ? "first" : "second", N, segments);
+	printf("%s, gpupool %s: %d allocations pooled, %lu segments and %lu chunks from the driver\n", argv[1],
+	       first ? "first" : "second", N, segments, chunks);
 	return 0;
 }

@@ -198,4 +198,34 @@ static inline int e2e_thread_count(void)
 	return n;
 }
 
+/* What the program writes to stderr from e2e_stderr_begin to e2e_stderr_end (a line gpupool
+ * logs, say) goes to a temporary file instead; end puts it into buf (cap bytes,
+ * NUL-terminated) and answers its length. */
+struct e2e_stderr {
+	int fd, saved;
+};
+
+static inline struct e2e_stderr e2e_stderr_begin(void)
+{
+	char path[] = "/tmp/gpupool-e2e-stderr-XXXXXX";
+	struct e2e_stderr c = {mkstemp(path), -1};
+	CHECK(c.fd >= 0);
+	unlink(path);
+	fflush(stderr);
+	c.saved = dup(2);
+	CHECK(c.saved >= 0 && dup2(c.fd, 2) == 2);
+	return c;
+}
+
+static inline size_t e2e_stderr_end(struct e2e_stderr c, char *buf, size_t cap)
+{
+	fflush(stderr);
+	dup2(c.saved, 2);
+	close(c.saved);
+	ssize_t n = pread(c.fd, buf, cap - 1, 0);
+	close(c.fd);
+	buf[n > 0 ? n : 0] = 0;
+	return n > 0 ? (size_t)n : 0;
+}
+
 #endif

@@ -1,5 +1,5 @@
 /* A dlsym interposer shaped like HAMi-core's libvgpu.so (libe2e_vgpu.so): it exports its own
- * hooks of some driver entry points (cuMemAlloc_v2, cuMemFree_v2, cuMemcpyDtoH_v2: each counts
+ * hooks of some driver entry points (cuMemAlloc_v2, cuMemFree_v2, cuMemcpyDtoH_v2, cuMemCreate: each counts
  * and calls "the real" one), and its dlsym answers any name beginning "cu" that it exports
  * with its hook, on any handle, looked up on its own handle; everything else it forwards. Its
  * "real" dlsym is the one dlvsym(RTLD_NEXT, "dlsym", V) finds for V = GLIBC_2.2.5, GLIBC_2.17,
@@ -22,7 +22,8 @@ static void *self;
 static CUresult (*real_alloc)(CUdeviceptr *, size_t);
 static CUresult (*real_free)(CUdeviceptr);
 static CUresult (*real_dtoh)(void *, CUdeviceptr, size_t);
-static atomic_ulong n_alloc, n_free, n_dtoh;
+static CUresult (*real_create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
+static atomic_ulong n_alloc, n_free, n_dtoh, n_create;
 
 #define VGPU_API __attribute__((visibility("default")))
 
@@ -34,6 +35,8 @@ VGPU_API unsigned long e2e_vgpu_calls(const char *name)
 		return atomic_load(&n_free);
 	if (!strcmp(name, "cuMemcpyDtoH_v2"))
 		return atomic_load(&n_dtoh);
+	if (!strcmp(name, "cuMemCreate"))
+		return atomic_load(&n_create);
 	return 0;
 }
 
@@ -58,6 +61,8 @@ static void load(void)
 	memcpy(&real_free, &s, sizeof s);
 	s = table ? real_dlsym(table, "cuMemcpyDtoH_v2") : NULL;
 	memcpy(&real_dtoh, &s, sizeof s);
+	s = table ? real_dlsym(table, "cuMemCreate") : NULL;
+	memcpy(&real_create, &s, sizeof s);
 }
 
 VGPU_API void *dlsym(void *handle, const char *name)
@@ -85,6 +90,13 @@ VGPU_API CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
 	atomic_fetch_add(&n_free, 1);
 	return real_free ? real_free(dptr) : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+VGPU_API CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+			      unsigned long long flags)
+{
+	atomic_fetch_add(&n_create, 1);
+	return real_create ? real_create(h, size, prop, flags) : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 VGPU_API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #pragma GCC visibility push(default)
 #include "fakecu.h"
@@ -52,7 +53,8 @@
 	X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationPropertiesFromHandle) \
 	X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuDeviceGetDefaultMemPool) X(cuDeviceGetMemPool) \
 	X(cuDeviceSetMemPool) X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz) \
-	X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute) X(cuMemPoolTrimTo)
+	X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute) X(cuMemPoolTrimTo) \
+	X(cuDeviceGetAttribute)
 
 #define FC_ENUM(n) FN_##n,
 enum { FC_FUNCS(FC_ENUM) FN_COUNT };
@@ -117,6 +119,7 @@ struct fc_handle {
 	int device;
 	int maps;                  /* mappings of it: a released handle lives until the last goes */
 	bool released;
+	int fd;                    /* its memory: a memfd that each mapping maps */
 };
 
 struct fc_resv {
@@ -130,6 +133,7 @@ struct fc_map {
 	uintptr_t va;
 	size_t size;
 	struct fc_handle *h;
+	bool rw;                   /* cuMemSetAccess granted read and write */
 };
 
 struct rule {
@@ -157,6 +161,7 @@ static struct rule g_rules[FC_MAXRULES];
 static int g_nrules;
 static bool g_init;
 static struct fc_handle *g_handles;
+static bool g_no_vmm;                   /* FAKECU_NO_VMM: devices without virtual memory management */
 static struct fc_resv *g_resvs;
 static struct fc_map *g_maps;
 
@@ -235,6 +240,8 @@ static void fc_init(void)
 	for (int d = 0; d < FC_MAXDEV; d++)
 		g_primary[d] = (struct CUctx_st){FC_CTX_MAGIC, d, true, false, 0};
 	fp_init(g_ndev);
+	e = getenv("FAKECU_NO_VMM");
+	g_no_vmm = e && *e && strcmp(e, "0") != 0;
 	e = getenv("FAKECU_FAIL");
 	if (e && *e) {
 		char buf[512];
@@ -293,6 +300,8 @@ static struct CUctx_st *fc_ctx(void)
 	struct CUctx_st *c = fc_current();
 	return c && c->magic == FC_CTX_MAGIC && __atomic_load_n(&c->active, __ATOMIC_ACQUIRE) ? c : NULL;
 }
+
+static bool fc_mapped_rw(uintptr_t p, size_t n);
 
 /* ---- allocations (g_lock held) ---- */
 static struct alloc *fc_find(uintptr_t p, bool exact)
@@ -590,6 +599,18 @@ FC_API CUresult cuDeviceGet(CUdevice *d, int ordinal)
 	if (ordinal < 0 || ordinal >= g_ndev)
 		return CUDA_ERROR_INVALID_DEVICE;
 	*d = ordinal;
+	return CUDA_SUCCESS;
+}
+
+/* The attributes gpupool asks about; any other is 0, as a device without the feature. */
+FC_API CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute attr, CUdevice dev)
+{
+	ENTER(cuDeviceGetAttribute);
+	if (!v)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dev < 0 || dev >= g_ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*v = attr == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED ? !g_no_vmm : 0;
 	return CUDA_SUCCESS;
 }
 
@@ -958,7 +979,7 @@ static CUresult fc_fill(CUdeviceptr dst, size_t n, int value, unsigned delay_us,
 	CUresult e;
 	if (!s)
 		e = CUDA_ERROR_INVALID_HANDLE;
-	else if (!a || dst + n > (CUdeviceptr)(uintptr_t)a->base + a->bytes)
+	else if ((!a || dst + n > (CUdeviceptr)(uintptr_t)a->base + a->bytes) && !fc_mapped_rw(dst, n))
 		e = CUDA_ERROR_INVALID_VALUE;
 	else if (!(o = calloc(1, sizeof *o)))
 		e = CUDA_ERROR_OUT_OF_MEMORY;
@@ -970,6 +991,14 @@ static CUresult fc_fill(CUdeviceptr dst, size_t n, int value, unsigned delay_us,
 	}
 	pthread_mutex_unlock(&g_lock);
 	return e;
+}
+
+FC_API int gpfakecu_mapped(CUdeviceptr p, size_t n)
+{
+	pthread_mutex_lock(&g_lock);
+	bool ok = fc_mapped_rw((uintptr_t)p, n);
+	pthread_mutex_unlock(&g_lock);
+	return ok;
 }
 
 FC_API CUresult gpfakecu_launch_fill(CUdeviceptr dst, size_t n, unsigned char value, unsigned delay_us, CUstream s)
@@ -1006,7 +1035,9 @@ FC_API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
 	pthread_mutex_lock(&g_lock);
 	fc_wait_device(c->device);
 	struct alloc *a = fc_find(src, false);
-	CUresult e = a && src + n <= (CUdeviceptr)(uintptr_t)a->base + a->bytes ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	CUresult e = (a && src + n <= (CUdeviceptr)(uintptr_t)a->base + a->bytes) || fc_mapped_rw(src, n)
+			     ? CUDA_SUCCESS
+			     : CUDA_ERROR_INVALID_VALUE;
 	if (e == CUDA_SUCCESS)
 		memcpy(dst, (const void *)(uintptr_t)src, n);
 	pthread_mutex_unlock(&g_lock);
@@ -1376,7 +1407,24 @@ static void fc_handle_drop(struct fc_handle *h)
 			break;
 		}
 	fc_uncharge(h->device, h->size);
+	close(h->fd);
 	free(h);
+}
+
+/* [p, p + n) lies in mappings end to end that the device may read and write (g_lock held):
+ * memory a kernel (a fill) or a copy may touch, as a cuMemAlloc'd range is. */
+static bool fc_mapped_rw(uintptr_t p, size_t n)
+{
+	uintptr_t at = p;
+	while (at < p + n) {
+		const struct fc_map *m = g_maps;
+		while (m && !(at >= m->va && at - m->va < m->size))
+			m = m->next;
+		if (!m || !m->rw)
+			return false;
+		at = m->va + m->size;
+	}
+	return n > 0;
 }
 
 FC_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
@@ -1388,15 +1436,24 @@ FC_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, c
 	CUresult e = fc_prop_check(prop);
 	if (e != CUDA_SUCCESS)
 		return e;
+	if (g_no_vmm)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	/* the memory: a file of the size, backed by host memory only where it is touched */
 	struct fc_handle *h = calloc(1, sizeof *h);
-	if (!h)
+	int fd = h ? memfd_create("fakecu-chunk", MFD_CLOEXEC) : -1;
+	if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
+		if (fd >= 0)
+			close(fd);
+		free(h);
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
 	pthread_mutex_lock(&g_lock);
 	if (fc_charge(prop->location.id, size)) {
-		*h = (struct fc_handle){g_handles, size, prop->location.id, 0, false};
+		*h = (struct fc_handle){g_handles, size, prop->location.id, 0, false, fd};
 		g_handles = h;
 		*handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
 	} else {
+		close(fd);
 		free(h);
 		e = CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -1502,9 +1559,14 @@ FC_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
 	for (const struct fc_map *m = g_maps; ok && m; m = m->next)
 		ok = m->va >= ptr + size || ptr >= m->va + m->size;
 	struct fc_map *m = ok ? malloc(sizeof *m) : NULL;
+	/* the handle's memory at the address, inaccessible until cuMemSetAccess */
+	if (m && mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, h->fd, 0) == MAP_FAILED) {
+		free(m);
+		m = NULL;
+	}
 	CUresult e = !ok ? CUDA_ERROR_INVALID_VALUE : !m ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 	if (m) {
-		*m = (struct fc_map){g_maps, ptr, size, h};
+		*m = (struct fc_map){g_maps, ptr, size, h, false};
 		g_maps = m;
 		h->maps++;
 	}
@@ -1533,6 +1595,8 @@ FC_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 		struct fc_map *m = *mp;
 		if (m->va >= ptr && m->va + m->size <= ptr + size) {
 			*mp = m->next;
+			/* back to reserved addresses: no memory, no access */
+			(void)mmap((void *)m->va, m->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
 			m->h->maps--;
 			fc_handle_drop(m->h);
 			free(m);
@@ -1567,8 +1631,20 @@ FC_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDe
 				found = true;
 			}
 	}
+	bool ok = at == ptr + size;
+	/* the last descriptor for a device wins; READ or READWRITE grants what it says */
+	int prot = PROT_NONE;
+	for (size_t i = 0; i < count; i++)
+		prot = desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
+		       : desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READ    ? PROT_READ
+									   : PROT_NONE;
+	if (ok && mprotect((void *)ptr, size, prot) != 0)
+		ok = false;
+	for (struct fc_map *m = g_maps; ok && m; m = m->next)
+		if (m->va >= ptr && m->va < ptr + size)
+			m->rw = prot == (PROT_READ | PROT_WRITE);
 	pthread_mutex_unlock(&g_lock);
-	return at == ptr + size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* ---- memory pools (the model: fakepool.c) ---- */

@@ -26,6 +26,9 @@ size_t gpfakecu_alloc_sizes(size_t *out, size_t cap);
  * allocations, physical memory of cuMemCreate, what its memory pools keep reserved). */
 unsigned long gpfakecu_allocations(int device);
 size_t gpfakecu_used(int device);
+/* 1 when [p, p + n) is virtual memory mapped end to end (cuMemMap) with read and write
+ * access granted (cuMemSetAccess), else 0: memory a kernel or a copy may touch. */
+int gpfakecu_mapped(CUdeviceptr p, size_t n);
 /* A fake kernel: when `s` reaches it, sleep delay_us microseconds, then write `value` into
  * dst[0..n). Stream 0 is the legacy stream of the current context's device. */
 CUresult gpfakecu_launch_fill(CUdeviceptr dst, size_t n, unsigned char value, unsigned delay_us, CUstream s);

@@ -499,6 +499,7 @@ static struct {
 	CUresult (*CtxSetCurrent)(CUcontext);
 	CUresult (*PrimaryRetain)(CUcontext *, CUdevice);
 	CUresult (*MemGetInfo)(size_t *, size_t *);
+	int (*Mapped)(CUdeviceptr, size_t); /* the fake driver's gpfakecu_mapped, when it has it */
 	CUcontext primary[FK_MAXDEV];
 } g_drv;
 
@@ -520,6 +521,10 @@ static bool fk_driver(int device)
 		           init(0) == CUDA_SUCCESS;
 		if (!g_drv.ok)
 			fprintf(stderr, "fakecuda: no usable fake driver (libcuda.so.1) under this runtime\n");
+		/* the fake driver's own export, not an entry point of the driver's API: by name */
+		void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+		void *m = h ? dlsym(h, "gpfakecu_mapped") : NULL;
+		memcpy(&g_drv.Mapped, &m, sizeof m);
 	}
 	if (!g_drv.ok)
 		return false;
@@ -593,7 +598,15 @@ static struct alloc *fk_alloc_exact(const void *p)
 static bool fk_range_ok(const void *p, size_t n)
 {
 	struct alloc *a = fk_alloc_containing(p);
-	return a && n <= a->bytes - (size_t)((const char *)p - a->base);
+	if (a && n <= a->bytes - (size_t)((const char *)p - a->base))
+		return true;
+#ifdef FK_ON_DRIVER
+	/* like the real runtime, any device memory the driver has: the driver's virtual memory
+	 * (cuMemMap) too, which this runtime never allocated */
+	return g_drv.ok && g_drv.Mapped && g_drv.Mapped((CUdeviceptr)(uintptr_t)p, n);
+#else
+	return false;
+#endif
 }
 
 /* Capacity of `device`: the machine's, shared with other processes, or this process's. */

@@ -1,8 +1,9 @@
-/* The soak: worker threads allocate and free on two pools (two devices) for
+/* The soak: worker threads allocate and free on two pools (two devices: device 0 with
+ * virtual-memory segments of 2 MiB chunks, device 1 with whole ones) for
  * GPUPOOL_SOAK_SECONDS (default 5) with the invariant checker after every operation, while a
  * fence thread fences as the shim's does, an injector makes the backend fail allocations and
- * refuse syncs and segment frees (a capture) for short windows, and a reader copies the
- * counters as gpupool-stat does. Random sizes, random streams (GP_NO_STREAM, streams every
+ * chunk maps and unmaps partway, and refuse syncs, segment frees and unmaps (a capture) for
+ * short windows, and a reader copies the counters as gpupool-stat does. Random sizes, random streams (GP_NO_STREAM, streams every
  * thread shares, a private one per thread that is retired and replaced), blocks freed by
  * another thread than the one that allocated them, frees that try the wrong pool first (as the
  * shim's do), cache releases. Checked: every live block lies apart from every other (a shadow
@@ -95,7 +96,8 @@ struct dev {
 	struct gpupool_device_stats st;
 	gp_pool *p;
 	uint64_t rng;              /* under the pool lock (segment_alloc, stream_wait) */
-	atomic_int fail_permille;  /* segment_alloc fails this often (the injector sets it) */
+	atomic_int fail_permille;  /* segment_alloc, and a chunk map or unmap partway, fail this
+				    * often (the injector sets it) */
 	atomic_int busy;           /* device_sync and segment_free answer -EBUSY */
 	atomic_size_t used;        /* bytes the backend holds, for mem_info (fb.used is locked) */
 	atomic_ullong injected_fails, busy_answers, waits_refused;
@@ -145,6 +147,59 @@ static int w_segment_free(void *ctx, int device, uintptr_t addr, size_t size)
 
 /* Not under the pool lock, from any thread at once: reads nothing of fb but what never
  * changes, and sometimes takes a while, as a GPU with work queued does. */
+/* Virtual memory (device 0): maps and unmaps refused partway as allocations are, unmaps
+ * refused in a busy window; what is mapped counted in `used`. Under the pool lock. */
+static bool fail_now(struct dev *d)
+{
+	int permille = atomic_load_explicit(&d->fail_permille, memory_order_relaxed);
+	if (!permille || (int)(xorshift64(&d->rng) % 1000) >= permille)
+		return false;
+	atomic_fetch_add(&d->injected_fails, 1);
+	return true;
+}
+
+static int w_vmm_granularity(void *ctx, int device, size_t *bytes)
+{
+	struct dev *d = ctx;
+	return d->fb.be.vmm_granularity(&d->fb, device, bytes);
+}
+
+static int w_vmm_reserve(void *ctx, int device, size_t size, uintptr_t *addr)
+{
+	struct dev *d = ctx;
+	return d->fb.be.vmm_reserve(&d->fb, device, size, addr);
+}
+
+static int w_vmm_unreserve(void *ctx, int device, uintptr_t addr, size_t size)
+{
+	struct dev *d = ctx;
+	return d->fb.be.vmm_unreserve(&d->fb, device, addr, size);
+}
+
+static int w_vmm_map(void *ctx, int device, uintptr_t addr, size_t size, size_t *mapped)
+{
+	struct dev *d = ctx;
+	d->fb.fail_map_at = fail_now(d) ? d->fb.chunk_maps + 1 + xorshift64(&d->rng) % 4 : 0;
+	d->fb.fail_unmap_at = fail_now(d) ? d->fb.chunk_unmaps + 1 : 0; /* the undo refused too */
+	int rc = d->fb.be.vmm_map(&d->fb, device, addr, size, mapped);
+	d->fb.fail_map_at = d->fb.fail_unmap_at = 0;
+	atomic_fetch_add(&d->used, *mapped);
+	return rc;
+}
+
+static int w_vmm_unmap(void *ctx, int device, uintptr_t addr, size_t size, bool sync, size_t *unmapped)
+{
+	struct dev *d = ctx;
+	*unmapped = 0;
+	if (busy_now(d))
+		return -EBUSY;
+	d->fb.fail_unmap_at = fail_now(d) ? d->fb.chunk_unmaps + 1 + xorshift64(&d->rng) % 4 : 0;
+	int rc = d->fb.be.vmm_unmap(&d->fb, device, addr, size, sync, unmapped);
+	d->fb.fail_unmap_at = 0;
+	atomic_fetch_sub(&d->used, *unmapped);
+	return rc;
+}
+
 static int w_device_sync(void *ctx, int device)
 {
 	static _Thread_local uint64_t rng = XORSHIFT_SEED;
@@ -219,8 +274,18 @@ static void dev_init(struct dev *d, int index)
 	gp_fake_backend_init(&d->fb, 2 * GiB);
 	/* the devices' addresses apart, so that a free can find its pool by trying both */
 	d->fb.next_addr = index ? (uintptr_t)1 << 59 : (uintptr_t)1 << 44;
-	d->be = (struct gp_backend){d, w_segment_alloc, w_segment_free, w_device_sync, w_stream_wait, w_mem_info,
-				    w_fence_mark, w_fence_query, w_fence_wait, w_fence_drop, NULL};
+	d->be = (struct gp_backend){.ctx = d, .segment_alloc = w_segment_alloc, .segment_free = w_segment_free,
+				    .device_sync = w_device_sync, .stream_wait = w_stream_wait, .mem_info = w_mem_info,
+				    .fence_mark = w_fence_mark, .fence_query = w_fence_query, .fence_wait = w_fence_wait,
+				    .fence_drop = w_fence_drop};
+	if (index == 0) { /* virtual memory: device 0 */
+		d->fb.granularity = 2 * MiB;
+		d->be.vmm_granularity = w_vmm_granularity;
+		d->be.vmm_reserve = w_vmm_reserve;
+		d->be.vmm_unreserve = w_vmm_unreserve;
+		d->be.vmm_map = w_vmm_map;
+		d->be.vmm_unmap = w_vmm_unmap;
+	}
 	d->rng = XORSHIFT_SEED + (uint64_t)index;
 	d->fence_rng = XORSHIFT_SEED ^ (uint64_t)(index + 1);
 	pthread_mutex_init(&d->sh.mu, NULL);
@@ -231,6 +296,7 @@ static void dev_init(struct dev *d, int index)
 	prm.check = true;
 	prm.max_split_size = 32 * MiB;
 	prm.limit = index ? GiB : 0; /* device 1 runs into its limit, device 0 into the backend's capacity */
+	prm.segments = GP_SEGMENTS_VMM;
 	if (index)
 		prm.release_threshold = 256 * MiB;
 	CHECK(gp_pool_create(&d->p, index, &prm, &d->be, &d->st) == 0);
@@ -536,10 +602,12 @@ int main(void)
 		CHECK(gp_pool_fence(v->p) == 0);
 		gp_pool_release(v->p, 0);
 		CHECK(gp_pool_check(v->p) == 0);
-		printf("soak: device %d: %llu allocations, %llu segments taken (%llu injected failures), "
-		       "%llu refused syncs or segment frees, %llu stream waits refused, %llu steals, "
-		       "%llu OOM retries, peak reserved %.1f MiB\n",
+		CHECK(v->fb.vmm_violations == 0); /* nothing mapped twice, nothing unmapped that was not */
+		printf("soak: device %d: %llu allocations, %llu segments taken, %llu chunks mapped and %llu unmapped "
+		       "(%llu injected failures), %llu refused syncs or segment frees, %llu stream waits refused, "
+		       "%llu steals, %llu OOM retries, peak reserved %.1f MiB\n",
 		       d, (unsigned long long)v->allocs, (unsigned long long)s->segment_allocs,
+		       (unsigned long long)v->fb.chunks_mapped, (unsigned long long)v->fb.chunks_unmapped,
 		       (unsigned long long)v->injected_fails, (unsigned long long)v->busy_answers,
 		       (unsigned long long)v->waits_refused, (unsigned long long)s->stream_steals,
 		       (unsigned long long)s->oom_retries, (double)s->reserved_bytes_peak / (double)MiB);
@@ -552,6 +620,9 @@ int main(void)
 		CHECK(v->allocs > 0 && s->segment_allocs > 0);
 		gp_pool_destroy(v->p);
 		CHECK(v->fb.used[d] == 0 && atomic_load(&v->used) == 0);
+		CHECK(v->fb.nmapped == 0 && v->fb.nresv == 0 && v->fb.vmm_violations == 0);
+		CHECK(d != 0 || v->fb.chunks_mapped > 0);
+		gp_fake_backend_fini(&v->fb);
 		printf("soak: device %d: %llu markers\n", d, (unsigned long long)v->marks);
 		CHECK(v->marks > 0 && v->marks == v->mark_drops); /* every marker dropped once */
 		free(v->sh.v);

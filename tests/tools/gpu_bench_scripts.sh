@@ -2,10 +2,12 @@
 # The GPU benchmark scripts (bench/gpu/) checked where there is no GPU and no torch: they
 # compile, refuse bad arguments with a message and exit 2 before importing torch or building
 # anything, the workloads draw the same shapes in every run within their ranges, and
-# steps_table.py makes the table from logs and exit reports.
-#   gpu_bench_scripts.sh SOURCE_ROOT
+# steps_table.py makes the table from logs and exit reports, and vmm_cost.py runs its calls
+# on the fake driver (FAKE_DIR: the build's tests/fake, where libcuda.so.1 is).
+#   gpu_bench_scripts.sh SOURCE_ROOT [FAKE_DIR]
 set -u
-src=${1:?usage: gpu_bench_scripts.sh SOURCE_ROOT}
+src=${1:?usage: gpu_bench_scripts.sh SOURCE_ROOT [FAKE_DIR]}
+fake=${2:-}
 g=$src/bench/gpu
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -16,6 +18,7 @@ bad() { echo "FAIL: $*"; fail=1; }
 PYTHONPYCACHEPREFIX=$tmp/pyc python3 -m py_compile "$g"/*.py && ok "py_compile" || bad "py_compile"
 bash -n "$g/steps.sh" && ok "bash -n steps.sh" || bad "bash -n steps.sh"
 bash -n "$g/sharing.sh" && ok "bash -n sharing.sh" || bad "bash -n sharing.sh"
+bash -n "$g/vmm.sh" && ok "bash -n vmm.sh" || bad "bash -n vmm.sh"
 
 # exit 2 and one message, before any build or GPU work
 expect2() { # DESC CMD...
@@ -76,6 +79,23 @@ rc=$?
 	ok "share_table: a loss sum that moved fails" || bad "share_table loss sum: rc=$rc: $t"
 cp "$o/suite-train-alone/a.log" "$o/suite-train-asked/a.log"
 python3 "$g/share_table.py" "$o" >/dev/null 2>&1 && ok "share_table: all pass" || bad "share_table: all pass"
+expect2 "steps.sh unknown -gpw configuration" env CONFIGS=default-gpw "$g/steps.sh" "$tmp/o" 1 bert
+expect2 "vmm.sh without OUTDIR" "$g/vmm.sh"
+expect2 "vmm.sh bad ROUNDS" "$g/vmm.sh" "$tmp/o" 0
+expect2 "vmm.sh unknown part" env PARTS=cost,bogus "$g/vmm.sh" "$tmp/o"
+expect2 "vmm_cost.py --chunks 0" python3 "$g/vmm_cost.py" --chunks 0
+expect2 "scattered.py --fraction 2" python3 "$g/scattered.py" --mode pluggable --fraction 2
+expect2 "scattered.py unknown mode" python3 "$g/scattered.py" --mode bogus
+
+# vmm_cost.py's calls on the fake driver: the same flow as on a GPU, a line of figures
+if [ -n "$fake" ] && [ -e "$fake/libcuda.so.1" ]; then
+	out=$(LD_LIBRARY_PATH=$fake FAKECUDA_DEVICES=1 python3 "$g/vmm_cost.py" --chunks 8 --rounds 2 2>&1)
+	if [ $? = 0 ] && grep -qE '^vmm_cost gran=2097152 chunks=8 map_us=[0-9.]+ access_us=[0-9.]+ unmap_us=[0-9.]+' <<<"$out"; then
+		ok "vmm_cost.py on the fake driver"
+	else
+		bad "vmm_cost.py on the fake driver: $out"
+	fi
+fi
 
 # the shape plans: fixed by the seed, inside the ranges workloads.py states
 PYTHONPYCACHEPREFIX=$tmp/pyc python3 - "$g" <<'PY' && ok "workload shapes" || bad "workload shapes"
@@ -99,6 +119,8 @@ o=$tmp/steps
 mkdir -p "$o"
 line() { echo "model=$1 mode=x shim=0 step_ms=$2 step_ms_min=1 step_ms_max=1 steps=3 peak_reserved=$3 peak_allocated=${4:-0}"; }
 line bert 500.00 2147483648 >"$o/r1-bert-default.log"
+line gpt2 60.00 1073741824 >"$o/r1-gpt2-pluggable-whole.log"
+echo '{"version":1,"processes":[{"pid":1,"devices":[{"device":0,"reserved_bytes_peak":536870912}]}]}' >"$o/r1-gpt2-pluggable-whole.json"
 line bert 540.00 2147483648 >"$o/r2-bert-default.log"
 line bert 700.00 2147483648 >"$o/r3-bert-default.log"
 line bert 520.00 1610612736 1073741824 >"$o/r1-bert-expandable.log"
@@ -111,7 +133,8 @@ t=$(python3 "$g/steps_table.py" "$o" 2>&1)
 grep -qF '| bert | default | 3 | 540.0 (500.0-700.0) | 2.00 | n/a | 1.00 |' <<<"$t" &&
 	grep -qF '| bert | expandable | 1 | 520.0 (520.0-520.0) | 1.50 | 1.00 | 0.96 |' <<<"$t" &&
 	grep -qF '| bert | nocache-gp | 2 | 350.0 (300.0-400.0) | 2.00 | n/a | 0.65 |' <<<"$t" &&
-	grep -qF '| llama | pluggable | 0 (1 failed) | failed | | | |' <<<"$t" && ok "steps_table" || bad "steps_table: $t"
+	grep -qF '| llama | pluggable | 0 (1 failed) | failed | | | |' <<<"$t" &&
+	grep -qF '| gpt2 | pluggable-whole | 1 | 60.0 (60.0-60.0) | 0.50 | n/a | n/a |' <<<"$t" && ok "steps_table" || bad "steps_table: $t"
 expect2 "steps_table.py without OUTDIR" python3 "$g/steps_table.py"
 python3 "$g/steps_table.py" "$tmp/none" >/dev/null 2>&1
 [ $? = 1 ] && ok "steps_table.py missing dir" || bad "steps_table.py missing dir"

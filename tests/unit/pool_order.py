@@ -10,7 +10,7 @@ import sys
 
 # Each file uses only files after it. fence_schedule and streamkey hold no pool state and use
 # no other file: they stand last.
-ORDER = ["pool", "pool_walk", "pool_check", "bypass", "fence", "segment", "freelist", "treap",
+ORDER = ["pool", "pool_walk", "pool_check", "bypass", "fence", "vmm", "segment", "freelist", "treap",
          "addrmap", "fence_schedule", "streamkey"]
 # Headers without a file of their own, which any file may include.
 SHARED = {"pool.h", "pool_internal.h", "block.h", "backend.h", "lock.h", "stats.h", "log.h"}

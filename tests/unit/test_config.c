@@ -766,7 +766,7 @@ static void test_table_rows(void **state)
 	static const char *const names[] = {
 		"GPUPOOL_CONF", "GPUPOOL_DISABLE", "GPUPOOL_REPORT", "GPUPOOL_LOG", "limit", "round", "small_max",
 		"small_segment", "medium_max", "medium_segment", "large_round", "max_split_size", "release_threshold",
-		"fence", "fence_interval_us", "fence_marker", "legacy_stream", "report", "report_format", "log", "strict", "stats_page", "trace", "check",
+		"segments", "fence", "fence_interval_us", "fence_marker", "legacy_stream", "report", "report_format", "log", "strict", "stats_page", "trace", "check",
 		"group", "group_limit", "GPUPOOL_GROUP", "CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_MEMORY_LIMIT_<n>",
 	};
 	char row[64];

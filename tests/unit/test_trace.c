@@ -78,18 +78,28 @@ static void write_file(const char *path, const char *data, size_t len, bool gz)
 
 /* ---- replay of hand-made traces -------------------------------------------------- */
 
-/* Replays tests/traces/<name> with the invariant checker after every operation. */
-static void replay(const char *name, struct gp_replay_result *r)
+/* Replays tests/traces/<name> with the invariant checker after every operation, on a device
+ * of virtual-memory granularity `gran` (0: a device without it, whole segments) with
+ * segments:`segments`. */
+static void replay_on(const char *name, size_t gran, int segments, struct gp_replay_result *r)
 {
 	char p[PATH_MAX + 64];
 	struct gp_replay_opts o;
 	gp_replay_opts_default(&o);
 	o.params.check = true;
+	o.params.segments = segments;
+	o.granularity = gran;
 	trace_path(p, sizeof p, name);
 	int rc = gp_replay_file(p, &o, r);
 	if (rc)
 		fprintf(stderr, "replay %s: %d %s\n", p, rc, r->error);
 	assert_int_equal(rc, 0);
+}
+
+/* The hand-made traces' figures below are those of whole segments. */
+static void replay(const char *name, struct gp_replay_result *r)
+{
+	replay_on(name, 0, GP_SEGMENTS_AUTO, r);
 }
 
 static void test_replay_simple_sync(void **state)
@@ -147,6 +157,41 @@ static void test_replay_fence_gap(void **state)
 	assert_int_equal(r.peak_requested, (12u << 20) + 4096);
 	assert_int_equal(r.peak_reserved, (12u << 20) + (2u << 20));
 	assert_int_equal(r.backend_allocs, 2);
+}
+
+/* The same traces on a device with virtual memory (2 MiB chunks): what is reserved is the
+ * chunks the blocks need. */
+static void test_replay_vmm(void **state)
+{
+	struct gp_replay_result r;
+	(void)state;
+	replay_on("simple_sync.csv", 2u << 20, GP_SEGMENTS_VMM, &r);
+	assert_int_equal(r.peak_reserved, 2u << 20);
+	assert_int_equal(r.vmm_reserves, 1);
+	assert_int_equal(r.chunks_mapped, 1);
+	assert_int_equal(r.backend_allocs, 0);
+	/* 12 MiB and 5 MiB side by side in one range, 9 chunks (whole segments: 32 MiB) */
+	replay_on("async_streams.csv", 2u << 20, GP_SEGMENTS_VMM, &r);
+	assert_int_equal(r.peak_requested, 17u << 20);
+	assert_int_equal(r.peak_reserved, 18u << 20);
+	assert_int_equal(r.chunks_mapped, 9);
+	assert_int_equal(r.segments_peak, 1);
+	/* segments:auto gives cudaMallocAsync memory the same */
+	replay_on("async_streams.csv", 2u << 20, GP_SEGMENTS_AUTO, &r);
+	assert_int_equal(r.peak_reserved, 18u << 20);
+	assert_int_equal(r.backend_allocs, 0);
+	/* two devices: 12 MiB on device 0 (6 chunks), 4 KiB on device 1 (1 chunk) */
+	replay_on("fence_gap.csv", 2u << 20, GP_SEGMENTS_VMM, &r);
+	assert_int_equal(r.peak_reserved, (12u << 20) + (2u << 20));
+	assert_int_equal(r.vmm_reserves, 2);
+	assert_int_equal(r.chunks_mapped, 7);
+	assert_int_equal(r.backend_allocs, 0);
+	/* segments:auto: a cudaMalloc of 12 MiB (at least medium_max) gets a whole segment of its
+	 * own, which cudaIpcGetMemHandle can export; the 4 KiB one a chunk */
+	replay_on("fence_gap.csv", 2u << 20, GP_SEGMENTS_AUTO, &r);
+	assert_int_equal(r.peak_reserved, (12u << 20) + (2u << 20));
+	assert_int_equal(r.backend_allocs, 1);
+	assert_int_equal(r.chunks_mapped, 1);
 }
 
 static void test_replay_fence_policies(void **state)
@@ -800,6 +845,7 @@ int main(void)
 		cmocka_unit_test(test_replay_simple_sync),
 		cmocka_unit_test(test_replay_async_streams),
 		cmocka_unit_test(test_replay_fence_gap),
+		cmocka_unit_test(test_replay_vmm),
 		cmocka_unit_test(test_replay_fence_policies),
 		cmocka_unit_test(test_replay_time),
 		cmocka_unit_test(test_malformed),
