@@ -44,6 +44,17 @@ void gp_budget_set_limit(int device, uint64_t bytes)
 		atomic_store_explicit(&limits[device], bytes, memory_order_relaxed);
 }
 
+/* Adds `bytes` to *v, never past UINT64_MAX: what it added (a figure that would wrap stays
+ * at the most it can say rather than at a small number). */
+static uint64_t add_saturated(_Atomic uint64_t *v, uint64_t bytes)
+{
+	uint64_t cur = atomic_load_explicit(v, memory_order_relaxed), next;
+	do
+		next = bytes > UINT64_MAX - cur ? UINT64_MAX : cur + bytes;
+	while (!atomic_compare_exchange_weak_explicit(v, &cur, next, memory_order_relaxed, memory_order_relaxed));
+	return next - cur;
+}
+
 /* Subtracts up to `bytes` from *v, never below zero: what it took off. */
 static uint64_t sub_clamped(_Atomic uint64_t *v, uint64_t bytes)
 {
@@ -62,8 +73,9 @@ int gp_budget_take(int device, size_t bytes, enum gp_budget_kind kind)
 	uint64_t limit = gp_budget_limit(device);
 	uint64_t cur = atomic_load_explicit(&b->total, memory_order_relaxed);
 	do {
-		/* written so that no sum can wrap: bytes past the room is a refusal */
-		if (limit && (cur > limit || bytes > limit - cur))
+		/* written so that no sum can wrap: bytes past the room is a refusal, and with no
+		 * limit, bytes past what the figure can count (no device holds them) */
+		if (limit ? cur > limit || bytes > limit - cur : bytes > UINT64_MAX - cur)
 			return -ENOMEM;
 	} while (!atomic_compare_exchange_weak_explicit(&b->total, &cur, cur + bytes, memory_order_relaxed,
 							memory_order_relaxed));
@@ -73,7 +85,7 @@ int gp_budget_take(int device, size_t bytes, enum gp_budget_kind kind)
 		(void)sub_clamped(&b->total, bytes);
 		return -ENOMEM;
 	}
-	atomic_fetch_add_explicit(&b->held[kind], bytes, memory_order_relaxed);
+	(void)add_saturated(&b->held[kind], bytes); /* at most total, which did not wrap */
 	return 0;
 }
 
@@ -81,8 +93,10 @@ void gp_budget_charge(int device, size_t bytes, enum gp_budget_kind kind)
 {
 	if (!in_range(device, kind))
 		return;
-	atomic_fetch_add_explicit(&budget[device].total, bytes, memory_order_relaxed);
-	atomic_fetch_add_explicit(&budget[device].held[kind], bytes, memory_order_relaxed);
+	/* memory the device already handed out: no sum of it can pass UINT64_MAX, but a figure
+	 * never wraps on a wrong one either */
+	(void)add_saturated(&budget[device].total, bytes);
+	(void)add_saturated(&budget[device].held[kind], bytes);
 	const struct gp_budget_group *g = atomic_load_explicit(&group, memory_order_acquire);
 	if (g)
 		g->charge(device, bytes);
@@ -111,6 +125,11 @@ uint64_t gp_budget_held(int device, enum gp_budget_kind kind)
 	if (kind == GP_BUDGET_KINDS)
 		return atomic_load_explicit(&budget[device].total, memory_order_relaxed);
 	return atomic_load_explicit(&budget[device].held[kind], memory_order_relaxed);
+}
+
+bool gp_budget_capped(int device)
+{
+	return gp_budget_limit(device) || atomic_load_explicit(&group, memory_order_acquire);
 }
 
 uint64_t gp_budget_inconsistencies(void) { return atomic_load(&inconsistencies); }

@@ -6,6 +6,7 @@
 #ifndef GP_BUDGET_H
 #define GP_BUDGET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,7 +16,7 @@
  * unpooled, each with its gauge in the page (unpooled_vmm_bytes, ...). */
 enum gp_budget_kind {
 	GP_BUDGET_POOL,
-	GP_BUDGET_VMM,     /* physical memory from cuMemCreate, until cuMemRelease */
+	GP_BUDGET_VMM,     /* physical memory from cuMemCreate, until its last release and unmap */
 	GP_BUDGET_MEMPOOL, /* bytes reserved by memory pools the program made */
 	GP_BUDGET_MANAGED, /* cudaMallocManaged, cuMemAllocManaged */
 	GP_BUDGET_PITCHED, /* cudaMallocPitch, cudaMalloc3D, cuMemAllocPitch */
@@ -44,6 +45,11 @@ uint64_t gp_budget_held(int device, enum gp_budget_kind kind);
  * limit_bytes), before anything is taken on the device: every path makes the pool first. */
 uint64_t gp_budget_limit(int device);
 void gp_budget_set_limit(int device, uint64_t bytes);
+
+/* Whether anything caps `device`: its limit, a group, or a closed budget
+ * (gp_budget_close). Without a cap, a take refused is one that no figure can count (more bytes
+ * than UINT64_MAX less what is held): no device has them. */
+bool gp_budget_capped(int device);
 
 /* Gives back more than was held, counted since the process started (each one logged once). */
 uint64_t gp_budget_inconsistencies(void);

@@ -260,34 +260,73 @@ CUresult gp_calls_driver_mem_create(CUmemGenericAllocationHandle *handle, size_t
 		      : -1;
 	if (dev < 0)
 		return D->cuMemCreate(handle, size, prop, flags);
-	if (gp_unpooled_take(dev, size, GP_BUDGET_VMM) != 0)
+	int rc = gp_unpooled_take(dev, size, GP_BUDGET_VMM);
+	if (rc == -ERANGE)
+		return D->cuMemCreate(handle, size, prop, flags); /* no device has it: the driver's answer */
+	if (rc)
 		return refused("cuMemCreate", dev, size);
 	CUresult e = D->cuMemCreate(handle, size, prop, flags);
 	if (e == CUDA_ERROR_OUT_OF_MEMORY && gp_reclaim_before_oom(dev, size))
 		e = D->cuMemCreate(handle, size, prop, flags);
 	if (e == CUDA_SUCCESS) {
 		struct gp_unpooled_rec rec = {(uint64_t)*handle, dev, GP_BUDGET_VMM, size, 0};
-		if (!gp_unpooled_handle_add(&rec))
+		if (!gp_unpooled_vmm_created(&rec))
 			return e; /* not counted (logged) */
 	}
 	gp_unpooled_taken(dev, size, GP_BUDGET_VMM, e == CUDA_SUCCESS);
 	return e;
 }
 
+/* The physical memory of a handle goes back when its last reference is released and its
+ * last mapping unmapped, whichever comes last (unpooled.h): cuMemRelease alone leaves a
+ * mapped allocation on the device, and counted. The pools' own calls (guarded) are not
+ * followed. */
 CUresult gp_calls_driver_mem_release(CUmemGenericAllocationHandle handle)
 {
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || !D->cuMemRelease)
 		return absent(D);
-	struct gp_unpooled_rec rec;
-	/* out of the table before the release: the driver may hand the same handle out again
-	 * the moment it is released */
-	bool ours = !gp_backend_guard_inside() && gp_unpooled_handle_remove((uint64_t)handle, &rec);
+	struct gp_vmm_alloc *a = gp_backend_guard_inside() ? NULL : gp_unpooled_vmm_release_begin((uint64_t)handle);
 	CUresult e = D->cuMemRelease(handle);
-	if (ours && e == CUDA_SUCCESS)
-		gp_unpooled_freed(&rec, NULL);
-	else if (ours)
-		gp_unpooled_handle_put(&rec);
+	gp_unpooled_vmm_release_end(a, e == CUDA_SUCCESS);
+	return e;
+}
+
+CUresult gp_calls_driver_mem_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+				unsigned long long flags)
+{
+	const struct gp_driver *D = gp_libcuda_get();
+	if (!D || !D->cuMemMap)
+		return absent(D);
+	bool ours = false;
+	struct gp_vmm_map *m = gp_backend_guard_inside() ? NULL : gp_unpooled_vmm_map_begin((uint64_t)handle, &ours);
+	if (ours && !m)
+		return CUDA_ERROR_OUT_OF_MEMORY; /* no host memory to follow the mapping: not made uncounted */
+	CUresult e = D->cuMemMap(ptr, size, offset, handle, flags);
+	gp_unpooled_vmm_map_end(m, (uintptr_t)ptr, size, e == CUDA_SUCCESS);
+	return e;
+}
+
+CUresult gp_calls_driver_mem_unmap(CUdeviceptr ptr, size_t size)
+{
+	const struct gp_driver *D = gp_libcuda_get();
+	if (!D || !D->cuMemUnmap)
+		return absent(D);
+	struct gp_vmm_map *list = gp_backend_guard_inside() ? NULL : gp_unpooled_vmm_unmap_begin((uintptr_t)ptr, size);
+	CUresult e = D->cuMemUnmap(ptr, size);
+	gp_unpooled_vmm_unmap_end(list, e == CUDA_SUCCESS);
+	return e;
+}
+
+CUresult gp_calls_driver_mem_retain_allocation_handle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+	const struct gp_driver *D = gp_libcuda_get();
+	if (!D || !D->cuMemRetainAllocationHandle)
+		return absent(D);
+	struct gp_vmm_alloc *a = gp_backend_guard_inside() || !handle ? NULL
+								       : gp_unpooled_vmm_retain_begin((uintptr_t)addr);
+	CUresult e = D->cuMemRetainAllocationHandle(handle, addr);
+	gp_unpooled_vmm_retain_end(a, e == CUDA_SUCCESS ? (uint64_t)*handle : 0, e == CUDA_SUCCESS);
 	return e;
 }
 
@@ -303,7 +342,10 @@ CUresult gp_calls_driver_mem_alloc_managed(CUdeviceptr *dptr, size_t size, unsig
 	int dev = gp_backend_guard_inside() || !counting(r) || !dptr || !size ? -1 : current_device(D, r, &primary);
 	if (dev < 0)
 		return D->cuMemAllocManaged(dptr, size, flags);
-	if (gp_unpooled_take(dev, size, GP_BUDGET_MANAGED) != 0)
+	int rc = gp_unpooled_take(dev, size, GP_BUDGET_MANAGED);
+	if (rc == -ERANGE)
+		return D->cuMemAllocManaged(dptr, size, flags); /* no device has it: the driver's answer */
+	if (rc)
 		return refused("cuMemAllocManaged", dev, size);
 	CUresult e = D->cuMemAllocManaged(dptr, size, flags);
 	if (e == CUDA_ERROR_OUT_OF_MEMORY && gp_reclaim_before_oom(dev, size))
@@ -336,7 +378,10 @@ CUresult gp_calls_driver_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_
 			  : current_device(D, r, &primary);
 	if (dev < 0)
 		return D->cuMemAllocPitch_v2(dptr, pitch, width, height, elem); /* the driver's own answer */
-	if (gp_unpooled_take(dev, guess, GP_BUDGET_PITCHED) != 0)
+	int rc = gp_unpooled_take(dev, guess, GP_BUDGET_PITCHED);
+	if (rc == -ERANGE)
+		return D->cuMemAllocPitch_v2(dptr, pitch, width, height, elem); /* the driver's answer */
+	if (rc)
 		return refused("cuMemAllocPitch", dev, guess);
 	CUresult e = D->cuMemAllocPitch_v2(dptr, pitch, width, height, elem);
 	if (e == CUDA_ERROR_OUT_OF_MEMORY && gp_reclaim_before_oom(dev, guess))

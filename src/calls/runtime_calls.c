@@ -271,10 +271,15 @@ struct rt_unpooled {
 static cudaError_t unpooled_alloc(const struct gp_registry *r, int dev, size_t guess, enum gp_budget_kind kind,
 				  const char *what, const struct rt_unpooled *u)
 {
-	if (gp_unpooled_take(dev, guess, kind) != 0)
+	int rc = gp_unpooled_take(dev, guess, kind);
+	if (rc && rc != -ERANGE)
 		return refused(r, what, dev, guess);
 	gp_backend_guard_enter();
 	cudaError_t e = u->call(r->rt, u->arg);
+	if (rc) { /* no device has it: the runtime's own answer, uncounted */
+		gp_backend_guard_leave();
+		return e;
+	}
 	if (e == cudaErrorMemoryAllocation && gp_reclaim_before_oom(dev, guess)) {
 		e = u->call(r->rt, u->arg);
 		retried(r, e);

@@ -452,7 +452,8 @@ static int hold(struct gp_group *g, int dev, uint64_t bytes)
 	_Atomic uint64_t *held = &g->f->member[g->me].held[dev];
 	uint64_t h = RLOAD(held);
 	do {
-		if (h >> GP_GROUP_HELD_BITS != g->gen || (h & GP_GROUP_HELD_MASK) > GP_GROUP_HELD_MASK - bytes)
+		if (h >> GP_GROUP_HELD_BITS != g->gen || bytes > GP_GROUP_HELD_MASK ||
+		    (h & GP_GROUP_HELD_MASK) > GP_GROUP_HELD_MASK - bytes)
 			return -EIDRM;
 	} while (!atomic_compare_exchange_weak_explicit(held, &h, h + bytes, memory_order_acq_rel, memory_order_relaxed));
 	return 0;
@@ -471,7 +472,13 @@ int gp_group_charge(struct gp_group *g, int dev, uint64_t bytes)
 	struct gp_group_dev_slot *s = &g->f->dev[dev];
 	if (bytes > GP_GROUP_HELD_MASK || hold(g, dev, bytes) != 0)
 		return -EIDRM;
-	raise_peak(s, atomic_fetch_add_explicit(&s->used, bytes, memory_order_acq_rel) + bytes);
+	/* the device's figure is the file's (another member may have written anything there):
+	 * it stops at UINT64_MAX rather than wrap to a small number */
+	uint64_t u = RLOAD(&s->used), n;
+	do
+		n = u > UINT64_MAX - bytes ? UINT64_MAX : u + bytes;
+	while (!atomic_compare_exchange_weak_explicit(&s->used, &u, n, memory_order_acq_rel, memory_order_relaxed));
+	raise_peak(s, n);
 	return 0;
 }
 

@@ -48,7 +48,7 @@
 	X(cuGetProcAddress) X(cuGetProcAddress_v2) X(cuGetErrorName) X(gpfakecu_launch_fill) \
 	X(cuMemAllocManaged) X(cuMemAllocPitch_v2) X(cuMemCreate) X(cuMemRelease) \
 	X(cuMemGetAllocationGranularity) X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) \
-	X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationPropertiesFromHandle) \
+	X(cuMemUnmap) X(cuMemRetainAllocationHandle) X(cuMemSetAccess) X(cuMemGetAllocationPropertiesFromHandle) \
 	X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuDeviceGetDefaultMemPool) X(cuDeviceGetMemPool) \
 	X(cuDeviceSetMemPool) X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz) \
 	X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute) X(cuMemPoolTrimTo)
@@ -115,7 +115,8 @@ struct fc_handle {
 	size_t size;
 	int device;
 	int maps;                  /* mappings of it: a released handle lives until the last goes */
-	bool released;
+	int refs;                  /* references: cuMemCreate's and each cuMemRetainAllocationHandle's,
+				    * less each cuMemRelease; 0: released */
 };
 
 struct fc_resv {
@@ -1351,10 +1352,11 @@ static struct fc_handle *fc_handle_find(CUmemGenericAllocationHandle handle)
 	return NULL;
 }
 
-/* The physical memory goes back to the device when it is both released and unmapped. */
+/* The physical memory goes back to the device when every reference is released and every
+ * mapping unmapped. */
 static void fc_handle_drop(struct fc_handle *h)
 {
-	if (!h->released || h->maps)
+	if (h->refs || h->maps)
 		return;
 	for (struct fc_handle **pp = &g_handles; *pp; pp = &(*pp)->next)
 		if (*pp == h) {
@@ -1379,7 +1381,7 @@ FC_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, c
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	pthread_mutex_lock(&g_lock);
 	if (fc_charge(prop->location.id, size)) {
-		*h = (struct fc_handle){g_handles, size, prop->location.id, 0, false};
+		*h = (struct fc_handle){g_handles, size, prop->location.id, 0, 1};
 		g_handles = h;
 		*handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
 	} else {
@@ -1395,9 +1397,9 @@ FC_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 	ENTER(cuMemRelease);
 	pthread_mutex_lock(&g_lock);
 	struct fc_handle *h = fc_handle_find(handle);
-	CUresult e = h && !h->released ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	CUresult e = h && h->refs ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 	if (e == CUDA_SUCCESS) {
-		h->released = true;
+		h->refs--;
 		fc_handle_drop(h);
 	}
 	pthread_mutex_unlock(&g_lock);
@@ -1411,14 +1413,14 @@ FC_API CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&g_lock);
 	struct fc_handle *h = fc_handle_find(handle);
-	if (h && !h->released) {
+	if (h && h->refs) {
 		memset(prop, 0, sizeof *prop);
 		prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
 		prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 		prop->location.id = h->device;
 	}
 	pthread_mutex_unlock(&g_lock);
-	return h && !h->released ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	return h && h->refs ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* An address range of the process's own, inaccessible (PROT_NONE, no memory behind it), so
@@ -1484,7 +1486,7 @@ FC_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
 	const struct fc_resv *r = g_resvs;
 	while (r && !(ptr >= r->base && ptr - r->base <= r->size && size <= r->base + r->size - ptr))
 		r = r->next;
-	bool ok = h && !h->released && size <= h->size && r;
+	bool ok = h && h->refs && size <= h->size && r;
 	for (const struct fc_map *m = g_maps; ok && m; m = m->next)
 		ok = m->va >= ptr + size || ptr >= m->va + m->size;
 	struct fc_map *m = ok ? malloc(sizeof *m) : NULL;
@@ -1528,6 +1530,25 @@ FC_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 	}
 	pthread_mutex_unlock(&g_lock);
 	return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* The handle of the allocation mapped at `addr` (anywhere in a mapping), as the real driver:
+ * the handle the memory was mapped with, one reference more (a cuMemRelease each). */
+FC_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+	ENTER(cuMemRetainAllocationHandle);
+	if (!handle)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_lock);
+	const struct fc_map *m = g_maps;
+	while (m && !((uintptr_t)addr >= m->va && (uintptr_t)addr - m->va < m->size))
+		m = m->next;
+	if (m) {
+		m->h->refs++;
+		*handle = (CUmemGenericAllocationHandle)(uintptr_t)m->h;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* The range must be covered by mappings end to end; the fake grants nothing more than it

@@ -260,6 +260,16 @@ static void test_take_give(void **state)
 	assert_int_equal(gp_group_take(&g, d, 10), -ENOMEM);
 	atomic_store(&g.f->dev[d].used, 0);
 	assert_int_equal(atomic_load(&g.f->dev[d].peak), 1000);
+	/* a budget past what a holding can say (a hostile member): a take of more than a holding
+	 * holds is refused, and this process's word keeps its generation */
+	uint64_t held_before = atomic_load(&g.f->member[g.me].held[d]);
+	atomic_store(&g.f->dev[d].budget, UINT64_MAX);
+	assert_int_not_equal(gp_group_take(&g, d, GP_GROUP_HELD_MASK + 2), 0);
+	assert_true(atomic_load(&g.f->member[g.me].held[d]) == held_before);
+	/* a charge on a spoiled figure stops at UINT64_MAX, never wraps to a small one */
+	atomic_store(&g.f->dev[d].used, UINT64_MAX - 5);
+	assert_int_equal(gp_group_charge(&g, d, 10), 0);
+	assert_true(atomic_load(&g.f->dev[d].used) == UINT64_MAX);
 	gp_group_leave(&g);
 }
 
