@@ -59,7 +59,7 @@ uint64_t gp_budget_inconsistencies(void);
 void gp_budget_pool_gone(int device);
 
 /* (budget_backend.c) `in` with its segment calls going through the budget (GP_BUDGET_POOL): a segment the
- * budget refuses fails with -ENOMEM before the device is asked. `in` must outlive the
+ * budget refuses fails with -EDQUOT (backend.h) before the device is asked. `in` must outlive the
  * answer; the same `in` gets the same answer. */
 const struct gp_backend *gp_budget_backend(const struct gp_backend *in);
 

@@ -12,7 +12,7 @@ static int b_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
 {
 	(void)ctx;
 	if (gp_budget_take(device, size, GP_BUDGET_POOL) != 0)
-		return -ENOMEM; /* the pool sees a full device: it releases its cache and retries */
+		return -EDQUOT; /* the pool fits a smaller segment, releases its cache and retries */
 	int rc = inner->segment_alloc(inner->ctx, device, size, addr);
 	if (rc)
 		gp_budget_give(device, size, GP_BUDGET_POOL);

@@ -30,6 +30,22 @@
 #include "trace_format.h"
 #include "unpooled.h"
 
+/* An allocation the pool could not serve: out of memory with the message, or the device's
+ * own error (the pool gave up on one: ladder.h), which is the answer, as the driver gave it
+ * (a runtime backend's error has the same number: CUDA numbers the errors both APIs share
+ * alike). */
+static __attribute__((noinline, cold)) CUresult alloc_failed(int dev, size_t size, int rc)
+{
+	if (rc == -EIO) {
+		bool drv;
+		return (CUresult)gp_ladder_device_error(&drv);
+	}
+	char msg[256];
+	gp_registry_oom_message(msg, sizeof msg, dev, size);
+	gp_log(GP_LOG_WARN, "%s", msg);
+	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 /* The primary context of each device, as last seen active (a handle, never retained here:
  * retain + release of an active context does not change it). NULL: not looked up yet. */
 static _Atomic(CUcontext) primary_seen[GPUPOOL_MAX_DEVICES];
@@ -503,13 +519,10 @@ CUresult gp_calls_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, e
 	gp_pool *p = pool;
 	uintptr_t a = 0;
 	bool sync = call == GP_DRV_SYNC;
-	if (gp_ladder_alloc(p, dev, size, stream_key(r, s, call), sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC,
-			      sync ? 0 : (cudaStream_t)s, &a) != 0) {
-		char msg[256];
-		gp_registry_oom_message(msg, sizeof msg, dev, size);
-		gp_log(GP_LOG_WARN, "%s", msg);
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
+	int rc = gp_ladder_alloc(p, dev, size, stream_key(r, s, call), sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC,
+				 sync ? 0 : (cudaStream_t)s, &a);
+	if (__builtin_expect(rc != 0, 0))
+		return alloc_failed(dev, size, rc);
 	gp_registry_count_driver(dev, GP_DRIVER_ALLOC);
 	*dptr = (CUdeviceptr)a;
 	return CUDA_SUCCESS;

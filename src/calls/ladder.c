@@ -1,11 +1,22 @@
-/* The allocation ladder's rungs past the pool (ladder.h: the whole ladder, numbered), and the
- * first pool of the process starting the sharing layer. Owns no state; depends on the
- * registry and sharing only. */
+/* The allocation ladder's rungs past the pool (ladder.h: the whole ladder, numbered), the
+ * device's own error where the pool gave up on one, and the first pool of the process
+ * starting the sharing layer. Owns no state; depends on the registry, sharing and the two
+ * backends' kept errors only. */
 #include "ladder.h"
 
+#include "backend_cuda.h"
+#include "backend_driver.h"
 #include "reclaim.h"
 #include "registry_internal.h"
 #include "release_thread.h"
+
+int gp_ladder_device_error(bool *driver)
+{
+	CUresult d = gp_driver_backend_error();
+	cudaError_t r = gp_cuda_backend_error();
+	*driver = d != CUDA_SUCCESS || r == cudaSuccess;
+	return *driver ? (d != CUDA_SUCCESS ? (int)d : (int)CUDA_ERROR_UNKNOWN) : (int)r;
+}
 
 gp_pool *gp_ladder_pool_create(int dev)
 {

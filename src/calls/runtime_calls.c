@@ -128,10 +128,21 @@ static inline bool exiting(const struct gp_registry *r)
 }
 
 /* An allocation the pool could not serve: the runtime's last error set as a failed
- * cudaMalloc leaves it, and the message logged. Out of line: the hot path keeps no message
- * buffer in its frame. */
-static __attribute__((noinline, cold)) cudaError_t alloc_failed(const struct gp_registry *r, int dev, size_t size)
+ * cudaMalloc leaves it, and the message logged; or the device's own error (the pool gave up
+ * on one: ladder.h), which is the answer: the runtime's, with its last error as cudaMalloc
+ * left it, or the driver's (the pools over the driver), left as the last error where the
+ * runtime has a call that leaves it. Out of line: the hot path keeps no message buffer in
+ * its frame. */
+static __attribute__((noinline, cold)) cudaError_t alloc_failed(const struct gp_registry *r, int dev, size_t size,
+								 int rc)
 {
+	if (rc == -EIO) {
+		bool drv;
+		cudaError_t e = (cudaError_t)gp_ladder_device_error(&drv);
+		if (drv)
+			gp_last_error_set(r->rt, e);
+		return e;
+	}
 	char msg[256];
 	gp_registry_oom_message(msg, sizeof msg, dev, size);
 	gp_last_error_set(r->rt, cudaErrorMemoryAllocation);
@@ -536,9 +547,9 @@ cudaError_t gp_calls_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_cal
 	if (!sync && __builtin_expect(gp_streamkey_tag(key) == GP_STREAMKEY_PTDS, 0))
 		gp_registry_stream_seen(r, "used the per-thread default stream");
 	uintptr_t a = 0;
-	if (__builtin_expect(gp_ladder_alloc(p, dev, size, key, sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC,
-					       sync ? 0 : s, &a) != 0, 0))
-		return alloc_failed(r, dev, size);
+	int rc = gp_ladder_alloc(p, dev, size, key, sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC, sync ? 0 : s, &a);
+	if (__builtin_expect(rc != 0, 0))
+		return alloc_failed(r, dev, size, rc);
 	*ptr = (void *)a;
 	return cudaSuccess;
 }

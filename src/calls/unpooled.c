@@ -72,7 +72,11 @@ static void write_slot(struct gpupool_device_stats *st, void *arg)
 	GP_GAUGE_SET(st, unpooled_mempool_bytes, mp);
 	GP_GAUGE_SET(st, unpooled_managed_bytes, man);
 	GP_GAUGE_SET(st, unpooled_pitched_bytes, pit);
-	GP_GAUGE_SET(st, unpooled_bytes, vmm + mp + man + pit);
+	uint64_t sum = vmm; /* each figure is at most UINT64_MAX (budget.c saturates): so is their sum */
+	sum = mp > UINT64_MAX - sum ? UINT64_MAX : sum + mp;
+	sum = man > UINT64_MAX - sum ? UINT64_MAX : sum + man;
+	sum = pit > UINT64_MAX - sum ? UINT64_MAX : sum + pit;
+	GP_GAUGE_SET(st, unpooled_bytes, sum);
 	GP_COUNT(st, unpooled_allocs, n->allocs);
 	GP_COUNT(st, unpooled_frees, n->frees);
 	GP_COUNT(st, unpooled_refusals, n->refusals);

@@ -17,22 +17,35 @@ static const struct gp_driver *D;
 static _Atomic(CUcontext) primary[GPUPOOL_MAX_DEVICES]; /* retained by this backend */
 static pthread_mutex_t retain_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Makes the primary context of `device` current on this thread (pushed): 0, or -EIO. */
-static int enter(int device)
+static _Thread_local CUresult segment_error; /* the last -EIO's (gp_driver_backend_error) */
+
+CUresult gp_driver_backend_error(void) { return segment_error; }
+
+/* Makes the primary context of `device` current on this thread (pushed): 0, or -EIO with the
+ * driver's error in *why. */
+static int enter_why(int device, CUresult *why)
 {
+	*why = CUDA_ERROR_INVALID_DEVICE;
 	if (device < 0 || device >= GPUPOOL_MAX_DEVICES)
 		return -EIO;
 	CUcontext c = atomic_load_explicit(&primary[device], memory_order_acquire);
 	if (!c) {
 		gp_mutex_lock(&retain_lock, GP_RANK_PRIMARY_RETAIN);
 		c = atomic_load(&primary[device]);
-		if (!c && D->cuDevicePrimaryCtxRetain(&c, device) == CUDA_SUCCESS)
+		if (!c && (*why = D->cuDevicePrimaryCtxRetain(&c, device)) == CUDA_SUCCESS)
 			atomic_store(&primary[device], c);
 		gp_mutex_unlock(&retain_lock, GP_RANK_PRIMARY_RETAIN);
 		if (!c)
 			return -EIO;
 	}
-	return D->cuCtxPushCurrent_v2(c) == CUDA_SUCCESS ? 0 : -EIO;
+	*why = D->cuCtxPushCurrent_v2(c);
+	return *why == CUDA_SUCCESS ? 0 : -EIO;
+}
+
+static int enter(int device)
+{
+	CUresult why;
+	return enter_why(device, &why);
 }
 
 static void leave(void)
@@ -60,13 +73,18 @@ static void relax_end(CUstreamCaptureMode m)
 static int drv_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
 {
 	(void)ctx;
-	if (enter(device) != 0)
+	CUresult e;
+	if (enter_why(device, &e) != 0) {
+		segment_error = e;
 		return -EIO;
+	}
 	CUstreamCaptureMode m = relax_begin();
 	CUdeviceptr p = 0;
-	CUresult e = D->cuMemAlloc_v2(&p, size);
+	e = D->cuMemAlloc_v2(&p, size);
 	relax_end(m);
 	leave();
+	if (e != CUDA_SUCCESS && e != CUDA_ERROR_OUT_OF_MEMORY)
+		segment_error = e; /* not out of memory: the pool gives up with this error */
 	if (e != CUDA_SUCCESS)
 		return e == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO;
 	*addr = (uintptr_t)p;

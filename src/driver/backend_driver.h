@@ -15,6 +15,11 @@
  * while a stream capture is in progress (capture.h). */
 void gp_driver_backend_init(struct gp_backend *be, const struct gp_driver *d);
 
+/* The error of this thread's last segment the driver refused with an error that is not out
+ * of memory (segment_alloc's -EIO: cuMemAlloc's, or the primary context's when it could not
+ * be made current); CUDA_SUCCESS when none. */
+CUresult gp_driver_backend_error(void);
+
 /* The primary context of `device` was reset (cuDevicePrimaryCtxReset, or destroyed): the
  * retained handle is dropped without a release, the next call retains it again. */
 void gp_driver_backend_forget(int device);

@@ -100,6 +100,8 @@ struct gp_pool {
 				    * the pool grows */
 	uint32_t rng;
 	int hash_oom;
+	int grow_err;              /* the backend's answer to this allocation's last segment that
+				    * failed (backend.h: -ENOMEM, -EDQUOT, -EIO); 0: none */
 	struct gp_bypass *bypass;  /* broken pools: the allocations made since, uthash by address */
 };
 

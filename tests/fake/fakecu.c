@@ -133,10 +133,12 @@ struct fc_map {
 };
 
 struct rule {
-	int fn;
+	int fn;             /* FC_ANY: every entry point but the queries (fc_is_query) */
 	unsigned long left;
 	CUresult err;
+	bool every;         /* from the n-th call on, every call (else the n-th only) */
 };
+#define FC_ANY (-2)
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER; /* any progress */
@@ -155,6 +157,7 @@ static size_t g_nsizes, g_cap_sizes;
 static unsigned long g_calls[FN_COUNT];
 static struct rule g_rules[FC_MAXRULES];
 static int g_nrules;
+static CUresult g_sticky; /* gpfakecu_fault's; atomic access */
 static bool g_init;
 static struct fc_handle *g_handles;
 static struct fc_resv *g_resvs;
@@ -198,7 +201,15 @@ static CUresult fc_default_err(int fn)
 	}
 }
 
-static int fc_add_rule(int fn, unsigned long n, CUresult err)
+/* The calls FC_ANY rules and a sticky error leave alone: the error and version queries,
+ * the entry-point look-ups, and the fake's own kernel. */
+static bool fc_is_query(int fn)
+{
+	return fn == FN_cuGetErrorName || fn == FN_cuDriverGetVersion || fn == FN_cuGetProcAddress ||
+	       fn == FN_cuGetProcAddress_v2 || fn == FN_gpfakecu_launch_fill;
+}
+
+static int fc_add_rule(int fn, unsigned long n, CUresult err, bool every)
 {
 	int rc = 0;
 	pthread_mutex_lock(&g_lock);
@@ -208,8 +219,8 @@ static int fc_add_rule(int fn, unsigned long n, CUresult err)
 			if (g_rules[i].fn != fn)
 				g_rules[j++] = g_rules[i];
 		g_nrules = j;
-	} else if (g_nrules < FC_MAXRULES) {
-		g_rules[g_nrules++] = (struct rule){fn, n, err ? err : fc_default_err(fn)};
+	} else if (g_nrules < FC_MAXRULES && (fn >= 0 || fn == FC_ANY)) {
+		g_rules[g_nrules++] = (struct rule){fn, n, err ? err : fc_default_err(fn), every};
 	} else {
 		rc = -1;
 	}
@@ -247,13 +258,13 @@ static void fc_init(void)
 				continue;
 			}
 			*c = '\0';
-			char *c2 = strchr(c + 1, ':');
-			int fn = fc_fn(tok);
-			unsigned long n = strtoul(c + 1, NULL, 10);
-			if (fn < 0 || n == 0)
+			char *c2 = strchr(c + 1, ':'), *end;
+			int fn = strcmp(tok, "*") == 0 ? FC_ANY : fc_fn(tok);
+			unsigned long n = strtoul(c + 1, &end, 10);
+			if (fn == -1 || n == 0)
 				fprintf(stderr, "fakecu: FAKECU_FAIL: ignoring '%s'\n", tok);
 			else
-				fc_add_rule(fn, n, c2 ? (CUresult)atoi(c2 + 1) : CUDA_SUCCESS);
+				fc_add_rule(fn, n, c2 ? (CUresult)atoi(c2 + 1) : CUDA_SUCCESS, *end == '+');
 		}
 	}
 }
@@ -263,15 +274,23 @@ static CUresult fc_enter(int fn)
 {
 	pthread_once(&g_once, fc_init);
 	__atomic_add_fetch(&g_calls[fn], 1, __ATOMIC_RELAXED);
+	CUresult sticky = __atomic_load_n(&g_sticky, __ATOMIC_ACQUIRE);
+	if (sticky != CUDA_SUCCESS && !fc_is_query(fn))
+		return sticky;
 	CUresult err = CUDA_SUCCESS;
 	pthread_mutex_lock(&g_lock);
 	int j = 0;
 	for (int i = 0; i < g_nrules; i++) {
-		if (g_rules[i].fn == fn && --g_rules[i].left == 0) {
-			err = g_rules[i].err;
-			continue;
+		struct rule *r = &g_rules[i];
+		if (r->fn == fn || (r->fn == FC_ANY && !fc_is_query(fn))) {
+			if (r->every && r->left <= 1) {
+				err = r->err; /* kept: every later call fails too */
+			} else if (--r->left == 0) {
+				err = r->err;
+				continue;
+			}
 		}
-		g_rules[j++] = g_rules[i];
+		g_rules[j++] = *r;
 	}
 	g_nrules = j;
 	pthread_mutex_unlock(&g_lock);
@@ -1785,11 +1804,27 @@ FC_API unsigned long gpfakecu_calls(const char *name)
 	return fn < 0 ? 0 : __atomic_load_n(&g_calls[fn], __ATOMIC_RELAXED);
 }
 
-FC_API int gpfakecu_fail_nth(const char *name, unsigned long n, CUresult err)
+static int fc_fail(const char *name, unsigned long n, CUresult err, bool every)
 {
 	pthread_once(&g_once, fc_init);
-	int fn = fc_fn(name);
-	return fn < 0 ? -1 : fc_add_rule(fn, n, err);
+	int fn = name && strcmp(name, "*") == 0 ? FC_ANY : fc_fn(name);
+	return fn == -1 ? -1 : fc_add_rule(fn, n, err, every);
+}
+
+FC_API int gpfakecu_fail_nth(const char *name, unsigned long n, CUresult err)
+{
+	return fc_fail(name, n, err, false);
+}
+
+FC_API int gpfakecu_fail_from(const char *name, unsigned long n, CUresult err)
+{
+	return fc_fail(name, n, err, true);
+}
+
+FC_API void gpfakecu_fault(CUresult err)
+{
+	pthread_once(&g_once, fc_init);
+	__atomic_store_n(&g_sticky, err, __ATOMIC_RELEASE);
 }
 
 FC_API size_t gpfakecu_alloc_sizes(size_t *out, size_t cap)
