@@ -19,6 +19,8 @@ struct dev_budget {
 static struct dev_budget budget[GPUPOOL_MAX_DEVICES];
 static _Atomic uint64_t limits[GPUPOOL_MAX_DEVICES]; /* bytes; 0: none */
 static _Atomic uint64_t inconsistencies;
+static atomic_bool closed_all;                      /* gp_budget_close(-1) */
+static atomic_bool closed[GPUPOOL_MAX_DEVICES];     /* gp_budget_close(device) */
 static _Atomic(const struct gp_budget_group *) group; /* NULL: no group */
 
 void gp_budget_set_group(const struct gp_budget_group *g)
@@ -65,10 +67,26 @@ static uint64_t sub_clamped(_Atomic uint64_t *v, uint64_t bytes)
 	return cur - next;
 }
 
+void gp_budget_close(int device)
+{
+	if (device < 0)
+		atomic_store(&closed_all, true);
+	else if (device < GPUPOOL_MAX_DEVICES)
+		atomic_store(&closed[device], true);
+}
+
+bool gp_budget_closed(int device)
+{
+	return atomic_load_explicit(&closed_all, memory_order_relaxed) ||
+	       (device >= 0 && device < GPUPOOL_MAX_DEVICES && atomic_load_explicit(&closed[device], memory_order_relaxed));
+}
+
 int gp_budget_take(int device, size_t bytes, enum gp_budget_kind kind)
 {
 	if (!in_range(device, kind))
 		return -EINVAL;
+	if (__builtin_expect(gp_budget_closed(device), 0))
+		return -ENOMEM;
 	struct dev_budget *b = &budget[device];
 	uint64_t limit = gp_budget_limit(device);
 	uint64_t cur = atomic_load_explicit(&b->total, memory_order_relaxed);
@@ -129,7 +147,7 @@ uint64_t gp_budget_held(int device, enum gp_budget_kind kind)
 
 bool gp_budget_capped(int device)
 {
-	return gp_budget_limit(device) || atomic_load_explicit(&group, memory_order_acquire);
+	return gp_budget_limit(device) || atomic_load_explicit(&group, memory_order_acquire) || gp_budget_closed(device);
 }
 
 uint64_t gp_budget_inconsistencies(void) { return atomic_load(&inconsistencies); }
@@ -153,6 +171,7 @@ void gp_budget_after_fork(void)
 	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
 		atomic_store(&budget[d].total, 0);
 		atomic_store(&limits[d], 0);
+		atomic_store(&closed[d], false); /* the child's pools resolve their limits again */
 		for (int k = 0; k < GP_BUDGET_KINDS; k++)
 			atomic_store(&budget[d].held[k], 0);
 	}

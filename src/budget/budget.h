@@ -46,6 +46,15 @@ uint64_t gp_budget_held(int device, enum gp_budget_kind kind);
 uint64_t gp_budget_limit(int device);
 void gp_budget_set_limit(int device, uint64_t bytes);
 
+/* Closes `device`'s budget (-1: every device's): from now on every take is refused, with no
+ * figure changed; gives still give. For a cap that cannot be applied as asked (docs/security.md,
+ * "Caps that cannot be applied"): a configuration that names one (every device, for the
+ * process's life, a forked child's too), or a percentage limit whose device's size is not
+ * known (that device, until a fork). */
+void gp_budget_close(int device);
+/* Whether `device`'s budget is closed (gp_budget_close). */
+bool gp_budget_closed(int device);
+
 /* Whether anything caps `device`: its limit, a group, or a closed budget
  * (gp_budget_close). Without a cap, a take refused is one that no figure can count (more bytes
  * than UINT64_MAX less what is held): no device has them. */

@@ -184,6 +184,14 @@ static inline bool counting(const struct gp_registry *r) { return !r->drv_off &&
 
 static __attribute__((noinline, cold)) CUresult refused(const char *what, int dev, size_t size)
 {
+	if (gp_registry_get_driver()->refuse) /* strict mode, or a cap that cannot be applied: said at the start */
+		return CUDA_ERROR_INVALID_VALUE;
+	if (gp_budget_closed(dev)) { /* a percentage limit of a device whose size is unknown */
+		gp_log(GP_LOG_WARN, "device %d: %s of %zu bytes refused: its limit cannot be resolved (the error above); "
+				    "returning CUDA_ERROR_OUT_OF_MEMORY",
+		       dev, what, size);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
 	gp_log(GP_LOG_WARN, "device %d: %s of %zu bytes refused: the limit (%llu bytes) would be passed (held: %llu "
 			    "bytes, pooled and not); returning CUDA_ERROR_OUT_OF_MEMORY",
 	       dev, what, size, (unsigned long long)gp_budget_limit(dev),

@@ -193,6 +193,17 @@ static const struct gp_route_ask rt_ask = {rt_capturing, rt_device, rt_pool};
 static __attribute__((noinline, cold)) cudaError_t refused(const struct gp_registry *r, const char *what, int dev,
 							 size_t size)
 {
+	if (r->refuse) { /* strict mode, or a cap that cannot be applied: said at the start */
+		gp_last_error_set(r->rt, cudaErrorInvalidValue);
+		return cudaErrorInvalidValue;
+	}
+	if (gp_budget_closed(dev)) { /* a percentage limit of a device whose size is unknown */
+		gp_log(GP_LOG_WARN, "device %d: %s of %zu bytes refused: its limit cannot be resolved (the error above); "
+				    "returning cudaErrorMemoryAllocation",
+		       dev, what, size);
+		gp_last_error_set(r->rt, cudaErrorMemoryAllocation);
+		return cudaErrorMemoryAllocation;
+	}
 	gp_log(GP_LOG_WARN, "device %d: %s of %zu bytes refused: the limit (%llu bytes) would be passed (held: %llu "
 			    "bytes, pooled and not); returning cudaErrorMemoryAllocation",
 	       dev, what, size, (unsigned long long)gp_budget_limit(dev),
@@ -533,7 +544,8 @@ cudaError_t gp_calls_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_cal
 	}
 	case GP_ROUTE_ABSENT:
 		return absent(r); /* a runtime without the stream-ordered allocator */
-	case GP_ROUTE_REFUSE:
+	case GP_ROUTE_REFUSE: /* left as the last error, as a failing cudaMalloc leaves its own */
+		gp_last_error_set(r->rt, cudaErrorInvalidValue);
 		return cudaErrorInvalidValue;
 	}
 	if (call != GP_CALL_SYNC && __builtin_expect(gp_unpooled_device_pool(dev) != 0, 0))

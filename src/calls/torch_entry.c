@@ -18,7 +18,12 @@ void *gp_torch_malloc(size_t size, int device, cudaStream_t stream)
 {
 	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get();
-	if (r->off || r->refuse || device < 0 || device >= r->ndev || size == 0)
+	if (r->refuse) { /* PyTorch does not check for NULL (below): refused, as cudaMalloc is */
+		gp_cxx_throw("gpupool: the configuration refuses every allocation (strict mode, or a cap that cannot be "
+			     "applied as asked: see the error at the start)");
+		return NULL;
+	}
+	if (r->off || device < 0 || device >= r->ndev || size == 0)
 		return NULL;
 	gp_pool *p = gp_ladder_pool(r, device);
 	if (!p)

@@ -51,9 +51,32 @@ void gp_config_bad(struct gp_config_ctx *c, const char *instead, const char *fmt
 		gp_log(GP_LOG_WARN, "%s; %s", msg, instead);
 }
 
+/* What a cap that cannot be applied leads to, in the line that says so. */
+#define GP_CAP_REFUSED                                                                                      \
+	"a cap that cannot be applied as asked is not dropped: every allocation is refused until it is fixed " \
+	"(docs/security.md)"
+
+void gp_config_bad_cap(struct gp_config_ctx *c, const char *fmt, ...)
+{
+	char msg[448];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	c->cfg->cap_refused = true;
+	gp_config_bad(c, GP_CAP_REFUSED, "%s", msg);
+}
+
 void gp_config_bad_value(struct gp_config_ctx *c, const char *var, const struct gp_config_knob *k, const char *val)
 {
 	char q[GP_CONFIG_QUOTE_MAX + 4], instead[96];
+	if (gp_config_is_cap(k)) {
+		if (strcmp(var, k->name) == 0)
+			gp_config_bad_cap(c, "%s=%s: expected %s", var, gp_config_quote(val, q), k->range);
+		else
+			gp_config_bad_cap(c, "%s: %s:%s: expected %s", var, k->name, gp_config_quote(val, q), k->range);
+		return;
+	}
 	snprintf(instead, sizeof instead, "using the default (%s)", k->def);
 	if (strcmp(var, k->name) == 0) /* a standalone variable */
 		gp_config_bad(c, instead, "%s=%s: expected %s", var, gp_config_quote(val, q), k->range);

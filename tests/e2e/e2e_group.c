@@ -12,6 +12,9 @@
  *   e2e_group fit DIR      a group's room smaller than a segment: twelve 2 MiB blocks fit
  *                          under group_limit:25M; and 2 MiB fit when another member holds 88
  *                          MiB of a 100 MiB group (the segment fitted to the group's room).
+ *   e2e_group full DIR     the 257th member: every slot held by a live process, a process
+ *                          naming the group cannot join it, and every allocation it makes is
+ *                          refused (not run without the group's cap).
  *   e2e_group sched MIB    the process's limit is MIB MiB: CUDA_DEVICE_MEMORY_LIMIT_0 (a
  *                          scheduler's), or gpupool's own limit, which wins over it.
  * This process never calls CUDA in `run`: it reads the file with the group layer's reader and
@@ -303,6 +306,47 @@ static int fit(const char *self, const char *ondriver)
 	return 0;
 }
 
+/* A process that could not join its group: every allocation refused, pooled or not. */
+static int refused_member(void)
+{
+	void *p = NULL;
+	CKE(cudaMalloc(&p, MB), cudaErrorMemoryAllocation);
+	CKE(cudaMallocManaged(&p, MB, cudaMemAttachGlobal), cudaErrorMemoryAllocation);
+	return 0;
+}
+
+/* The 257th member: this process holds every member slot (its own id in each: a live process
+ * that maps the file), so a process that names the group cannot join it, and takes nothing
+ * rather than run without the group's cap. */
+static int full(const char *self, const char *ondriver)
+{
+	char conf[600], libs[4096];
+	const char *old = getenv("LD_LIBRARY_PATH");
+	snprintf(libs, sizeof libs, "%s:%s", ondriver, old ? old : "");
+	setenv("LD_LIBRARY_PATH", libs, 1);
+	snprintf(conf, sizeof conf, "group:%s,group_limit:64M", path);
+	setenv("GPUPOOL_CONF", conf, 1);
+	unlink(path);
+	struct gp_group g;
+	char why[256];
+	CHECK(gp_group_join(&g, path, why, sizeof why) == 0);
+	for (unsigned i = 0; i < GP_GROUP_MEMBERS; i++)
+		if (i != g.me) {
+			atomic_store(&g.f->member[i].pidns, g.pidns);
+			atomic_store(&g.f->member[i].id, g.id);
+		}
+	pid_t kid = spawn(self, "refused", "0");
+	int st;
+	CHECK(waitpid(kid, &st, 0) == kid);
+	for (unsigned i = 0; i < GP_GROUP_MEMBERS; i++)
+		if (i != g.me)
+			atomic_store(&g.f->member[i].id, 0);
+	gp_group_leave(&g);
+	unlink(path);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	return 0;
+}
+
 /* The process's limit on device 0 is `mib` MiB (from a scheduler's variable, or gpupool's own
  * limit that wins over it): mib - 8 fit, 16 more do not. */
 static int sched(size_t mib)
@@ -328,12 +372,15 @@ int main(int argc, char **argv)
 	/* the driver loaded before the first allocation, as the real runtime has it from its first
 	 * call (the fake one loads it at its first allocation): it names the device by UUID */
 	if (strcmp(argv[1], "hammer") == 0 || strcmp(argv[1], "hold") == 0 || strcmp(argv[1], "fill") == 0 ||
-	    strcmp(argv[1], "exec1") == 0 || strcmp(argv[1], "twelve") == 0 || strcmp(argv[1], "two") == 0)
+	    strcmp(argv[1], "exec1") == 0 || strcmp(argv[1], "twelve") == 0 || strcmp(argv[1], "two") == 0 ||
+	    strcmp(argv[1], "refused") == 0)
 		CHECK(dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL) != NULL);
 	if (strcmp(argv[1], "twelve") == 0)
 		return twelve();
 	if (strcmp(argv[1], "two") == 0)
 		return two();
+	if (strcmp(argv[1], "refused") == 0)
+		return refused_member();
 	if (strcmp(argv[1], "hammer") == 0 && argc == 3)
 		return hammer((unsigned)atoi(argv[2]));
 	if (strcmp(argv[1], "fill") == 0 && argc == 3)
@@ -351,6 +398,8 @@ int main(int argc, char **argv)
 		return exec_test("/proc/self/exe", argv[2]);
 	if (strcmp(argv[1], "percent") == 0 && argc == 3)
 		return percent("/proc/self/exe", argv[2]);
+	if (strcmp(argv[1], "full") == 0 && argc == 3)
+		return full("/proc/self/exe", argv[2]);
 	if (strcmp(argv[1], "fit") == 0 && argc == 3)
 		return fit("/proc/self/exe", argv[2]);
 	if (strcmp(argv[1], "sched") == 0 && argc == 3)
