@@ -150,11 +150,7 @@ static void *worker(void *arg)
 
 static int threads(void)
 {
-	pthread_t t[THREADS];
-	for (uintptr_t i = 0; i < THREADS; i++)
-		CHECK(pthread_create(&t[i], NULL, worker, (void *)i) == 0);
-	for (int i = 0; i < THREADS; i++)
-		pthread_join(t[i], NULL);
+	e2e_run_threads(THREADS, worker);
 	struct gpupool_device_stats st = e2e_stats(0);
 	CHECK(atomic_load(&done_ok) + atomic_load(&refused) == THREADS * ROUNDS);
 	CHECK(st.unpooled_bytes == 0 && st.unpooled_vmm_bytes == 0 && st.unpooled_managed_bytes == 0);

@@ -249,11 +249,7 @@ static void *worker(void *arg)
 
 static int threads(void)
 {
-	pthread_t t[THREADS];
-	for (uintptr_t i = 0; i < THREADS; i++)
-		CHECK(pthread_create(&t[i], NULL, worker, (void *)i) == 0);
-	for (int i = 0; i < THREADS; i++)
-		pthread_join(t[i], NULL);
+	e2e_run_threads(THREADS, worker);
 	printf("%lu made, %lu refused, the cap passed %d times\n", atomic_load(&made), atomic_load(&refused),
 	       atomic_load(&over));
 	CHECK(atomic_load(&over) == 0 && atomic_load(&made) > 0 && atomic_load(&refused) > 0);

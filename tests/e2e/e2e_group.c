@@ -98,17 +98,24 @@ static void look(uint64_t *used, uint64_t *budget)
 	*budget = v.dev[0].budget;
 }
 
-static int run(const char *self, const char *ondriver)
+/* The members this process starts run the fake runtime on the fake driver in `ondriver`
+ * (which knows each device's UUID, as the real runtime always has the driver loaded), in the
+ * group of `path` with that group_limit. */
+static void members_env(const char *ondriver, const char *group_limit)
 {
-	uint64_t used, budget;
-	char conf[600], fd_text[16], libs[4096];
-	/* the members run the fake runtime on the fake driver, which knows each device's UUID (as
-	 * the real runtime always has the driver loaded) */
+	char conf[600], libs[4096];
 	const char *old = getenv("LD_LIBRARY_PATH");
 	snprintf(libs, sizeof libs, "%s:%s", ondriver, old ? old : "");
 	setenv("LD_LIBRARY_PATH", libs, 1);
-	snprintf(conf, sizeof conf, "group:%s,group_limit:64M", path);
+	snprintf(conf, sizeof conf, "group:%s,group_limit:%s", path, group_limit);
 	setenv("GPUPOOL_CONF", conf, 1);
+}
+
+static int run(const char *self, const char *ondriver)
+{
+	uint64_t used, budget;
+	char fd_text[16];
+	members_env(ondriver, "64M");
 	unlink(path);
 
 	int ready[2];
@@ -166,12 +173,7 @@ static int run(const char *self, const char *ondriver)
  * member (before any page figure has its size). */
 static int percent(const char *self, const char *ondriver)
 {
-	char conf[600], libs[4096];
-	const char *old = getenv("LD_LIBRARY_PATH");
-	snprintf(libs, sizeof libs, "%s:%s", ondriver, old ? old : "");
-	setenv("LD_LIBRARY_PATH", libs, 1);
-	snprintf(conf, sizeof conf, "group:%s,group_limit:25%%", path);
-	setenv("GPUPOOL_CONF", conf, 1);
+	members_env(ondriver, "25%");
 	unlink(path);
 	pid_t kid = spawn(self, "fill", "40");
 	int st;
@@ -202,12 +204,8 @@ static int idle(int fd)
 static int exec_test(const char *self, const char *ondriver)
 {
 	uint64_t used, budget;
-	char conf[600], fd_text[16], libs[4096];
-	const char *old = getenv("LD_LIBRARY_PATH");
-	snprintf(libs, sizeof libs, "%s:%s", ondriver, old ? old : "");
-	setenv("LD_LIBRARY_PATH", libs, 1);
-	snprintf(conf, sizeof conf, "group:%s,group_limit:64M", path);
-	setenv("GPUPOOL_CONF", conf, 1);
+	char fd_text[16];
+	members_env(ondriver, "64M");
 	unlink(path);
 	int ready[2];
 	CHECK(pipe(ready) == 0);
@@ -275,12 +273,7 @@ static int two(void)
 /* A member of the group named in GPUPOOL_CONF (group_limit `conf_limit`), run as `mode`. */
 static int fit_member(const char *self, const char *ondriver, const char *conf_limit, const char *mode)
 {
-	char conf[600], libs[4096];
-	const char *old = getenv("LD_LIBRARY_PATH");
-	snprintf(libs, sizeof libs, "%s:%s", ondriver, old ? old : "");
-	setenv("LD_LIBRARY_PATH", libs, 1);
-	snprintf(conf, sizeof conf, "group:%s,group_limit:%s", path, conf_limit);
-	setenv("GPUPOOL_CONF", conf, 1);
+	members_env(ondriver, conf_limit);
 	pid_t kid = spawn(self, mode, "0");
 	int st;
 	CHECK(waitpid(kid, &st, 0) == kid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
@@ -320,12 +313,7 @@ static int refused_member(void)
  * rather than run without the group's cap. */
 static int full(const char *self, const char *ondriver)
 {
-	char conf[600], libs[4096];
-	const char *old = getenv("LD_LIBRARY_PATH");
-	snprintf(libs, sizeof libs, "%s:%s", ondriver, old ? old : "");
-	setenv("LD_LIBRARY_PATH", libs, 1);
-	snprintf(conf, sizeof conf, "group:%s,group_limit:64M", path);
-	setenv("GPUPOOL_CONF", conf, 1);
+	members_env(ondriver, "64M");
 	unlink(path);
 	struct gp_group g;
 	char why[256];
