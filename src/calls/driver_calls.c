@@ -354,6 +354,19 @@ CUresult gp_calls_driver_mem_retain_allocation_handle(CUmemGenericAllocationHand
 	return e;
 }
 
+/* A handle exported (to another process, or imported back into this one) gives its memory
+ * holders gpupool cannot follow: counted until the process ends. */
+CUresult gp_calls_driver_mem_export(void *shareable, CUmemGenericAllocationHandle handle, CUmemAllocationHandleType type,
+				   unsigned long long flags)
+{
+	const struct gp_driver *D = gp_libcuda_get();
+	if (!D || !D->cuMemExportToShareableHandle)
+		return absent(D);
+	if (!gp_backend_guard_inside())
+		gp_unpooled_vmm_exporting((uint64_t)handle);
+	return D->cuMemExportToShareableHandle(shareable, handle, type, flags);
+}
+
 /* cuMemAllocManaged and cuMemAllocPitch: counted against the current context's device. */
 CUresult gp_calls_driver_mem_alloc_managed(CUdeviceptr *dptr, size_t size, unsigned flags)
 {

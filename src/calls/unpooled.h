@@ -42,7 +42,8 @@ struct gp_unpooled_rec {
  * real call (so that a race between the program's threads cannot give it back early) and
  * says after it whether the call succeeded; the bytes go back only after the call that made
  * the memory really gone succeeded. Allocations of other processes (imported handles) and
- * handles gpupool did not see created are not followed. */
+ * handles gpupool did not see created are not followed; an exported one is counted until the
+ * process ends. */
 struct gp_vmm_alloc;
 struct gp_vmm_map;
 
@@ -65,6 +66,11 @@ void gp_unpooled_vmm_unmap_end(struct gp_vmm_map *list, bool ok);
 /* Around cuMemRetainAllocationHandle(&handle, addr): a reference more where it succeeded. */
 struct gp_vmm_alloc *gp_unpooled_vmm_retain_begin(uintptr_t addr);
 void gp_unpooled_vmm_retain_end(struct gp_vmm_alloc *a, uint64_t handle, bool ok);
+/* Before cuMemExportToShareableHandle(.., handle, ..): an allocation exported may be held
+ * through the shareable handle by any importer (another process, or this one, whose imported
+ * handle gpupool does not follow; one may map it the moment the export returns), so it stays
+ * counted until the process ends, whether the export succeeds or not. */
+void gp_unpooled_vmm_exporting(uint64_t handle);
 /* In a forked child: no records. */
 void gp_unpooled_vmm_after_fork(void);
 

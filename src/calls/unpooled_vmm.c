@@ -24,6 +24,8 @@ struct gp_vmm_alloc {
 	struct gp_unpooled_rec rec; /* key: the handle (the same value every retain hands out) */
 	unsigned refs, maps, busy;
 	bool in_handles;            /* in `handles`: refs > 0 */
+	bool exported;              /* cuMemExportToShareableHandle: held by importers gpupool
+				     * cannot follow, so never gone while the process lives */
 	UT_hash_handle hh;
 };
 
@@ -47,7 +49,7 @@ static void table_unlock(void) { gp_mutex_unlock(&lock, GP_RANK_UNPOOLED); }
 
 /* Under the lock: true when `a` is gone now (the caller gives its bytes back and frees it,
  * after the unlock: gone_give). */
-static bool gone(const struct gp_vmm_alloc *a) { return !a->refs && !a->maps && !a->busy; }
+static bool gone(const struct gp_vmm_alloc *a) { return !a->refs && !a->maps && !a->busy && !a->exported; }
 
 static void gone_give(struct gp_vmm_alloc *a)
 {
@@ -305,6 +307,15 @@ void gp_unpooled_vmm_retain_end(struct gp_vmm_alloc *a, uint64_t handle, bool ok
 	table_unlock();
 	if (g)
 		gone_give(a);
+}
+
+void gp_unpooled_vmm_exporting(uint64_t handle)
+{
+	table_lock();
+	struct gp_vmm_alloc *a = handle_find(handle);
+	if (a)
+		a->exported = true;
+	table_unlock();
 }
 
 void gp_unpooled_vmm_after_fork(void)

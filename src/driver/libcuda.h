@@ -45,6 +45,7 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuin
 	X(cuDevicePrimaryCtxReset) X(cuDevicePrimaryCtxReset_v2) X(cuCtxDestroy) X(cuCtxDestroy_v2) \
 	X(cuGetProcAddress) X(cuGetProcAddress_v2)                                                 \
 	X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemRetainAllocationHandle)     \
+	X(cuMemExportToShareableHandle)                                                            \
 	X(cuMemAllocManaged) X(cuMemAllocPitch_v2)                                                 \
 	X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuDeviceSetMemPool)                               \
 	X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz)

@@ -137,6 +137,12 @@ GP_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *han
 	return gp_calls_driver_mem_retain_allocation_handle(handle, addr);
 }
 
+GP_EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+						CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+	return gp_calls_driver_mem_export(shareableHandle, handle, handleType, flags);
+}
+
 GP_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
 	return gp_calls_driver_mem_alloc_managed(dptr, bytesize, flags);

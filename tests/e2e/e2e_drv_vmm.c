@@ -6,7 +6,9 @@
  *                        group:FILE,group_limit:64M: the third is refused, cuMemGetInfo says
  *                        nothing is free, and the first unmap makes room again; the other
  *                        orders (unmap, then release), two mappings of one handle, one unmap
- *                        of two mappings, and cuMemRetainAllocationHandle's extra reference.
+ *                        of two mappings, cuMemRetainAllocationHandle's extra reference, and a
+ *                        handle exported (imported back, mapped, the original released):
+ *                        counted until the process ends.
  *   e2e_drv_vmm threads  threads map, release and unmap at once, through every order the
  *                        race allows: the fake's bytes never pass the cap, and everything
  *                        comes back to zero.
@@ -35,6 +37,8 @@ struct vmm {
 	CUresult (*Unmap)(CUdeviceptr, size_t);
 	CUresult (*SetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
 	CUresult (*Retain)(CUmemGenericAllocationHandle *, void *);
+	CUresult (*Export)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType, unsigned long long);
+	CUresult (*Import)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
 	size_t (*used)(int);
 };
 
@@ -64,6 +68,8 @@ static void load(int procaddr)
 	LOAD_(Unmap, "cuMemUnmap")
 	LOAD_(SetAccess, "cuMemSetAccess")
 	LOAD_(Retain, "cuMemRetainAllocationHandle")
+	LOAD_(Export, "cuMemExportToShareableHandle")
+	LOAD_(Import, "cuMemImportFromShareableHandle")
 #undef LOAD_
 	E2E_FN(v.used, dlsym(d.handle, "gpfakecu_used"));
 	memset(&prop, 0, sizeof prop);
@@ -168,10 +174,25 @@ static int cap(void)
 	CU(v.Release(back));
 	CHECK(vmm_bytes() == 0 && v.used(0) == 0);
 	CUE(v.Release(back), CUDA_ERROR_INVALID_VALUE); /* the driver's answer; nothing given twice */
-	CU(v.Free(r, 32 * MB));
 	struct gpupool_device_stats st = e2e_stats(0);
 	CHECK(st.unpooled_bytes == 0 && st.unpooled_vmm_bytes_peak == CAP);
 	CHECK(st.unpooled_allocs == st.unpooled_frees);
+
+	/* exported: a handle imported from it (here, back into this process) holds the memory
+	 * where gpupool cannot follow, so it stays counted for the rest of the process */
+	CU(v.Create(&h, 32 * MB, &prop, 0));
+	int fd = -1;
+	CU(v.Export(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+	CUmemGenericAllocationHandle imported = 0;
+	CU(v.Import(&imported, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+	CU(v.Map(r, 32 * MB, 0, imported, 0));
+	CU(v.Release(h));
+	CHECK(v.used(0) == 32 * MB && vmm_bytes() == 32 * MB);
+	CUE(v.Create(&hx, 48 * MB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY); /* 32 still held */
+	CU(v.Unmap(r, 32 * MB));
+	CU(v.Release(imported));
+	CHECK(v.used(0) == 0 && vmm_bytes() == 32 * MB); /* counted until the process ends */
+	CU(v.Free(r, 32 * MB));
 	return 0;
 }
 

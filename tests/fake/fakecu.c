@@ -48,7 +48,8 @@
 	X(cuGetProcAddress) X(cuGetProcAddress_v2) X(cuGetErrorName) X(gpfakecu_launch_fill) \
 	X(cuMemAllocManaged) X(cuMemAllocPitch_v2) X(cuMemCreate) X(cuMemRelease) \
 	X(cuMemGetAllocationGranularity) X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) \
-	X(cuMemUnmap) X(cuMemRetainAllocationHandle) X(cuMemSetAccess) X(cuMemGetAllocationPropertiesFromHandle) \
+	X(cuMemUnmap) X(cuMemRetainAllocationHandle) X(cuMemExportToShareableHandle) \
+	X(cuMemImportFromShareableHandle) X(cuMemSetAccess) X(cuMemGetAllocationPropertiesFromHandle) \
 	X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuDeviceGetDefaultMemPool) X(cuDeviceGetMemPool) \
 	X(cuDeviceSetMemPool) X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz) \
 	X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute) X(cuMemPoolTrimTo)
@@ -130,6 +131,7 @@ struct fc_map {
 	uintptr_t va;
 	size_t size;
 	struct fc_handle *h;
+	CUmemGenericAllocationHandle hv; /* the handle value it was mapped with */
 };
 
 struct rule {
@@ -1362,11 +1364,13 @@ FC_API CUresult cuMemGetAllocationGranularity(size_t *gran, const CUmemAllocatio
 }
 
 /* The handle of a physical allocation, or NULL (g_lock held): handles are compared, never
- * dereferenced, before they are found. */
+ * dereferenced, before they are found. The handle value is the allocation's address, or
+ * that plus 1 for a handle imported from a shareable one (another value for the same
+ * memory, as an importer gets). */
 static struct fc_handle *fc_handle_find(CUmemGenericAllocationHandle handle)
 {
 	for (struct fc_handle *h = g_handles; h; h = h->next)
-		if ((uintptr_t)h == handle)
+		if ((uintptr_t)h == handle || (uintptr_t)h + 1 == handle)
 			return h;
 	return NULL;
 }
@@ -1511,7 +1515,7 @@ FC_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
 	struct fc_map *m = ok ? malloc(sizeof *m) : NULL;
 	CUresult e = !ok ? CUDA_ERROR_INVALID_VALUE : !m ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 	if (m) {
-		*m = (struct fc_map){g_maps, ptr, size, h};
+		*m = (struct fc_map){g_maps, ptr, size, h, handle};
 		g_maps = m;
 		h->maps++;
 	}
@@ -1552,7 +1556,7 @@ FC_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 }
 
 /* The handle of the allocation mapped at `addr` (anywhere in a mapping), as the real driver:
- * the handle the memory was mapped with, one reference more (a cuMemRelease each). */
+ * the handle value the memory was mapped with, one reference more (a cuMemRelease each). */
 FC_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
 {
 	ENTER(cuMemRetainAllocationHandle);
@@ -1564,10 +1568,55 @@ FC_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle
 		m = m->next;
 	if (m) {
 		m->h->refs++;
-		*handle = (CUmemGenericAllocationHandle)(uintptr_t)m->h;
+		*handle = m->hv;
 	}
 	pthread_mutex_unlock(&g_lock);
 	return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Shareable handles (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR only): a number standing for a
+ * descriptor, 1000 + its slot; importing one in the same process (the fake has no processes
+ * to pass it to) hands out another handle value for the same memory, one reference more. */
+#define FC_SHARED 64
+static struct fc_handle *g_shared[FC_SHARED]; /* under g_lock */
+
+FC_API CUresult cuMemExportToShareableHandle(void *shareable, CUmemGenericAllocationHandle handle,
+					     CUmemAllocationHandleType type, unsigned long long flags)
+{
+	ENTER(cuMemExportToShareableHandle);
+	if (!shareable || flags || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_lock);
+	struct fc_handle *h = fc_handle_find(handle);
+	int slot = -1;
+	for (int i = 0; h && h->refs && slot < 0 && i < FC_SHARED; i++)
+		if (!g_shared[i])
+			slot = i;
+	if (slot >= 0) {
+		g_shared[slot] = h;
+		*(int *)shareable = 1000 + slot;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return slot >= 0 ? CUDA_SUCCESS : h && h->refs ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
+}
+
+FC_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *os, CUmemAllocationHandleType type)
+{
+	ENTER(cuMemImportFromShareableHandle);
+	intptr_t fd = (intptr_t)os;
+	if (!handle || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || fd < 1000 || fd >= 1000 + FC_SHARED)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_lock);
+	struct fc_handle *h = g_shared[fd - 1000];
+	bool live = false;
+	for (struct fc_handle *x = g_handles; h && x; x = x->next)
+		live |= x == h;
+	if (live) {
+		h->refs++;
+		*handle = (CUmemGenericAllocationHandle)((uintptr_t)h + 1);
+	}
+	pthread_mutex_unlock(&g_lock);
+	return live ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* The range must be covered by mappings end to end; the fake grants nothing more than it
