@@ -363,8 +363,22 @@ CUresult gp_calls_driver_mem_export(void *shareable, CUmemGenericAllocationHandl
 	if (!D || !D->cuMemExportToShareableHandle)
 		return absent(D);
 	if (!gp_backend_guard_inside())
-		gp_unpooled_vmm_exporting((uint64_t)handle);
+		gp_unpooled_vmm_pin((uint64_t)handle);
 	return D->cuMemExportToShareableHandle(shareable, handle, type, flags);
+}
+
+/* A sparse array's mapping holds the memory of its handle until an unmap that names the array
+ * and the place, not the handle: counted until the process ends. */
+CUresult gp_calls_driver_mem_map_array(CUarrayMapInfo *list, unsigned count, CUstream s, bool ptsz)
+{
+	const struct gp_driver *D = gp_libcuda_get();
+	__typeof__(D->cuMemMapArrayAsync) fn = !D ? NULL : ptsz ? D->cuMemMapArrayAsync_ptsz : D->cuMemMapArrayAsync;
+	if (!fn)
+		return absent(D);
+	for (unsigned i = 0; list && !gp_backend_guard_inside() && i < count; i++)
+		if (list[i].memOperationType == CU_MEM_OPERATION_TYPE_MAP && list[i].memHandleType == CU_MEM_HANDLE_TYPE_GENERIC)
+			gp_unpooled_vmm_pin((uint64_t)list[i].memHandle.memHandle);
+	return fn(list, count, s);
 }
 
 /* cuMemAllocManaged and cuMemAllocPitch: counted against the current context's device. */

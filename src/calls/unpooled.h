@@ -66,11 +66,12 @@ void gp_unpooled_vmm_unmap_end(struct gp_vmm_map *list, bool ok);
 /* Around cuMemRetainAllocationHandle(&handle, addr): a reference more where it succeeded. */
 struct gp_vmm_alloc *gp_unpooled_vmm_retain_begin(uintptr_t addr);
 void gp_unpooled_vmm_retain_end(struct gp_vmm_alloc *a, uint64_t handle, bool ok);
-/* Before cuMemExportToShareableHandle(.., handle, ..): an allocation exported may be held
- * through the shareable handle by any importer (another process, or this one, whose imported
- * handle gpupool does not follow; one may map it the moment the export returns), so it stays
- * counted until the process ends, whether the export succeeds or not. */
-void gp_unpooled_vmm_exporting(uint64_t handle);
+/* Before a call that gives `handle`'s memory a holder gpupool cannot follow: an export
+ * (cuMemExportToShareableHandle: any importer, another process or this one, whose imported
+ * handle is another value, may map it the moment the export returns) or a sparse array's
+ * mapping (cuMemMapArrayAsync, undone by array and place, not by handle). It stays counted
+ * until the process ends, whether the call succeeds or not. */
+void gp_unpooled_vmm_pin(uint64_t handle);
 /* In a forked child: no records. */
 void gp_unpooled_vmm_after_fork(void);
 

@@ -24,8 +24,8 @@ struct gp_vmm_alloc {
 	struct gp_unpooled_rec rec; /* key: the handle (the same value every retain hands out) */
 	unsigned refs, maps, busy;
 	bool in_handles;            /* in `handles`: refs > 0 */
-	bool exported;              /* cuMemExportToShareableHandle: held by importers gpupool
-				     * cannot follow, so never gone while the process lives */
+	bool exported;              /* gp_unpooled_vmm_pin: held where gpupool cannot follow (an
+				     * importer, a sparse array), so never gone while the process lives */
 	UT_hash_handle hh;
 };
 
@@ -309,7 +309,7 @@ void gp_unpooled_vmm_retain_end(struct gp_vmm_alloc *a, uint64_t handle, bool ok
 		gone_give(a);
 }
 
-void gp_unpooled_vmm_exporting(uint64_t handle)
+void gp_unpooled_vmm_pin(uint64_t handle)
 {
 	table_lock();
 	struct gp_vmm_alloc *a = handle_find(handle);

@@ -143,6 +143,16 @@ GP_EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGene
 	return gp_calls_driver_mem_export(shareableHandle, handle, handleType, flags);
 }
 
+GP_EXPORT CUresult cuMemMapArrayAsync(CUarrayMapInfo *mapInfoList, unsigned int count, CUstream hStream)
+{
+	return gp_calls_driver_mem_map_array(mapInfoList, count, hStream, false);
+}
+
+GP_EXPORT CUresult cuMemMapArrayAsync_ptsz(CUarrayMapInfo *mapInfoList, unsigned int count, CUstream hStream)
+{
+	return gp_calls_driver_mem_map_array(mapInfoList, count, hStream, true);
+}
+
 GP_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
 	return gp_calls_driver_mem_alloc_managed(dptr, bytesize, flags);

@@ -8,7 +8,7 @@
  *                        orders (unmap, then release), two mappings of one handle, one unmap
  *                        of two mappings, cuMemRetainAllocationHandle's extra reference, and a
  *                        handle exported (imported back, mapped, the original released):
- *                        counted until the process ends.
+ *                        counted until the process ends, as is one mapped into a sparse array.
  *   e2e_drv_vmm threads  threads map, release and unmap at once, through every order the
  *                        race allows: the fake's bytes never pass the cap, and everything
  *                        comes back to zero.
@@ -39,6 +39,7 @@ struct vmm {
 	CUresult (*Retain)(CUmemGenericAllocationHandle *, void *);
 	CUresult (*Export)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType, unsigned long long);
 	CUresult (*Import)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
+	CUresult (*MapArray)(CUarrayMapInfo *, unsigned, CUstream);
 	size_t (*used)(int);
 };
 
@@ -70,6 +71,7 @@ static void load(int procaddr)
 	LOAD_(Retain, "cuMemRetainAllocationHandle")
 	LOAD_(Export, "cuMemExportToShareableHandle")
 	LOAD_(Import, "cuMemImportFromShareableHandle")
+	LOAD_(MapArray, "cuMemMapArrayAsync")
 #undef LOAD_
 	E2E_FN(v.used, dlsym(d.handle, "gpfakecu_used"));
 	memset(&prop, 0, sizeof prop);
@@ -193,6 +195,25 @@ static int cap(void)
 	CU(v.Release(imported));
 	CHECK(v.used(0) == 0 && vmm_bytes() == 32 * MB); /* counted until the process ends */
 	CU(v.Free(r, 32 * MB));
+
+	/* mapped into a sparse array, released: the array holds the memory (its unmap names the
+	 * array, not the handle), so it is counted until the process ends */
+	CU(v.Create(&h, 16 * MB, &prop, 0));
+	CUarrayMapInfo mi;
+	memset(&mi, 0, sizeof mi);
+	mi.resourceType = CU_RESOURCE_TYPE_ARRAY;
+	mi.resource.array = (CUarray)(uintptr_t)0x5000;
+	mi.subresourceType = CU_ARRAY_SPARSE_SUBRESOURCE_TYPE_SPARSE_LEVEL;
+	mi.memOperationType = CU_MEM_OPERATION_TYPE_MAP;
+	mi.memHandleType = CU_MEM_HANDLE_TYPE_GENERIC;
+	mi.memHandle.memHandle = h;
+	CU(v.MapArray(&mi, 1, 0));
+	CU(v.Release(h));
+	CHECK(v.used(0) == 16 * MB && vmm_bytes() == 48 * MB);
+	CUE(v.Create(&hx, 32 * MB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+	mi.memOperationType = CU_MEM_OPERATION_TYPE_UNMAP;
+	CU(v.MapArray(&mi, 1, 0));
+	CHECK(v.used(0) == 0);
 	return 0;
 }
 

@@ -49,7 +49,7 @@
 	X(cuMemAllocManaged) X(cuMemAllocPitch_v2) X(cuMemCreate) X(cuMemRelease) \
 	X(cuMemGetAllocationGranularity) X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) \
 	X(cuMemUnmap) X(cuMemRetainAllocationHandle) X(cuMemExportToShareableHandle) \
-	X(cuMemImportFromShareableHandle) X(cuMemSetAccess) X(cuMemGetAllocationPropertiesFromHandle) \
+	X(cuMemImportFromShareableHandle) X(cuMemMapArrayAsync) X(cuMemMapArrayAsync_ptsz) X(cuMemSetAccess) X(cuMemGetAllocationPropertiesFromHandle) \
 	X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuDeviceGetDefaultMemPool) X(cuDeviceGetMemPool) \
 	X(cuDeviceSetMemPool) X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz) \
 	X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute) X(cuMemPoolTrimTo)
@@ -1617,6 +1617,76 @@ FC_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *han
 	}
 	pthread_mutex_unlock(&g_lock);
 	return live ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Sparse arrays: the fake has none, but keeps what the driver does with the memory: a MAP of
+ * a handle into an array's place holds it (as a mapping) until an UNMAP of that array and
+ * place, which names no handle. Arrays are taken as given, never looked at. */
+#define FC_ARRAY_MAPS 64
+static struct {
+	uintptr_t array;
+	unsigned level, layer, x, y, z;
+	struct fc_handle *h;
+} g_array_maps[FC_ARRAY_MAPS]; /* under g_lock; h NULL: free */
+
+static CUresult fc_map_array(CUarrayMapInfo *list, unsigned count)
+{
+	if (!list || !count)
+		return CUDA_ERROR_INVALID_VALUE;
+	CUresult e = CUDA_SUCCESS;
+	pthread_mutex_lock(&g_lock);
+	for (unsigned i = 0; i < count && e == CUDA_SUCCESS; i++) {
+		const CUarrayMapInfo *m = &list[i];
+		uintptr_t arr = (uintptr_t)m->resource.array;
+		unsigned lv = m->subresource.sparseLevel.level, ly = m->subresource.sparseLevel.layer;
+		unsigned x = m->subresource.sparseLevel.offsetX, y = m->subresource.sparseLevel.offsetY;
+		unsigned z = m->subresource.sparseLevel.offsetZ;
+		int at = -1;
+		for (int k = 0; at < 0 && k < FC_ARRAY_MAPS; k++)
+			if (g_array_maps[k].h && g_array_maps[k].array == arr && g_array_maps[k].level == lv &&
+			    g_array_maps[k].layer == ly && g_array_maps[k].x == x && g_array_maps[k].y == y && g_array_maps[k].z == z)
+				at = k;
+		if (m->memOperationType == CU_MEM_OPERATION_TYPE_UNMAP) {
+			if (at < 0) {
+				e = CUDA_ERROR_INVALID_VALUE;
+				continue;
+			}
+			struct fc_handle *h = g_array_maps[at].h;
+			g_array_maps[at].h = NULL;
+			h->maps--;
+			fc_handle_drop(h);
+			continue;
+		}
+		struct fc_handle *h = m->memHandleType == CU_MEM_HANDLE_TYPE_GENERIC ? fc_handle_find(m->memHandle.memHandle) : NULL;
+		for (int k = 0; at < 0 && k < FC_ARRAY_MAPS; k++)
+			if (!g_array_maps[k].h)
+				at = k;
+		if (m->memOperationType != CU_MEM_OPERATION_TYPE_MAP || !h || !h->refs || at < 0 || g_array_maps[at].h) {
+			e = CUDA_ERROR_INVALID_VALUE;
+			continue;
+		}
+		g_array_maps[at].array = arr;
+		g_array_maps[at].level = lv, g_array_maps[at].layer = ly;
+		g_array_maps[at].x = x, g_array_maps[at].y = y, g_array_maps[at].z = z;
+		g_array_maps[at].h = h;
+		h->maps++;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+FC_API CUresult cuMemMapArrayAsync(CUarrayMapInfo *list, unsigned int count, CUstream s)
+{
+	ENTER(cuMemMapArrayAsync);
+	(void)s;
+	return fc_map_array(list, count);
+}
+
+FC_API CUresult cuMemMapArrayAsync_ptsz(CUarrayMapInfo *list, unsigned int count, CUstream s)
+{
+	ENTER(cuMemMapArrayAsync_ptsz);
+	(void)s;
+	return fc_map_array(list, count);
 }
 
 /* The range must be covered by mappings end to end; the fake grants nothing more than it
