@@ -86,6 +86,26 @@ static void no_limit_never_wraps(void **state)
 	assert_int_equal(gp_budget_inconsistencies(), before);
 }
 
+/* A closed device (a cap that cannot be applied) refuses every take, counts as capped, and
+ * still takes gives; the others are untouched; a fork opens it again (its pools resolve their
+ * limits anew). */
+static void closed_refuses_every_take(void **state)
+{
+	(void)state;
+	assert_int_equal(gp_budget_take(4, MIB, GP_BUDGET_VMM), 0);
+	assert_false(gp_budget_capped(4));
+	gp_budget_close(4);
+	assert_true(gp_budget_closed(4) && gp_budget_capped(4));
+	assert_int_equal(gp_budget_take(4, 1, GP_BUDGET_POOL), -ENOMEM);
+	assert_int_equal(gp_budget_held(4, GP_BUDGET_KINDS), MIB);
+	gp_budget_give(4, MIB, GP_BUDGET_VMM);
+	assert_int_equal(gp_budget_held(4, GP_BUDGET_KINDS), 0);
+	assert_int_equal(gp_budget_take(5, MIB, GP_BUDGET_VMM), 0);
+	gp_budget_after_fork();
+	assert_false(gp_budget_closed(4));
+	assert_int_equal(gp_budget_take(4, 1, GP_BUDGET_POOL), 0);
+}
+
 static void over_give_clamps_and_counts(void **state)
 {
 	(void)state;
@@ -184,6 +204,7 @@ int main(void)
 		cmocka_unit_test_setup(huge_requests_never_wrap, setup),
 		cmocka_unit_test_setup(no_limit_counts_everything, setup),
 		cmocka_unit_test_setup(no_limit_never_wraps, setup),
+		cmocka_unit_test_setup(closed_refuses_every_take, setup),
 		cmocka_unit_test_setup(over_give_clamps_and_counts, setup),
 		cmocka_unit_test_setup(charge_passes_the_limit_and_is_counted, setup),
 		cmocka_unit_test_setup(pool_gone_keeps_the_rest, setup),
