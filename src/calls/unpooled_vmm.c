@@ -26,6 +26,7 @@ struct gp_vmm_alloc {
 	bool in_handles;            /* in `handles`: refs > 0 */
 	bool exported;              /* gp_unpooled_vmm_pin: held where gpupool cannot follow (an
 				     * importer, a sparse array), so never gone while the process lives */
+	struct gp_vmm_alloc *next_pinned; /* `pinned`'s link, once exported */
 	UT_hash_handle hh;
 };
 
@@ -43,6 +44,7 @@ struct gp_vmm_map {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gp_vmm_alloc *handles; /* under lock */
 static struct gp_vmm_map *maps;      /* under lock */
+static struct gp_vmm_alloc *pinned;  /* under lock: the exported ones, kept for the process's life */
 
 static void table_lock(void) { gp_mutex_lock(&lock, GP_RANK_UNPOOLED); }
 static void table_unlock(void) { gp_mutex_unlock(&lock, GP_RANK_UNPOOLED); }
@@ -313,8 +315,11 @@ void gp_unpooled_vmm_pin(uint64_t handle)
 {
 	table_lock();
 	struct gp_vmm_alloc *a = handle_find(handle);
-	if (a)
+	if (a && !a->exported) {
 		a->exported = true;
+		a->next_pinned = pinned;
+		pinned = a;
+	}
 	table_unlock();
 }
 
@@ -325,4 +330,5 @@ void gp_unpooled_vmm_after_fork(void)
 	pthread_mutex_init(&lock, NULL);
 	handles = NULL;
 	maps = NULL;
+	pinned = NULL;
 }
