@@ -173,8 +173,8 @@ static bool blank_or(uint64_t v, uint64_t want)
  * happens to have the right size is not taken over), the header's fields 0 or this layout's.
  * Members laying out the same file at once store the same values; the magic goes last. A
  * word past the header found set may be another joiner's, which laid the file out first and
- * took a member slot: the caller looks at the magic again (the acquire fence makes the magic
- * that joiner stored before its slot visible to that look). */
+ * took a member slot: the caller looks at the magic again (the acquire load of the word makes
+ * the magic that joiner stored before its slot visible to that look). */
 static int lay_out(struct gp_group_file *f)
 {
 	if (!blank_or(RLOAD(&f->version), GP_GROUP_VERSION) || !blank_or(RLOAD(&f->size), FILE_SIZE) ||
@@ -183,10 +183,8 @@ static int lay_out(struct gp_group_file *f)
 	const _Atomic uint64_t *w = (const _Atomic uint64_t *)(const void *)&f->spare[0];
 	const _Atomic uint64_t *end = (const _Atomic uint64_t *)(const void *)(f + 1);
 	for (; w < end; w++)
-		if (RLOAD(w)) {
-			atomic_thread_fence(memory_order_acquire);
+		if (LOAD(w)) /* acquire: see the header of a joiner whose slot this is */
 			return -EPROTO;
-		}
 	atomic_store_explicit(&f->version, GP_GROUP_VERSION, memory_order_relaxed);
 	atomic_store_explicit(&f->size, (uint32_t)FILE_SIZE, memory_order_relaxed);
 	atomic_store_explicit(&f->ndevices, GP_GROUP_DEVICES, memory_order_relaxed);
