@@ -88,7 +88,7 @@
  * the release thread, at most a second old). */
 #define GPUPOOL_GAUGES_4(X)                                                                   \
 	X(unpooled_bytes, bytes, "bytes held outside the pool and counted: all kinds below")       \
-	X(unpooled_vmm_bytes, bytes, "physical memory from cuMemCreate, until cuMemRelease")        \
+	X(unpooled_vmm_bytes, bytes, "physical memory from cuMemCreate, until its last release and unmap")        \
 	X(unpooled_mempool_bytes, bytes, "bytes reserved by memory pools the program made")         \
 	X(unpooled_managed_bytes, bytes, "managed memory (cudaMallocManaged, cuMemAllocManaged)")   \
 	X(unpooled_pitched_bytes, bytes, "pitched allocations passed to the CUDA runtime or driver") \

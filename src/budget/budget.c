@@ -19,6 +19,8 @@ struct dev_budget {
 static struct dev_budget budget[GPUPOOL_MAX_DEVICES];
 static _Atomic uint64_t limits[GPUPOOL_MAX_DEVICES]; /* bytes; 0: none */
 static _Atomic uint64_t inconsistencies;
+static atomic_bool closed_all;                      /* gp_budget_close(-1) */
+static atomic_bool closed[GPUPOOL_MAX_DEVICES];     /* gp_budget_close(device) */
 static _Atomic(const struct gp_budget_group *) group; /* NULL: no group */
 
 void gp_budget_set_group(const struct gp_budget_group *g)
@@ -44,6 +46,17 @@ void gp_budget_set_limit(int device, uint64_t bytes)
 		atomic_store_explicit(&limits[device], bytes, memory_order_relaxed);
 }
 
+/* Adds `bytes` to *v, never past UINT64_MAX: what it added (a figure that would wrap stays
+ * at the most it can say rather than at a small number). */
+static uint64_t add_saturated(_Atomic uint64_t *v, uint64_t bytes)
+{
+	uint64_t cur = atomic_load_explicit(v, memory_order_relaxed), next;
+	do
+		next = bytes > UINT64_MAX - cur ? UINT64_MAX : cur + bytes;
+	while (!atomic_compare_exchange_weak_explicit(v, &cur, next, memory_order_relaxed, memory_order_relaxed));
+	return next - cur;
+}
+
 /* Subtracts up to `bytes` from *v, never below zero: what it took off. */
 static uint64_t sub_clamped(_Atomic uint64_t *v, uint64_t bytes)
 {
@@ -61,19 +74,40 @@ bool gp_budget_refused_last(void) { return refused_last; }
 
 void gp_budget_set_gate(const struct gp_budget_gate *g) { atomic_store_explicit(&gate, g, memory_order_release); }
 
+void gp_budget_close(int device)
+{
+	if (device < 0)
+		atomic_store(&closed_all, true);
+	else if (device < GPUPOOL_MAX_DEVICES)
+		atomic_store(&closed[device], true);
+}
+
+bool gp_budget_closed(int device)
+{
+	return atomic_load_explicit(&closed_all, memory_order_relaxed) ||
+	       (device >= 0 && device < GPUPOOL_MAX_DEVICES && atomic_load_explicit(&closed[device], memory_order_relaxed));
+}
+
 int gp_budget_take(int device, size_t bytes, enum gp_budget_kind kind)
 {
 	if (!in_range(device, kind))
 		return -EINVAL;
+	if (__builtin_expect(gp_budget_closed(device), 0)) {
+		refused_last = true;
+		return -ENOMEM;
+	}
 	const struct gp_budget_gate *gt = atomic_load_explicit(&gate, memory_order_acquire);
-	if (__builtin_expect(gt != NULL, 0) && kind != GP_BUDGET_MANAGED && gt->take(device, bytes) != 0)
+	if (__builtin_expect(gt != NULL, 0) && kind != GP_BUDGET_MANAGED && gt->take(device, bytes) != 0) {
+		refused_last = false; /* the line's refusal, not the limit's: waiting may serve it */
 		return -EBUSY;
+	}
 	struct dev_budget *b = &budget[device];
 	uint64_t limit = gp_budget_limit(device);
 	uint64_t cur = atomic_load_explicit(&b->total, memory_order_relaxed);
 	do {
-		/* written so that no sum can wrap: bytes past the room is a refusal */
-		if (limit && (cur > limit || bytes > limit - cur)) {
+		/* written so that no sum can wrap: bytes past the room is a refusal, and with no
+		 * limit, bytes past what the figure can count (no device holds them) */
+		if (limit ? cur > limit || bytes > limit - cur : bytes > UINT64_MAX - cur) {
 			refused_last = true;
 			return -ENOMEM;
 		}
@@ -87,7 +121,7 @@ int gp_budget_take(int device, size_t bytes, enum gp_budget_kind kind)
 		return -ENOMEM;
 	}
 	refused_last = false;
-	atomic_fetch_add_explicit(&b->held[kind], bytes, memory_order_relaxed);
+	(void)add_saturated(&b->held[kind], bytes); /* at most total, which did not wrap */
 	return 0;
 }
 
@@ -95,8 +129,10 @@ void gp_budget_charge(int device, size_t bytes, enum gp_budget_kind kind)
 {
 	if (!in_range(device, kind))
 		return;
-	atomic_fetch_add_explicit(&budget[device].total, bytes, memory_order_relaxed);
-	atomic_fetch_add_explicit(&budget[device].held[kind], bytes, memory_order_relaxed);
+	/* memory the device already handed out: no sum of it can pass UINT64_MAX, but a figure
+	 * never wraps on a wrong one either */
+	(void)add_saturated(&budget[device].total, bytes);
+	(void)add_saturated(&budget[device].held[kind], bytes);
 	const struct gp_budget_group *g = atomic_load_explicit(&group, memory_order_acquire);
 	if (g)
 		g->charge(device, bytes);
@@ -127,6 +163,11 @@ uint64_t gp_budget_held(int device, enum gp_budget_kind kind)
 	return atomic_load_explicit(&budget[device].held[kind], memory_order_relaxed);
 }
 
+bool gp_budget_capped(int device)
+{
+	return gp_budget_limit(device) || atomic_load_explicit(&group, memory_order_acquire) || gp_budget_closed(device);
+}
+
 uint64_t gp_budget_inconsistencies(void) { return atomic_load(&inconsistencies); }
 
 void gp_budget_pool_gone(int device)
@@ -148,6 +189,7 @@ void gp_budget_after_fork(void)
 	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
 		atomic_store(&budget[d].total, 0);
 		atomic_store(&limits[d], 0);
+		atomic_store(&closed[d], false); /* the child's pools resolve their limits again */
 		for (int k = 0; k < GP_BUDGET_KINDS; k++)
 			atomic_store(&budget[d].held[k], 0);
 	}

@@ -16,7 +16,7 @@
  * unpooled, each with its gauge in the page (unpooled_vmm_bytes, ...). */
 enum gp_budget_kind {
 	GP_BUDGET_POOL,
-	GP_BUDGET_VMM,     /* physical memory from cuMemCreate, until cuMemRelease */
+	GP_BUDGET_VMM,     /* physical memory from cuMemCreate, until its last release and unmap */
 	GP_BUDGET_MEMPOOL, /* bytes reserved by memory pools the program made */
 	GP_BUDGET_MANAGED, /* cudaMallocManaged, cuMemAllocManaged */
 	GP_BUDGET_PITCHED, /* cudaMallocPitch, cudaMalloc3D, cuMemAllocPitch */
@@ -53,6 +53,20 @@ uint64_t gp_budget_held(int device, enum gp_budget_kind kind);
 uint64_t gp_budget_limit(int device);
 void gp_budget_set_limit(int device, uint64_t bytes);
 
+/* Closes `device`'s budget (-1: every device's): from now on every take is refused, with no
+ * figure changed; gives still give. For a cap that cannot be applied as asked (docs/security.md,
+ * "Caps that cannot be applied"): a configuration that names one (every device, for the
+ * process's life, a forked child's too), or a percentage limit whose device's size is not
+ * known (that device, until a fork). */
+void gp_budget_close(int device);
+/* Whether `device`'s budget is closed (gp_budget_close). */
+bool gp_budget_closed(int device);
+
+/* Whether anything caps `device`: its limit, a group, or a closed budget
+ * (gp_budget_close). Without a cap, a take refused is one that no figure can count (more bytes
+ * than UINT64_MAX less what is held): no device has them. */
+bool gp_budget_capped(int device);
+
 /* Gives back more than was held, counted since the process started (each one logged once). */
 uint64_t gp_budget_inconsistencies(void);
 
@@ -61,7 +75,7 @@ uint64_t gp_budget_inconsistencies(void);
 void gp_budget_pool_gone(int device);
 
 /* (budget_backend.c) `in` with its segment calls going through the budget (GP_BUDGET_POOL): a segment the
- * budget refuses fails with -ENOMEM before the device is asked. `in` must outlive the
+ * budget refuses fails with -EDQUOT (backend.h) before the device is asked. `in` must outlive the
  * answer; the same `in` gets the same answer. */
 const struct gp_backend *gp_budget_backend(const struct gp_backend *in);
 

@@ -12,7 +12,7 @@ static int b_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
 {
 	(void)ctx;
 	if (gp_budget_take(device, size, GP_BUDGET_POOL) != 0)
-		return -ENOMEM; /* the pool sees a full device: it releases its cache and retries */
+		return -EDQUOT; /* the pool fits a smaller segment, releases its cache and retries */
 	int rc = inner->segment_alloc(inner->ctx, device, size, addr);
 	if (rc)
 		gp_budget_give(device, size, GP_BUDGET_POOL);
@@ -101,7 +101,7 @@ static int b_vmm_map(void *ctx, int device, uintptr_t addr, size_t size, size_t 
 	(void)ctx;
 	*mapped = 0;
 	if (gp_budget_take(device, size, GP_BUDGET_POOL) != 0)
-		return -ENOMEM; /* the pool sees a full device: it releases its cache and retries */
+		return -EDQUOT; /* as a segment's (b_segment_alloc) */
 	int rc = inner->vmm_map(inner->ctx, device, addr, size, mapped);
 	if (*mapped < size)
 		gp_budget_give(device, size - *mapped, GP_BUDGET_POOL);

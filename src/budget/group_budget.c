@@ -52,7 +52,8 @@ static void leave_at_exit(void)
 		gp_group_retire(&group);
 }
 
-/* Joins once; true when this process is a member. */
+/* Joins once; true when this process is a member (false: no group, or it could not join:
+ * gp_group_budget_take refuses then). */
 static bool joined(void)
 {
 	int s = atomic_load_explicit(&state, memory_order_acquire);
@@ -64,8 +65,13 @@ static bool joined(void)
 		char why[400];
 		reset_slots();
 		int rc = gp_group_join(&group, cfg->group, why, sizeof why);
+		/* a cap that cannot be applied as asked is not dropped: without a member slot the
+		 * process cannot be counted, so it takes nothing (docs/security.md) */
 		if (rc)
-			gp_log(GP_LOG_WARN, "group %s: %s; this process runs without the group", cfg->group, why);
+			gp_log(GP_LOG_ERROR, "group %s: %s; this process cannot be counted in the group, so every allocation "
+					     "is refused (out of memory) rather than run without its cap (group:none runs "
+					     "without a group)",
+			       cfg->group, why);
 		else
 			gp_log(GP_LOG_INFO, "group %s: joined (member slot %u)", cfg->group, group.me);
 		static bool atexit_set; /* once per process image: a forked child keeps its parent's */
@@ -101,9 +107,15 @@ static int device_slot(int device)
 	size_t want = gp_config_group_limit(cfg, total);
 	if (known != 0)
 		return SLOT_UNKNOWN; /* not known yet: counted early, and looked for again */
-	if ((s = gp_group_device(&group, uuid, want)) < 0) {
-		gp_log(GP_LOG_WARN, "group %s: device %d: the file has no room for another device (%u); its memory is not "
-				    "counted in the group",
+	if (cfg->group_limit_percent && !total) {
+		/* a budget this process cannot say: not set in the file as none */
+		gp_log(GP_LOG_ERROR, "group %s: device %d: group_limit:%u%% cannot be resolved (the device's size is not "
+				     "known); every allocation on it is refused rather than run without the group's cap",
+		       cfg->group, device, cfg->group_limit_percent);
+		s = SLOT_NONE;
+	} else if ((s = gp_group_device(&group, uuid, want)) < 0) {
+		gp_log(GP_LOG_ERROR, "group %s: device %d: the file has no room for another device (%u); every allocation "
+				     "on it is refused (out of memory) rather than run without the group's cap",
 		       cfg->group, device, GP_GROUP_DEVICES);
 		s = SLOT_NONE;
 	} else {
@@ -130,26 +142,34 @@ static int device_slot(int device)
 	return atomic_load_explicit(&slot[device], memory_order_acquire);
 }
 
-/* The group slot of `device` for this call: SLOT_NONE (no group, not a member, no slot),
- * SLOT_UNKNOWN (its UUID not known yet), or the slot. */
+/* The group slot of `device` for this call: SLOT_NONE (no group), SLOT_REFUSE (a group this
+ * process is not counted in: it could not join, another member took its slot, or the file
+ * has no slot for the device), SLOT_UNKNOWN (its UUID not known yet), or the slot. */
+#define SLOT_REFUSE (-3)
 static int slot_of(int device)
 {
-	if (__builtin_expect(!cfg || !cfg->group[0], 1) || device < 0 || device >= GPUPOOL_MAX_DEVICES || !joined())
+	if (__builtin_expect(!cfg || !cfg->group[0], 1) || device < 0 || device >= GPUPOOL_MAX_DEVICES)
 		return SLOT_NONE;
-	return device_slot(device);
+	if (!joined())
+		return atomic_load(&retired) ? SLOT_NONE : SLOT_REFUSE; /* at exit everything passes */
+	int s = device_slot(device);
+	return s == SLOT_NONE ? SLOT_REFUSE : s;
 }
 
 static void slot_lost(void)
 {
 	if (!atomic_exchange(&lost, true) && !atomic_load(&retired))
-		gp_log(GP_LOG_WARN, "group %s: another member took this process for dead and returned its share; this "
-				    "process is no longer counted in the group",
+		gp_log(GP_LOG_ERROR, "group %s: another member took this process for dead and returned its share; this "
+				     "process is no longer counted in the group, so every allocation it makes from now on "
+				     "is refused (out of memory)",
 		       cfg->group);
 }
 
 int gp_group_budget_take(int device, size_t bytes)
 {
 	int s = slot_of(device);
+	if (s == SLOT_REFUSE)
+		return -ENOMEM;
 	if (s == SLOT_UNKNOWN)
 		atomic_fetch_add(&early[device], bytes);
 	if (s < 0)
@@ -157,7 +177,7 @@ int gp_group_budget_take(int device, size_t bytes)
 	int rc = gp_group_take(&group, s, bytes);
 	if (rc == -EIDRM) {
 		slot_lost();
-		return 0;
+		return atomic_load(&retired) ? 0 : -ENOMEM; /* no longer counted: nothing more taken */
 	}
 	return rc;
 }
@@ -214,9 +234,15 @@ size_t gp_group_budget_describe(int device, char *buf, size_t cap)
 {
 	if (cap)
 		buf[0] = '\0';
-	if (device < 0 || device >= GPUPOOL_MAX_DEVICES || atomic_load(&state) != JOIN_DONE || atomic_load(&lost))
+	if (device < 0 || device >= GPUPOOL_MAX_DEVICES || !cfg || !cfg->group[0] || atomic_load(&state) == JOIN_NONE)
 		return 0;
-	int s = atomic_load_explicit(&slot[device], memory_order_acquire);
+	int s = atomic_load(&state) == JOIN_DONE && !atomic_load(&lost) ? atomic_load_explicit(&slot[device], memory_order_acquire)
+									 : SLOT_REFUSE;
+	if (s == SLOT_REFUSE || s == SLOT_NONE) {
+		int n = snprintf(buf, cap, "group %s: this process is not counted in it (the error above), so it takes nothing",
+				 cfg->group);
+		return n > 0 ? (size_t)n : 0;
+	}
 	if (s < 0)
 		return 0;
 	uint64_t budget = 0, used = 0, mine = 0;

@@ -31,6 +31,22 @@
 #include "unpooled.h"
 #include "waitq.h"
 
+/* An allocation the pool could not serve: out of memory with the message, or the device's
+ * own error (the pool gave up on one: ladder.h), which is the answer, as the driver gave it
+ * (a runtime backend's error has the same number: CUDA numbers the errors both APIs share
+ * alike). */
+static __attribute__((noinline, cold)) CUresult alloc_failed(int dev, size_t size, int rc)
+{
+	if (rc == -EIO) {
+		bool drv;
+		return (CUresult)gp_ladder_device_error(&drv);
+	}
+	char msg[256];
+	gp_registry_oom_message(msg, sizeof msg, dev, size);
+	gp_registry_oom_log(dev, msg); /* the first per device a warning, the rest at info */
+	return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 /* The primary context of each device, as last seen active (a handle, never retained here:
  * retain + release of an active context does not change it). NULL: not looked up yet. */
 static _Atomic(CUcontext) primary_seen[GPUPOOL_MAX_DEVICES];
@@ -169,6 +185,14 @@ static inline bool counting(const struct gp_registry *r) { return !r->drv_off &&
 
 static __attribute__((noinline, cold)) CUresult refused(const char *what, int dev, size_t size)
 {
+	if (gp_registry_get_driver()->refuse) /* strict mode, or a cap that cannot be applied: said at the start */
+		return CUDA_ERROR_INVALID_VALUE;
+	if (gp_budget_closed(dev)) { /* a percentage limit of a device whose size is unknown */
+		gp_log(GP_LOG_WARN, "device %d: %s of %zu bytes refused: its limit cannot be resolved (the error above); "
+				    "returning CUDA_ERROR_OUT_OF_MEMORY",
+		       dev, what, size);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
 	gp_registry_limit_refused_log(dev, what, size, "CUDA_ERROR_OUT_OF_MEMORY");
 	return CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -258,35 +282,101 @@ CUresult gp_calls_driver_mem_create(CUmemGenericAllocationHandle *handle, size_t
 		      : -1;
 	if (dev < 0)
 		return D->cuMemCreate(handle, size, prop, flags);
-	if (gp_unpooled_take(dev, size, GP_BUDGET_VMM) != 0)
+	int rc = gp_unpooled_take(dev, size, GP_BUDGET_VMM);
+	if (rc == -ERANGE)
+		return D->cuMemCreate(handle, size, prop, flags); /* no device has it: the driver's answer */
+	if (rc)
 		return refused("cuMemCreate", dev, size);
 	CUresult e = D->cuMemCreate(handle, size, prop, flags);
 	if (e == CUDA_ERROR_OUT_OF_MEMORY && gp_reclaim_before_oom(dev, size))
 		e = D->cuMemCreate(handle, size, prop, flags);
 	if (e == CUDA_SUCCESS) {
 		struct gp_unpooled_rec rec = {(uint64_t)*handle, dev, GP_BUDGET_VMM, size, 0};
-		if (!gp_unpooled_handle_add(&rec))
+		if (!gp_unpooled_vmm_created(&rec))
 			return e; /* not counted (logged) */
 	}
 	gp_unpooled_taken(dev, size, GP_BUDGET_VMM, e == CUDA_SUCCESS);
 	return e;
 }
 
+/* The physical memory of a handle goes back when its last reference is released and its
+ * last mapping unmapped, whichever comes last (unpooled.h): cuMemRelease alone leaves a
+ * mapped allocation on the device, and counted. The pools' own calls (guarded) are not
+ * followed. */
 CUresult gp_calls_driver_mem_release(CUmemGenericAllocationHandle handle)
 {
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || !D->cuMemRelease)
 		return absent(D);
-	struct gp_unpooled_rec rec;
-	/* out of the table before the release: the driver may hand the same handle out again
-	 * the moment it is released */
-	bool ours = !gp_backend_guard_inside() && gp_unpooled_handle_remove((uint64_t)handle, &rec);
+	struct gp_vmm_alloc *a = gp_backend_guard_inside() ? NULL : gp_unpooled_vmm_release_begin((uint64_t)handle);
 	CUresult e = D->cuMemRelease(handle);
-	if (ours && e == CUDA_SUCCESS)
-		gp_unpooled_freed(&rec, NULL);
-	else if (ours)
-		gp_unpooled_handle_put(&rec);
+	gp_unpooled_vmm_release_end(a, e == CUDA_SUCCESS);
 	return e;
+}
+
+CUresult gp_calls_driver_mem_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+				unsigned long long flags)
+{
+	const struct gp_driver *D = gp_libcuda_get();
+	if (!D || !D->cuMemMap)
+		return absent(D);
+	bool ours = false;
+	struct gp_vmm_map *m = gp_backend_guard_inside() ? NULL : gp_unpooled_vmm_map_begin((uint64_t)handle, &ours);
+	if (ours && !m)
+		return CUDA_ERROR_OUT_OF_MEMORY; /* no host memory to follow the mapping: not made uncounted */
+	CUresult e = D->cuMemMap(ptr, size, offset, handle, flags);
+	gp_unpooled_vmm_map_end(m, (uintptr_t)ptr, size, e == CUDA_SUCCESS);
+	return e;
+}
+
+CUresult gp_calls_driver_mem_unmap(CUdeviceptr ptr, size_t size)
+{
+	const struct gp_driver *D = gp_libcuda_get();
+	if (!D || !D->cuMemUnmap)
+		return absent(D);
+	struct gp_vmm_map *list = gp_backend_guard_inside() ? NULL : gp_unpooled_vmm_unmap_begin((uintptr_t)ptr, size);
+	CUresult e = D->cuMemUnmap(ptr, size);
+	gp_unpooled_vmm_unmap_end(list, e == CUDA_SUCCESS);
+	return e;
+}
+
+CUresult gp_calls_driver_mem_retain_allocation_handle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+	const struct gp_driver *D = gp_libcuda_get();
+	if (!D || !D->cuMemRetainAllocationHandle)
+		return absent(D);
+	struct gp_vmm_alloc *a = gp_backend_guard_inside() || !handle ? NULL
+								       : gp_unpooled_vmm_retain_begin((uintptr_t)addr);
+	CUresult e = D->cuMemRetainAllocationHandle(handle, addr);
+	gp_unpooled_vmm_retain_end(a, e == CUDA_SUCCESS ? (uint64_t)*handle : 0, e == CUDA_SUCCESS);
+	return e;
+}
+
+/* A handle exported (to another process, or imported back into this one) gives its memory
+ * holders gpupool cannot follow: counted until the process ends. */
+CUresult gp_calls_driver_mem_export(void *shareable, CUmemGenericAllocationHandle handle, CUmemAllocationHandleType type,
+				   unsigned long long flags)
+{
+	const struct gp_driver *D = gp_libcuda_get();
+	if (!D || !D->cuMemExportToShareableHandle)
+		return absent(D);
+	if (!gp_backend_guard_inside())
+		gp_unpooled_vmm_pin((uint64_t)handle);
+	return D->cuMemExportToShareableHandle(shareable, handle, type, flags);
+}
+
+/* A sparse array's mapping holds the memory of its handle until an unmap that names the array
+ * and the place, not the handle: counted until the process ends. */
+CUresult gp_calls_driver_mem_map_array(CUarrayMapInfo *list, unsigned count, CUstream s, bool ptsz)
+{
+	const struct gp_driver *D = gp_libcuda_get();
+	__typeof__(D->cuMemMapArrayAsync) fn = !D ? NULL : ptsz ? D->cuMemMapArrayAsync_ptsz : D->cuMemMapArrayAsync;
+	if (!fn)
+		return absent(D);
+	for (unsigned i = 0; list && !gp_backend_guard_inside() && i < count; i++)
+		if (list[i].memOperationType == CU_MEM_OPERATION_TYPE_MAP && list[i].memHandleType == CU_MEM_HANDLE_TYPE_GENERIC)
+			gp_unpooled_vmm_pin((uint64_t)list[i].memHandle.memHandle);
+	return fn(list, count, s);
 }
 
 /* cuMemAllocManaged and cuMemAllocPitch: counted against the current context's device. */
@@ -301,7 +391,10 @@ CUresult gp_calls_driver_mem_alloc_managed(CUdeviceptr *dptr, size_t size, unsig
 	int dev = gp_backend_guard_inside() || !counting(r) || !dptr || !size ? -1 : current_device(D, r, &primary);
 	if (dev < 0)
 		return D->cuMemAllocManaged(dptr, size, flags);
-	if (gp_unpooled_take(dev, size, GP_BUDGET_MANAGED) != 0)
+	int rc = gp_unpooled_take(dev, size, GP_BUDGET_MANAGED);
+	if (rc == -ERANGE)
+		return D->cuMemAllocManaged(dptr, size, flags); /* no device has it: the driver's answer */
+	if (rc)
 		return refused("cuMemAllocManaged", dev, size);
 	CUresult e = D->cuMemAllocManaged(dptr, size, flags);
 	if (e == CUDA_ERROR_OUT_OF_MEMORY && gp_reclaim_before_oom(dev, size))
@@ -334,7 +427,10 @@ CUresult gp_calls_driver_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_
 			  : current_device(D, r, &primary);
 	if (dev < 0)
 		return D->cuMemAllocPitch_v2(dptr, pitch, width, height, elem); /* the driver's own answer */
-	if (gp_unpooled_take(dev, guess, GP_BUDGET_PITCHED) != 0)
+	int rc = gp_unpooled_take(dev, guess, GP_BUDGET_PITCHED);
+	if (rc == -ERANGE)
+		return D->cuMemAllocPitch_v2(dptr, pitch, width, height, elem); /* the driver's answer */
+	if (rc)
 		return refused("cuMemAllocPitch", dev, guess);
 	CUresult e = D->cuMemAllocPitch_v2(dptr, pitch, width, height, elem);
 	if (e == CUDA_ERROR_OUT_OF_MEMORY && gp_reclaim_before_oom(dev, guess))
@@ -456,13 +552,10 @@ CUresult gp_calls_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, e
 	gp_pool *p = pool;
 	uintptr_t a = 0;
 	bool sync = call == GP_DRV_SYNC;
-	if (gp_ladder_alloc(p, dev, size, stream_key(r, s, call), sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC,
-			      sync ? 0 : (cudaStream_t)s, &a, true) != 0) {
-		char msg[256];
-		gp_registry_oom_message(msg, sizeof msg, dev, size);
-		gp_registry_oom_log(dev, msg);
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
+	int rc = gp_ladder_alloc(p, dev, size, stream_key(r, s, call), sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC,
+				 sync ? 0 : (cudaStream_t)s, &a, true);
+	if (__builtin_expect(rc != 0, 0))
+		return alloc_failed(dev, size, rc);
 	gp_registry_count_driver(dev, GP_DRIVER_ALLOC);
 	*dptr = (CUdeviceptr)a;
 	return CUDA_SUCCESS;

@@ -40,11 +40,20 @@ CUresult gp_calls_driver_get_proc_address(const char *symbol, void **pfn, int ve
 					 CUdriverProcAddressQueryResult *status, bool v2, const struct gp_entries *t);
 
 /* Memory the pools do not hold, counted against the limit (unpooled.h): the driver's
- * virtual memory API (cuMemCreate/cuMemRelease; mapping and address calls are not
- * interposed), managed and pitched allocations, and pools the program made. */
+ * virtual memory API (cuMemCreate's physical memory until its last release and unmap:
+ * cuMemRelease, cuMemMap, cuMemUnmap, cuMemRetainAllocationHandle; one exported or mapped into
+ * a sparse array for the rest of the process: cuMemExportToShareableHandle,
+ * cuMemMapArrayAsync(_ptsz); the address calls are not interposed), managed and pitched allocations, and pools the program made. */
 CUresult gp_calls_driver_mem_create(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
 				   unsigned long long flags);
 CUresult gp_calls_driver_mem_release(CUmemGenericAllocationHandle handle);
+CUresult gp_calls_driver_mem_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+				unsigned long long flags);
+CUresult gp_calls_driver_mem_unmap(CUdeviceptr ptr, size_t size);
+CUresult gp_calls_driver_mem_retain_allocation_handle(CUmemGenericAllocationHandle *handle, void *addr);
+CUresult gp_calls_driver_mem_export(void *shareable, CUmemGenericAllocationHandle handle, CUmemAllocationHandleType type,
+				   unsigned long long flags);
+CUresult gp_calls_driver_mem_map_array(CUarrayMapInfo *list, unsigned count, CUstream s, bool ptsz);
 CUresult gp_calls_driver_mem_alloc_managed(CUdeviceptr *dptr, size_t size, unsigned flags);
 CUresult gp_calls_driver_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
 					unsigned elem);

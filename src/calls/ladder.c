@@ -1,13 +1,24 @@
-/* The allocation ladder's rungs past the pool (ladder.h: the whole ladder, numbered), and the
- * first pool of the process starting the sharing layer. Owns no state; depends on the
- * registry and sharing only. */
+/* The allocation ladder's rungs past the pool (ladder.h: the whole ladder, numbered), the
+ * device's own error where the pool gave up on one, and the first pool of the process
+ * starting the sharing layer. Owns no state; depends on the registry, sharing and the two
+ * backends' kept errors only. */
 #include "ladder.h"
 
+#include "backend_cuda.h"
+#include "backend_driver.h"
 #include "framework.h"
 #include "proc.h"
 #include "registry_internal.h"
 #include "release_thread.h"
 #include "waitq.h"
+
+int gp_ladder_device_error(bool *driver)
+{
+	CUresult d = gp_driver_backend_error();
+	cudaError_t r = gp_cuda_backend_error();
+	*driver = d != CUDA_SUCCESS || r == cudaSuccess;
+	return *driver ? (d != CUDA_SUCCESS ? (int)d : (int)CUDA_ERROR_UNKNOWN) : (int)r;
+}
 
 gp_pool *gp_ladder_pool_create(int dev)
 {
@@ -43,15 +54,15 @@ __attribute__((cold)) int gp_ladder_short(int dev, size_t size, gp_stream key, i
 			p = atomic_load(&r->pools[dev]); /* a reset may have made another */
 			if (!p)
 				break;
-			if ((rc = gp_registry_alloc_retry(p, dev, size, key, op, s, a)) == 0)
-				break;
-
+			rc = gp_registry_alloc_retry(p, dev, size, key, op, s, a);
+			if (rc == 0 || rc == -EIO)
+				break; /* served, or the device's own error: the answer either way */
 		}
 		gp_waitq_end(&w, rc == 0);
 		p = atomic_load(&r->pools[dev]);
 	}
 	/* 9. out of memory: the one count of it */
-	if (rc && p)
+	if (rc == -ENOMEM && p)
 		gp_pool_count_oom(p);
 	if (rc == 0)
 		last_short_ns = 0;

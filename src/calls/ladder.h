@@ -40,6 +40,7 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,6 +57,13 @@ static inline gp_pool *gp_ladder_pool(const struct gp_registry *r, int dev)
 	return p ? p : gp_ladder_pool_create(dev);
 }
 
+/* The pool gave up with -EIO: the device refused a segment with an error that is not out of
+ * memory. That error as the backend kept it for this thread (a process has one backend:
+ * the runtime's or the driver's), *driver true for a CUresult, false for a cudaError_t; the
+ * two APIs number the errors they share alike (CUDA_ERROR_NO_DEVICE and cudaErrorNoDevice
+ * are both 100, ...). Never 0: an unknown error when none was kept. */
+int gp_ladder_device_error(bool *driver);
+
 /* Rungs 7-9: the pool could not serve `size` bytes on `dev`. `cache_above`: the caller is
  * the program's own cudaMalloc or cuMemAlloc, under which a framework may cache (not
  * PyTorch's pluggable allocator, which does not). 0 (*a set), or -ENOMEM, counted. Out of
@@ -64,8 +72,9 @@ int gp_ladder_short(int dev, size_t size, gp_stream key, int op, cudaStream_t s,
 
 /* One allocation of `size` bytes from `p`, the pool of `dev` (gp_ladder_pool, loaded inside
  * the caller's GP_REGISTRY_READER), on stream key `key`, traced as `op` on `s`: the whole
- * ladder (`cache_above`: gp_ladder_short's). 0, or -ENOMEM; the message (gp_registry_oom_message) and the API's last error are
- * left to the caller. */
+ * ladder (`cache_above`: gp_ladder_short's). 0, -ENOMEM, or -EIO (gp_ladder_device_error:
+ * CUDA's error, which is the answer; no reclaim, no wait, no out-of-memory count); the
+ * message (gp_registry_oom_message) and the API's last error are left to the caller. */
 static inline int gp_ladder_alloc(gp_pool *p, int dev, size_t size, gp_stream key, int op, cudaStream_t s,
 				  uintptr_t *a, bool cache_above)
 {

@@ -132,10 +132,21 @@ static inline bool exiting(const struct gp_registry *r)
 }
 
 /* An allocation the pool could not serve: the runtime's last error set as a failed
- * cudaMalloc leaves it, and the message logged. Out of line: the hot path keeps no message
- * buffer in its frame. */
-static __attribute__((noinline, cold)) cudaError_t alloc_failed(const struct gp_registry *r, int dev, size_t size)
+ * cudaMalloc leaves it, and the message logged; or the device's own error (the pool gave up
+ * on one: ladder.h), which is the answer: the runtime's, with its last error as cudaMalloc
+ * left it, or the driver's (the pools over the driver), left as the last error where the
+ * runtime has a call that leaves it. Out of line: the hot path keeps no message buffer in
+ * its frame. */
+static __attribute__((noinline, cold)) cudaError_t alloc_failed(const struct gp_registry *r, int dev, size_t size,
+								 int rc)
 {
+	if (rc == -EIO) {
+		bool drv;
+		cudaError_t e = (cudaError_t)gp_ladder_device_error(&drv);
+		if (drv)
+			gp_last_error_set(r->rt, e);
+		return e;
+	}
 	char msg[256];
 	gp_registry_oom_message(msg, sizeof msg, dev, size);
 	gp_last_error_set(r->rt, cudaErrorMemoryAllocation);
@@ -186,6 +197,17 @@ static const struct gp_route_ask rt_ask = {rt_capturing, rt_device, rt_pool};
 static __attribute__((noinline, cold)) cudaError_t refused(const struct gp_registry *r, const char *what, int dev,
 							 size_t size)
 {
+	if (r->refuse) { /* strict mode, or a cap that cannot be applied: said at the start */
+		gp_last_error_set(r->rt, cudaErrorInvalidValue);
+		return cudaErrorInvalidValue;
+	}
+	if (gp_budget_closed(dev)) { /* a percentage limit of a device whose size is unknown */
+		gp_log(GP_LOG_WARN, "device %d: %s of %zu bytes refused: its limit cannot be resolved (the error above); "
+				    "returning cudaErrorMemoryAllocation",
+		       dev, what, size);
+		gp_last_error_set(r->rt, cudaErrorMemoryAllocation);
+		return cudaErrorMemoryAllocation;
+	}
 	gp_registry_limit_refused_log(dev, what, size, "cudaErrorMemoryAllocation");
 	gp_last_error_set(r->rt, cudaErrorMemoryAllocation);
 	return cudaErrorMemoryAllocation;
@@ -272,10 +294,15 @@ struct rt_unpooled {
 static cudaError_t unpooled_alloc(const struct gp_registry *r, int dev, size_t guess, enum gp_budget_kind kind,
 				  const char *what, const struct rt_unpooled *u)
 {
-	if (gp_unpooled_take(dev, guess, kind) != 0)
+	int rc = gp_unpooled_take(dev, guess, kind);
+	if (rc && rc != -ERANGE)
 		return refused(r, what, dev, guess);
 	gp_backend_guard_enter();
 	cudaError_t e = u->call(r->rt, u->arg);
+	if (rc) { /* no device has it: the runtime's own answer, uncounted */
+		gp_backend_guard_leave();
+		return e;
+	}
 	if (e == cudaErrorMemoryAllocation && gp_reclaim_before_oom(dev, guess)) {
 		e = u->call(r->rt, u->arg);
 		retried(r, e);
@@ -518,7 +545,8 @@ cudaError_t gp_calls_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_cal
 	}
 	case GP_ROUTE_ABSENT:
 		return absent(r); /* a runtime without the stream-ordered allocator */
-	case GP_ROUTE_REFUSE:
+	case GP_ROUTE_REFUSE: /* left as the last error, as a failing cudaMalloc leaves its own */
+		gp_last_error_set(r->rt, cudaErrorInvalidValue);
 		return cudaErrorInvalidValue;
 	}
 	if (call != GP_CALL_SYNC && __builtin_expect(gp_unpooled_device_pool(dev) != 0, 0))
@@ -532,9 +560,10 @@ cudaError_t gp_calls_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_cal
 	if (!sync && __builtin_expect(gp_streamkey_tag(key) == GP_STREAMKEY_PTDS, 0))
 		gp_registry_stream_seen(r, "used the per-thread default stream");
 	uintptr_t a = 0;
-	if (__builtin_expect(gp_ladder_alloc(p, dev, size, key, sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC,
-					       sync ? 0 : s, &a, true) != 0, 0))
-		return alloc_failed(r, dev, size);
+	int rc = gp_ladder_alloc(p, dev, size, key, sync ? GP_TRACE_MALLOC : GP_TRACE_MALLOC_ASYNC, sync ? 0 : s, &a,
+				 true);
+	if (__builtin_expect(rc != 0, 0))
+		return alloc_failed(r, dev, size, rc);
 	*ptr = (void *)a;
 	return cudaSuccess;
 }

@@ -19,7 +19,12 @@ void *gp_torch_malloc(size_t size, int device, cudaStream_t stream)
 {
 	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get();
-	if (r->off || r->refuse || device < 0 || device >= r->ndev || size == 0)
+	if (r->refuse) { /* PyTorch does not check for NULL (below): refused, as cudaMalloc is */
+		gp_cxx_throw("gpupool: the configuration refuses every allocation (strict mode, or a cap that cannot be "
+			     "applied as asked: see the error at the start)");
+		return NULL;
+	}
+	if (r->off || device < 0 || device >= r->ndev || size == 0)
 		return NULL;
 	gp_pool *p = gp_ladder_pool(r, device);
 	if (!p)
@@ -36,12 +41,22 @@ void *gp_torch_malloc(size_t size, int device, cudaStream_t stream)
 	if (rc == 0)
 		return (void *)a;
 	char msg[256] = "gpupool: ", *why = msg + 9;
-	gp_registry_oom_message(why, sizeof msg - 9, device, size);
+	bool drv = false;
+	int code = rc == -EIO ? gp_ladder_device_error(&drv) : 0;
+	if (code) /* the device's own error, not out of memory: said with CUDA's code */
+		snprintf(why, sizeof msg - 9, "device %d: CUDA error %d (%s) allocating %zu bytes, not out of memory",
+			 device, code, drv ? "CUresult" : "cudaError_t", size);
+	else
+		gp_registry_oom_message(why, sizeof msg - 9, device, size);
 	/* PyTorch does not check for NULL: a tensor at address 0 would fault in the first kernel
 	 * that touches it. Throw, as PyTorch's own allocator does; it becomes a RuntimeError. */
 	gp_cxx_throw(msg); /* returns only without a C++ runtime */
-	gp_last_error_set(r->rt, cudaErrorMemoryAllocation);
-	gp_registry_oom_log(device, why);
+	if (!code) {
+		gp_last_error_set(r->rt, cudaErrorMemoryAllocation);
+		gp_registry_oom_log(device, why); /* the first per device a warning, the rest at info */
+	} else {
+		gp_log(GP_LOG_WARN, "%s", why);
+	}
 	return NULL;
 }
 

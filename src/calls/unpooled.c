@@ -1,5 +1,5 @@
 /* Memory held outside the pools (unpooled.h): the records of each unpooled allocation in
- * three uthash tables under one mutex (a leaf: no CUDA call and no other lock under it), the
+ * two uthash tables under one mutex (the virtual memory API's: unpooled_vmm.c) (a leaf: no CUDA call and no other lock under it), the
  * budget's takes and gives around the hooks' real calls, and the page's unpooled_* figures,
  * written as the slot's one writer (under its pool's lock, gp_pool_slot_write). Must not
  * depend on the hook bodies. */
@@ -36,7 +36,7 @@ struct mempool {
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct entry *handles, *ptrs; /* under lock */
+static struct entry *ptrs;           /* under lock */
 static struct mempool *mempools;     /* under lock */
 static _Atomic size_t nptrs;         /* records in ptrs: frees skip the lock while 0 */
 _Atomic uintptr_t gp_unpooled_dev_pool[GPUPOOL_MAX_DEVICES];
@@ -73,7 +73,11 @@ static void write_slot(struct gpupool_device_stats *st, void *arg)
 	GP_GAUGE_SET(st, unpooled_mempool_bytes, mp);
 	GP_GAUGE_SET(st, unpooled_managed_bytes, man);
 	GP_GAUGE_SET(st, unpooled_pitched_bytes, pit);
-	GP_GAUGE_SET(st, unpooled_bytes, vmm + mp + man + pit);
+	uint64_t sum = vmm; /* each figure is at most UINT64_MAX (budget.c saturates): so is their sum */
+	sum = mp > UINT64_MAX - sum ? UINT64_MAX : sum + mp;
+	sum = man > UINT64_MAX - sum ? UINT64_MAX : sum + man;
+	sum = pit > UINT64_MAX - sum ? UINT64_MAX : sum + pit;
+	GP_GAUGE_SET(st, unpooled_bytes, sum);
 	GP_COUNT(st, unpooled_allocs, n->allocs);
 	GP_COUNT(st, unpooled_frees, n->frees);
 	GP_COUNT(st, unpooled_refusals, n->refusals);
@@ -142,6 +146,8 @@ int gp_unpooled_take(int dev, size_t bytes, enum gp_budget_kind kind)
 {
 	if (take_or_release(dev, bytes, kind) == 0)
 		return 0;
+	if (!gp_budget_capped(dev))
+		return -ERANGE; /* more than a figure can count, and nothing to cap: CUDA's own answer */
 	note(dev, 0, 0, 1);
 	return -ENOMEM;
 }
@@ -214,23 +220,6 @@ static void put_back(struct entry **t, const struct gp_unpooled_rec *rec)
 		note(rec->dev, 0, 0, 0);
 	}
 }
-
-bool gp_unpooled_handle_add(const struct gp_unpooled_rec *rec)
-{
-	if (add(&handles, rec))
-		return true;
-	gp_log(GP_LOG_WARN, "out of host memory recording a cuMemCreate handle: its %zu bytes are not counted",
-	       rec->bytes);
-	gp_budget_give(rec->dev, rec->bytes, rec->kind);
-	return false;
-}
-
-bool gp_unpooled_handle_remove(uint64_t handle, struct gp_unpooled_rec *rec)
-{
-	return take_out(&handles, handle, rec);
-}
-
-void gp_unpooled_handle_put(const struct gp_unpooled_rec *rec) { put_back(&handles, rec); }
 
 bool gp_unpooled_ptr_add(const struct gp_unpooled_rec *rec)
 {
@@ -344,6 +333,9 @@ int gp_unpooled_mempool_begin(int dev, uintptr_t pool, size_t size, const struct
 							   : (size + GP_MEMPOOL_GRANULE - 1) / GP_MEMPOOL_GRANULE *
 								     GP_MEMPOOL_GRANULE;
 	if (take_or_release(dev, want, GP_BUDGET_MEMPOOL) != 0) {
+		if (!gp_budget_capped(dev))
+			return 0; /* more than a figure can count, and nothing to cap: CUDA answers, and
+				   * what the pool grows by is read afterwards */
 		/* the program's pool's own unused memory next: trimmed, then counted again */
 		if (ops->trim(ops->api, pool, 0) == 0)
 			mempool_sync(pool, ops);
@@ -417,7 +409,8 @@ void gp_unpooled_after_fork(void)
 	/* the parent's records: left allocated (a thread that is not here may have held the
 	 * lock while changing them), forgotten */
 	pthread_mutex_init(&lock, NULL);
-	handles = ptrs = NULL;
+	ptrs = NULL;
+	gp_unpooled_vmm_after_fork();
 	mempools = NULL;
 	atomic_store(&nptrs, 0);
 	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++)

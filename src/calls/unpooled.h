@@ -1,6 +1,7 @@
 /* Memory the process holds outside the pools, counted against the same limit (budget.h):
- * what each unpooled allocation is (a table of cuMemCreate handles, one of pointers from
- * managed, pitched and program-pool allocations, one of the memory pools the program made),
+ * what each unpooled allocation is (the physical allocations of the virtual memory API and
+ * their mappings: unpooled_vmm.c; a table of pointers from managed, pitched and program-pool
+ * allocations, one of the memory pools the program made),
  * the steps each hook takes around its real call, and the page's unpooled_* figures. One
  * mutex over the tables, never held across a CUDA call or another lock. Depends on the
  * budget and the registry; knows CUDA's handles only as integers; must not depend on the
@@ -18,8 +19,10 @@
 
 /* ---- around one allocation --------------------------------------------------------------
  * gp_unpooled_take before the real call (0, or -ENOMEM: refused at the limit, the refusal
- * counted; the caller answers out of memory), gp_unpooled_taken after it: `ok` counts the
- * allocation, else the bytes go back. */
+ * counted; the caller answers out of memory; or -ERANGE: more bytes than a figure can count
+ * on a device nothing caps, which no device has: the caller passes the call to CUDA for its
+ * own answer, uncounted), gp_unpooled_taken after it: `ok` counts the allocation, else the
+ * bytes go back. */
 int gp_unpooled_take(int dev, size_t bytes, enum gp_budget_kind kind);
 void gp_unpooled_taken(int dev, size_t bytes, enum gp_budget_kind kind, bool ok);
 
@@ -32,13 +35,45 @@ struct gp_unpooled_rec {
 	uintptr_t pool;        /* GP_BUDGET_MEMPOOL: the program's pool it came from */
 };
 
-/* A cuMemCreate handle, counted by gp_unpooled_take: recorded (false: no host memory for the
- * record; the bytes were given back and it is not counted). */
-bool gp_unpooled_handle_add(const struct gp_unpooled_rec *rec);
-/* Takes the record of `handle` out: true and *rec, or false (not one of gpupool's). */
-bool gp_unpooled_handle_remove(uint64_t handle, struct gp_unpooled_rec *rec);
-/* Puts a record taken out back (the real release failed). */
-void gp_unpooled_handle_put(const struct gp_unpooled_rec *rec);
+/* ---- virtual memory (unpooled_vmm.c) ------------------------------------------------------
+ * Physical memory from cuMemCreate stays on the device while any handle reference to it is
+ * unreleased or any mapping of it is left (cuMemMap keeps it alive past cuMemRelease): it is
+ * counted until the last of both goes. Each hook pins the allocation it acts on before its
+ * real call (so that a race between the program's threads cannot give it back early) and
+ * says after it whether the call succeeded; the bytes go back only after the call that made
+ * the memory really gone succeeded. Allocations of other processes (imported handles) and
+ * handles gpupool did not see created are not followed; an exported one is counted until the
+ * process ends. */
+struct gp_vmm_alloc;
+struct gp_vmm_map;
+
+/* A cuMemCreate handle, counted by gp_unpooled_take: recorded with one reference (false: no
+ * host memory for the record; the bytes were given back and it is not counted). */
+bool gp_unpooled_vmm_created(const struct gp_unpooled_rec *rec);
+/* Around cuMemRelease(handle): begin answers the allocation (NULL: not one of gpupool's),
+ * end is told whether the release succeeded. */
+struct gp_vmm_alloc *gp_unpooled_vmm_release_begin(uint64_t handle);
+void gp_unpooled_vmm_release_end(struct gp_vmm_alloc *a, bool ok);
+/* Around cuMemMap(va, size, .., handle): begin answers the mapping's record, or NULL with
+ * *ours false (not gpupool's handle: pass it through) or *ours true (no host memory for the
+ * record: the caller refuses the map, CUDA_ERROR_OUT_OF_MEMORY, rather than leave it
+ * uncounted); end records it where the map succeeded. */
+struct gp_vmm_map *gp_unpooled_vmm_map_begin(uint64_t handle, bool *ours);
+void gp_unpooled_vmm_map_end(struct gp_vmm_map *m, uintptr_t va, size_t size, bool ok);
+/* Around cuMemUnmap(va, size): the records of the mappings in the range (NULL: none). */
+struct gp_vmm_map *gp_unpooled_vmm_unmap_begin(uintptr_t va, size_t size);
+void gp_unpooled_vmm_unmap_end(struct gp_vmm_map *list, bool ok);
+/* Around cuMemRetainAllocationHandle(&handle, addr): a reference more where it succeeded. */
+struct gp_vmm_alloc *gp_unpooled_vmm_retain_begin(uintptr_t addr);
+void gp_unpooled_vmm_retain_end(struct gp_vmm_alloc *a, uint64_t handle, bool ok);
+/* Before a call that gives `handle`'s memory a holder gpupool cannot follow: an export
+ * (cuMemExportToShareableHandle: any importer, another process or this one, whose imported
+ * handle is another value, may map it the moment the export returns) or a sparse array's
+ * mapping (cuMemMapArrayAsync, undone by array and place, not by handle). It stays counted
+ * until the process ends, whether the call succeeds or not. */
+void gp_unpooled_vmm_pin(uint64_t handle);
+/* In a forked child: no records. */
+void gp_unpooled_vmm_after_fork(void);
 
 /* The same for addresses (managed, pitched, program-pool allocations). lookups are one
  * relaxed load while no address is recorded. */

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 
 #include "log.h"
 #include "pool.h"
@@ -59,15 +60,65 @@ static bool gp_config_prescan_strict(const char *conf)
 	return strict;
 }
 
+/* "limt:1G": an unknown key, with the knob it is a typo of where there is one. A typo of a
+ * cap (limit, group, group_limit) is a cap that cannot be applied as asked. */
+static void gp_config_unknown_key(struct gp_config_ctx *c, const char *key, const char *val)
+{
+	char q[GP_CONFIG_QUOTE_MAX + 4], q2[GP_CONFIG_QUOTE_MAX + 4];
+	const struct gp_config_knob *near = gp_config_suggest(key);
+	if (near && gp_config_is_cap(near)) {
+		gp_config_bad_cap(c, "GPUPOOL_CONF: %s:%s: unknown key; did you mean %s?", gp_config_quote(key, q),
+				  gp_config_quote(val, q2), near->name);
+	} else if (near) {
+		char instead[64];
+		snprintf(instead, sizeof instead, "ignoring this item (%s keeps its value)", near->name);
+		gp_config_bad(c, instead, "GPUPOOL_CONF: %s:%s: unknown key; did you mean %s?", gp_config_quote(key, q),
+			      gp_config_quote(val, q2), near->name);
+	} else {
+		char keys[320];
+		gp_config_list_keys(keys, sizeof keys);
+		gp_config_bad(c, "ignoring this item", "GPUPOOL_CONF: %s:%s: unknown key, expected one of %s",
+			      gp_config_quote(key, q), gp_config_quote(val, q2), keys);
+	}
+}
+
+/* An item with no ':' ("limit=40G", "limit 40G"): a cap's name before the '=' or a blank,
+ * or one that is a typo of a cap's, is a cap that cannot be applied as asked. */
+static void gp_config_item_without_value(struct gp_config_ctx *c, const char *item)
+{
+	char q[GP_CONFIG_QUOTE_MAX + 4], name[40];
+	size_t n = strcspn(item, "= \t");
+	snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), item);
+	const struct gp_config_knob *k = gp_config_find(name);
+	if (!k)
+		k = gp_config_suggest(name);
+	/* "limit40G": a cap's name and its value run together (the longest name that fits) */
+	static const char *const caps[] = {"group_limit", "limit", "group"};
+	for (size_t i = 0; !gp_config_is_cap(k) && i < sizeof caps / sizeof caps[0]; i++)
+		if (strncasecmp(item, caps[i], strlen(caps[i])) == 0)
+			k = gp_config_find(caps[i]);
+	if (gp_config_is_cap(k))
+		gp_config_bad_cap(c, "GPUPOOL_CONF: %s: expected key:value (e.g. %s:40G)", gp_config_quote(item, q),
+				  k->name);
+	else
+		gp_config_bad(c, "ignoring this item", "GPUPOOL_CONF: %s: expected key:value (e.g. limit:40G)",
+			      gp_config_quote(item, q));
+}
+
 static void gp_config_parse_conf(struct gp_config_ctx *c, const char *conf)
 {
 	char buf[GP_CONFIG_MAX_LEN + 1], *cur = buf, *key, *val;
-	char q[GP_CONFIG_QUOTE_MAX + 4], q2[GP_CONFIG_QUOTE_MAX + 4];
+	char q[GP_CONFIG_QUOTE_MAX + 4];
 	size_t len = strnlen(conf, GP_CONFIG_MAX_LEN + 1);
 	if (len > GP_CONFIG_MAX_LEN) {
-		gp_config_bad(c, "ignoring GPUPOOL_CONF: every knob keeps its default",
-			      "GPUPOOL_CONF: %s: longer than %d characters", gp_config_quote(conf, q),
-			      GP_CONFIG_MAX_LEN);
+		/* what it held cannot be told apart: a cap in it is not dropped */
+		if (strstr(conf, "limit") || strstr(conf, "group"))
+			gp_config_bad_cap(c, "GPUPOOL_CONF: %s: longer than %d characters, with a limit or a group in it",
+					  gp_config_quote(conf, q), GP_CONFIG_MAX_LEN);
+		else
+			gp_config_bad(c, "ignoring GPUPOOL_CONF: every knob keeps its default",
+				      "GPUPOOL_CONF: %s: longer than %d characters", gp_config_quote(conf, q),
+				      GP_CONFIG_MAX_LEN);
 		return;
 	}
 	c->strict = gp_config_prescan_strict(conf);
@@ -75,17 +126,12 @@ static void gp_config_parse_conf(struct gp_config_ctx *c, const char *conf)
 	while (gp_config_next_item(&cur, &key, &val)) {
 		if (!val) {
 			if (*key)
-				gp_config_bad(c, "ignoring this item",
-					      "GPUPOOL_CONF: %s: expected key:value (e.g. limit:40G)",
-					      gp_config_quote(key, q));
+				gp_config_item_without_value(c, key);
 			continue; /* empty items (a:1,,b:2 or a trailing comma) are harmless */
 		}
 		const struct gp_config_knob *k = gp_config_find(key);
 		if (!k) {
-			char keys[320];
-			gp_config_list_keys(keys, sizeof keys);
-			gp_config_bad(c, "ignoring this item", "GPUPOOL_CONF: %s:%s: unknown key, expected one of %s",
-				      gp_config_quote(key, q), gp_config_quote(val, q2), keys);
+			gp_config_unknown_key(c, key, val);
 			continue;
 		}
 		uint64_t bit = (uint64_t)1 << gp_config_knob_index(k);
@@ -93,7 +139,13 @@ static void gp_config_parse_conf(struct gp_config_ctx *c, const char *conf)
 			gp_log(GP_LOG_WARN, "GPUPOOL_CONF: %s given more than once; the last one wins (%s:%s)", k->name,
 			       k->name, gp_config_quote(val, q));
 		c->seen |= bit;
-		if (gp_config_knob_set(k, val, c->cfg) != 0) {
+		int rc = gp_config_knob_set(k, val, c->cfg);
+		if (rc == -ERANGE) { /* a percentage past the device: the whole device */
+			char instead[64];
+			snprintf(instead, sizeof instead, "using %s:100%% (the whole device) instead", k->name);
+			gp_config_bad(c, instead, "GPUPOOL_CONF: %s:%s: more than the device's memory; expected %s", k->name,
+				      gp_config_quote(val, q), k->range);
+		} else if (rc != 0) {
 			gp_config_knob_default(k, c->cfg);
 			gp_config_bad_value(c, "GPUPOOL_CONF", k, val);
 		} else if (k->type == GP_KNOB_FORMAT) {

@@ -27,6 +27,10 @@ struct gp_config {
 	bool bad;                      /* some knob was bad (strict mode acts on this) */
 	char bad_vars[128];            /* the variables that held them, ", "-separated ("GPUPOOL_CONF,
 					* CUDA_DEVICE_MEMORY_LIMIT_2"; ", ..." where cut); "" when none */
+	bool cap_refused;              /* a cap (limit, group, group_limit, a scheduler's limit, or a key
+					* that looks like one of them) was given a value that cannot be
+					* applied as asked: every allocation is refused rather than run
+					* without it (docs/security.md, "Caps that cannot be applied") */
 	int log_level;                 /* enum gp_log_level */
 	size_t limit_bytes;            /* per-device limit on reserved bytes; 0 = none */
 	unsigned limit_percent;        /* limit as % of device memory (1..100); 0 = not used */
@@ -99,11 +103,16 @@ size_t gp_config_group_limit(const struct gp_config *c, size_t device_total);
  * with device_total 0 gives 0). */
 size_t gp_config_reserve(const struct gp_config *c, size_t device_total);
 
-/* Parses a size the way HAMi-core reads CUDA_DEVICE_MEMORY_LIMIT: decimal digits with an
- * optional k, m or g (any case, powers of 1024), or plain bytes. 0 or -EINVAL (also for
- * what HAMi-core would read otherwise: a hexadecimal or octal number, junk after the number,
- * 0, or more than 262144g, 2^48 bytes). */
-int gp_config_parse_hami_size(const char *s, size_t *out);
+/* Parses a size the way HAMi-core reads CUDA_DEVICE_MEMORY_LIMIT (get_limit_from_env in its
+ * multiprocess_memory_limit.c): a last character k, m or g (any case) multiplies by 2^10,
+ * 2^20 or 2^30, and the number is C's strtoul(s, NULL, 0) of the whole text: leading blanks
+ * and a sign skipped, 0x hexadecimal, a leading 0 octal, read up to the first character that
+ * is not a digit (" 4g", "+4g", "4.5g" and "0x100000000" are all 4 GiB; "4gb" is 4 bytes).
+ * 0 and *out, with *canonical false where the text is not plain digits and an optional
+ * suffix; or -EINVAL where HAMi-core has no limit from it (0, no digits, a product past
+ * 2^64) or where it is past 262144g (2^48 bytes: no device has that, a negative number is
+ * one). */
+int gp_config_parse_hami_size(const char *s, size_t *out, bool *canonical);
 
 /* The knobs of `cfg` that differ from their defaults, as GPUPOOL_CONF would set them
  * ("limit:8G,fence_interval_us:100"; "" when all are defaults), into buf (cap bytes,

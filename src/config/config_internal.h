@@ -73,7 +73,9 @@ int gp_config_parse_level(const char *s, int *out);
 /* A path of 1 to GP_PATH_MAX - 1 bytes without control characters, copied into dst
  * (GP_PATH_MAX bytes). */
 int gp_config_set_path(char *dst, const char *s);
-/* A limit: none (0), a size up to max, or a percentage. On error *bytes and *pct unchanged. */
+/* A limit: none (0), a size up to max, or a percentage. On error *bytes and *pct unchanged,
+ * but for a percentage from 101% to 1000%: -ERANGE, with 100% set (the nearest cap that can
+ * be applied: the whole device). */
 int gp_config_parse_limit(const char *s, size_t max, size_t *bytes, unsigned *pct);
 /* Writes a size the way a user would: 2M, 1536K, 1000; SIZE_MAX as none. Returns buf. */
 const char *gp_config_fmt_size(size_t v, char buf[32]);
@@ -97,6 +99,12 @@ void gp_config_defaults(struct gp_config *cfg);
 void gp_config_knob_text(const struct gp_config_knob *k, const struct gp_config *cfg, char *buf, size_t cap);
 /* The keys of GPUPOOL_CONF, ", "-separated, into buf (size bytes, cut where it does not fit). */
 void gp_config_list_keys(char *buf, size_t size);
+/* The knob of GPUPOOL_CONF whose name `key` is a typo of (at most two letters apart, any
+ * case: limt, Limit, group_limt), or NULL. */
+const struct gp_config_knob *gp_config_suggest(const char *key);
+/* Whether k sets a cap: limit, group_limit, group (GPUPOOL_GROUP too). A value of one that
+ * cannot be applied as asked refuses every allocation rather than drop the cap. */
+bool gp_config_is_cap(const struct gp_config_knob *k);
 
 /* ---- messages (config_messages.c) ---- */
 
@@ -107,8 +115,12 @@ const char *gp_config_quote(const char *s, char buf[GP_CONFIG_QUOTE_MAX + 4]);
  * cfg->bad_vars. */
 void gp_config_bad(struct gp_config_ctx *c, const char *instead, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* gp_config_bad for a cap that cannot be applied as asked: the line says that every
+ * allocation will be refused, and cfg->cap_refused is set. */
+void gp_config_bad_cap(struct gp_config_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* gp_config_bad for the value val of knob k, read from the variable var (GPUPOOL_CONF, or k's
- * own): what k takes, and that its default is used instead. */
+ * own): what k takes, and that its default is used instead (for a cap: gp_config_bad_cap's
+ * refusal instead). */
 void gp_config_bad_value(struct gp_config_ctx *c, const char *var, const struct gp_config_knob *k, const char *val);
 /* Appends one line to cfg->notes (cut where it does not fit). */
 void gp_config_note(struct gp_config *cfg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -120,7 +132,8 @@ void gp_config_note(struct gp_config *cfg, const char *fmt, ...) __attribute__((
  * GPUPOOL_CONF gives none (an explicit limit wins, and a note says so). */
 void gp_config_parse_sched(struct gp_config_ctx *c, gp_getenv_fn get, bool limit_given);
 /* CUDA_DEVICE_MEMORY_LIMIT_<n> for an n gpupool keeps no limit for: set by hand (HAMi-core
- * reads the same 16), so a bad value, one line each, rather than a limit silently missing. */
+ * reads the same 16), so a cap that cannot be applied, one line each, rather than a limit
+ * silently missing. */
 void gp_config_sched_beyond(struct gp_config_ctx *c, gp_getenv_fn get);
 
 #endif

@@ -40,18 +40,18 @@ static const struct gp_config_knob knobs[] = {
 	{"GPUPOOL_GROUP", GP_KNOB_PATH, F(group), 0, 0, "none", "a file path (at most 255 bytes), or none",
 	 "The group file; wins over the group key (docs/kubernetes.md)."},
 	{"CUDA_DEVICE_MEMORY_LIMIT", GP_KNOB_SCHED, 0, 0, 0, "",
-	 "bytes, or a number with k, m or g (any case; 1024-based), as HAMi-core reads it, from 1 to 262144g",
+	 "bytes, or a number with k, m or g (any case; 1024-based), from 1 to 262144g, read as HAMi-core reads it (\" 4g\", \"4.5g\", \"0x100000000\": 4G; said in one line); 0 or no number refuses every allocation",
 	 "A scheduler's limit per device (HAMi's), taken as limit when GPUPOOL_CONF has no limit (docs/kubernetes.md)."},
 	{"CUDA_DEVICE_MEMORY_LIMIT_<n>", GP_KNOB_SCHED, 0, 0, 0, "",
 	 "as CUDA_DEVICE_MEMORY_LIMIT; n a device index from 0 to 15",
-	 "Device n's limit (its CUDA index in the process), over CUDA_DEVICE_MEMORY_LIMIT; also only without a limit in GPUPOOL_CONF. An n above 15 is a bad value (one warning) and sets nothing."},
+	 "Device n's limit (its CUDA index in the process), over CUDA_DEVICE_MEMORY_LIMIT; also only without a limit in GPUPOOL_CONF. An n above 15 is a limit gpupool cannot hold: one line, and every allocation is refused."},
 	{"limit", GP_KNOB_LIMIT, F(limit_bytes), 0, GP_CONFIG_SIZE_CAP, "none",
-	 "a size up to 256T (e.g. 40G, 512MiB) or a percentage of device memory (1%..100%); 0 or none for no limit",
+	 "a size up to 256T (e.g. 40G, 512MiB) or a percentage of device memory (1%..100%; up to 1000% is taken as 100%); 0 or none for no limit",
 	 "Most device memory the pool reserves per device; past it allocations fail with cudaErrorMemoryAllocation."},
 	{"group", GP_KNOB_PATH, F(group), 0, 0, "none", "a file path (at most 255 bytes), or none",
 	 "Share one budget per device with every process naming this file (docs/kubernetes.md); created 0600 when missing."},
 	{"group_limit", GP_KNOB_GROUP_LIMIT, F(group_limit_bytes), 0, GP_CONFIG_SIZE_CAP, "none",
-	 "a size up to 256T or a percentage of device memory (1%..100%); 0 or none for none",
+	 "a size up to 256T or a percentage of device memory (1%..100%; up to 1000% is taken as 100%); 0 or none for none",
 	 "The group's budget per device, set by the first member to use the device; the file's wins after that."},
 	{"round", GP_KNOB_POW2, F(round), 512, 2 * MIB, GP_TEXT(GP_POOL_DEFAULT_ROUND), "a power of two from 512 to 2M",
 	 "Every request is rounded up to a multiple of this."},
@@ -346,6 +346,59 @@ void gp_config_list_keys(char *buf, size_t size)
 			break;
 		used += (size_t)n;
 	}
+}
+
+bool gp_config_is_cap(const struct gp_config_knob *k)
+{
+	return k && (k->type == GP_KNOB_LIMIT || k->type == GP_KNOB_GROUP_LIMIT ||
+		     (k->type == GP_KNOB_PATH && k->offset == offsetof(struct gp_config, group)));
+}
+
+/* Letters between a and b (any case): insertions, deletions, substitutions and swaps of two
+ * neighbours (optimal string alignment); names of at most 32 bytes, else a large number. */
+static unsigned gp_config_distance(const char *a, const char *b)
+{
+	enum { N = 33 };
+	size_t n = strlen(a), m = strlen(b);
+	if (n >= N || m >= N)
+		return 99;
+	unsigned d[N][N];
+	for (size_t i = 0; i <= n; i++)
+		d[i][0] = (unsigned)i;
+	for (size_t j = 0; j <= m; j++)
+		d[0][j] = (unsigned)j;
+	for (size_t i = 1; i <= n; i++)
+		for (size_t j = 1; j <= m; j++) {
+			int ca = tolower((unsigned char)a[i - 1]), cb = tolower((unsigned char)b[j - 1]);
+			unsigned v = d[i - 1][j - 1] + (ca != cb);
+			if (d[i - 1][j] + 1 < v)
+				v = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < v)
+				v = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && ca == tolower((unsigned char)b[j - 2]) && tolower((unsigned char)a[i - 2]) == cb &&
+			    d[i - 2][j - 2] + 1 < v)
+				v = d[i - 2][j - 2] + 1;
+			d[i][j] = v;
+		}
+	return d[n][m];
+}
+
+const struct gp_config_knob *gp_config_suggest(const char *key)
+{
+	const struct gp_config_knob *best = NULL;
+	unsigned best_d = 99;
+	for (size_t i = 0; i < GP_NKNOBS; i++) {
+		if (gp_config_is_var(&knobs[i]))
+			continue;
+		unsigned d = gp_config_distance(key, knobs[i].name);
+		if (d < best_d) {
+			best_d = d;
+			best = &knobs[i];
+		}
+	}
+	/* a short name is close to too many words two letters away */
+	unsigned most = strlen(key) <= 4 ? 1 : 2;
+	return best && best_d <= most ? best : NULL; /* 0: the same letters in another case */
 }
 
 /* Appends to buf (cap bytes) at *n, which counts what it needs even past cap. */

@@ -35,13 +35,12 @@ static void gp_config_add_bad_var(struct gp_config *cfg, const char *var)
 		snprintf(b + n, sizeof cfg->bad_vars - n, ", ...");
 }
 
-void gp_config_bad(struct gp_config_ctx *c, const char *instead, const char *fmt, ...)
+static void gp_config_vbad(struct gp_config_ctx *c, const char *instead, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
+static void gp_config_vbad(struct gp_config_ctx *c, const char *instead, const char *fmt, va_list ap)
 {
 	char msg[448];
-	va_list ap;
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
 	c->cfg->bad = true;
 	gp_config_add_bad_var(c->cfg, c->var);
 	if (c->strict)
@@ -51,9 +50,38 @@ void gp_config_bad(struct gp_config_ctx *c, const char *instead, const char *fmt
 		gp_log(GP_LOG_WARN, "%s; %s", msg, instead);
 }
 
+void gp_config_bad(struct gp_config_ctx *c, const char *instead, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	gp_config_vbad(c, instead, fmt, ap);
+	va_end(ap);
+}
+
+/* What a cap that cannot be applied leads to, in the line that says so. */
+#define GP_CAP_REFUSED                                                                                      \
+	"a cap that cannot be applied as asked is not dropped: every allocation is refused until it is fixed " \
+	"(docs/security.md)"
+
+void gp_config_bad_cap(struct gp_config_ctx *c, const char *fmt, ...)
+{
+	c->cfg->cap_refused = true;
+	va_list ap;
+	va_start(ap, fmt);
+	gp_config_vbad(c, GP_CAP_REFUSED, fmt, ap);
+	va_end(ap);
+}
+
 void gp_config_bad_value(struct gp_config_ctx *c, const char *var, const struct gp_config_knob *k, const char *val)
 {
 	char q[GP_CONFIG_QUOTE_MAX + 4], instead[96];
+	if (gp_config_is_cap(k)) {
+		if (strcmp(var, k->name) == 0)
+			gp_config_bad_cap(c, "%s=%s: expected %s", var, gp_config_quote(val, q), k->range);
+		else
+			gp_config_bad_cap(c, "%s: %s:%s: expected %s", var, k->name, gp_config_quote(val, q), k->range);
+		return;
+	}
 	snprintf(instead, sizeof instead, "using the default (%s)", k->def);
 	if (strcmp(var, k->name) == 0) /* a standalone variable */
 		gp_config_bad(c, instead, "%s=%s: expected %s", var, gp_config_quote(val, q), k->range);

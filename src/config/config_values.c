@@ -120,7 +120,7 @@ int gp_config_parse_size(const char *s, size_t *out)
 	return 0;
 }
 
-/* "80%" -> 80; 1..100 only. */
+/* "80%" -> 80; 1..1000 (a limit takes more than 100 as 100: gp_config_parse_limit). */
 static int gp_config_parse_percent(const char *s, unsigned *out)
 {
 	size_t n = strlen(s), v;
@@ -129,7 +129,7 @@ static int gp_config_parse_percent(const char *s, unsigned *out)
 		return -EINVAL;
 	memcpy(digits, s, n - 1);
 	digits[n - 1] = '\0';
-	if (gp_config_parse_uint(digits, 1000, &v) || v < 1 || v > 100)
+	if (gp_config_parse_uint(digits, 1000, &v) || v < 1)
 		return -EINVAL;
 	*out = (unsigned)v;
 	return 0;
@@ -173,7 +173,9 @@ int gp_config_parse_limit(const char *s, size_t max, size_t *bytes, unsigned *pc
 		if (gp_config_parse_percent(s, &p))
 			return -EINVAL;
 		*bytes = 0;
-		*pct = p;
+		*pct = p > 100 ? 100 : p;
+		if (p > 100)
+			return -ERANGE; /* more than the device: the whole device, said by the caller */
 	} else {
 		if (gp_config_parse_size(s, &v) || v > max)
 			return -EINVAL;

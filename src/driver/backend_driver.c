@@ -17,21 +17,35 @@ static const struct gp_driver *D;
 static _Atomic(CUcontext) primary[GPUPOOL_MAX_DEVICES]; /* retained by this backend */
 static pthread_mutex_t retain_lock = PTHREAD_MUTEX_INITIALIZER;
 
-int gp_driver_primary_push(const struct gp_driver *d, int device)
+static _Thread_local CUresult segment_error; /* the last -EIO's (gp_driver_backend_error) */
+
+CUresult gp_driver_backend_error(void) { return segment_error; }
+
+void gp_driver_backend_keep_error(CUresult e) { segment_error = e; }
+
+int gp_driver_primary_push_why(const struct gp_driver *d, int device, CUresult *why)
 {
+	*why = CUDA_ERROR_INVALID_DEVICE;
 	if (device < 0 || device >= GPUPOOL_MAX_DEVICES || !d->cuDevicePrimaryCtxRetain || !d->cuCtxPushCurrent_v2)
 		return -EIO;
 	CUcontext c = atomic_load_explicit(&primary[device], memory_order_acquire);
 	if (!c) {
 		gp_mutex_lock(&retain_lock, GP_RANK_PRIMARY_RETAIN);
 		c = atomic_load(&primary[device]);
-		if (!c && d->cuDevicePrimaryCtxRetain(&c, device) == CUDA_SUCCESS)
+		if (!c && (*why = d->cuDevicePrimaryCtxRetain(&c, device)) == CUDA_SUCCESS)
 			atomic_store(&primary[device], c);
 		gp_mutex_unlock(&retain_lock, GP_RANK_PRIMARY_RETAIN);
 		if (!c)
 			return -EIO;
 	}
-	return d->cuCtxPushCurrent_v2(c) == CUDA_SUCCESS ? 0 : -EIO;
+	*why = d->cuCtxPushCurrent_v2(c);
+	return *why == CUDA_SUCCESS ? 0 : -EIO;
+}
+
+int gp_driver_primary_push(const struct gp_driver *d, int device)
+{
+	CUresult why;
+	return gp_driver_primary_push_why(d, device, &why);
 }
 
 void gp_driver_primary_pop(const struct gp_driver *d)
@@ -54,8 +68,10 @@ void gp_driver_relax_end(const struct gp_driver *d, CUstreamCaptureMode m)
 		(void)d->cuThreadExchangeStreamCaptureMode(&m);
 }
 
-/* Makes the primary context of `device` current on this thread (pushed): 0, or -EIO. */
+/* Makes the primary context of `device` current on this thread (pushed): 0, or -EIO (with
+ * the driver's error in *why). */
 static int enter(int device) { return gp_driver_primary_push(D, device); }
+static int enter_why(int device, CUresult *why) { return gp_driver_primary_push_why(D, device, why); }
 
 static void leave(void) { gp_driver_primary_pop(D); }
 
@@ -66,13 +82,18 @@ static void relax_end(CUstreamCaptureMode m) { gp_driver_relax_end(D, m); }
 static int drv_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
 {
 	(void)ctx;
-	if (enter(device) != 0)
+	CUresult e;
+	if (enter_why(device, &e) != 0) {
+		segment_error = e;
 		return -EIO;
+	}
 	CUstreamCaptureMode m = relax_begin();
 	CUdeviceptr p = 0;
-	CUresult e = D->cuMemAlloc_v2(&p, size);
+	e = D->cuMemAlloc_v2(&p, size);
 	relax_end(m);
 	leave();
+	if (e != CUDA_SUCCESS && e != CUDA_ERROR_OUT_OF_MEMORY)
+		segment_error = e; /* not out of memory: the pool gives up with this error */
 	if (e != CUDA_SUCCESS)
 		return e == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO;
 	*addr = (uintptr_t)p;

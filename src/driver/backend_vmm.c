@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 
 #include "backend_driver.h"
 #include "capture.h"
@@ -122,11 +123,12 @@ static int vm_unreserve(void *ctx, int device, uintptr_t addr, size_t size)
 /* One chunk of g bytes at a: created, mapped, its handle released (the mapping holds the
  * memory). A handle that cannot be released is unmapped again and released once more: the
  * chunk is then gone, or (both refused) its memory is lost, and said so. */
-static CUresult chunk_map(const struct gp_driver *d, int device, CUdeviceptr a, size_t g)
+static CUresult chunk_map(const struct gp_driver *d, int device, CUdeviceptr a, size_t g, bool *create_failed)
 {
 	CUmemAllocationProp p = chunk_prop(device);
 	CUmemGenericAllocationHandle h;
 	CUresult e = d->cuMemCreate(&h, g, &p, 0);
+	*create_failed = e != CUDA_SUCCESS;
 	if (e != CUDA_SUCCESS)
 		return e;
 	e = d->cuMemMap(a, g, 0, h, 0);
@@ -149,7 +151,8 @@ static int vm_map(void *ctx, int device, uintptr_t addr, size_t size, size_t *ma
 	if (!d)
 		return -ENOMEM;
 	CUresult e = CUDA_SUCCESS;
-	while (n < size && (e = chunk_map(d, device, (CUdeviceptr)(addr + n), g)) == CUDA_SUCCESS)
+	bool create_failed = false;
+	while (n < size && (e = chunk_map(d, device, (CUdeviceptr)(addr + n), g, &create_failed)) == CUDA_SUCCESS)
 		n += g;
 	if (e == CUDA_SUCCESS) {
 		/* one grant for the whole range, over its separate mappings */
@@ -166,7 +169,16 @@ static int vm_map(void *ctx, int device, uintptr_t addr, size_t size, size_t *ma
 	}
 	vm_leave(d, m);
 	*mapped = n;
-	return e == CUDA_SUCCESS ? 0 : -ENOMEM;
+	if (e == CUDA_SUCCESS)
+		return 0;
+	/* the device's own refusal of its memory (no device, a device taken in exclusive mode, a
+	 * sticky error) is what the program's cuMemAlloc would have had: its answer (backend.h);
+	 * a map, an access change or a release refused partway is the pool's own mechanics, whose
+	 * allocation is out of memory */
+	if (e == CUDA_ERROR_OUT_OF_MEMORY || !create_failed)
+		return -ENOMEM;
+	gp_driver_backend_keep_error(e);
+	return -EIO;
 }
 
 static int vm_unmap(void *ctx, int device, uintptr_t addr, size_t size, bool sync, size_t *unmapped)

@@ -26,6 +26,7 @@ CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captu
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream);
+CUresult cuMemMapArrayAsync_ptsz(CUarrayMapInfo *mapInfoList, unsigned int count, CUstream hStream);
 CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream);
 CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags);
 CUresult cuStreamDestroy(CUstream hStream);
@@ -44,7 +45,9 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuin
 	X(cuStreamCreate) X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamDestroy_v2)   \
 	X(cuDevicePrimaryCtxReset) X(cuDevicePrimaryCtxReset_v2) X(cuCtxDestroy) X(cuCtxDestroy_v2) \
 	X(cuGetProcAddress) X(cuGetProcAddress_v2)                                                 \
-	X(cuMemCreate) X(cuMemRelease) X(cuMemAllocManaged) X(cuMemAllocPitch_v2)                  \
+	X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemRetainAllocationHandle)     \
+	X(cuMemExportToShareableHandle) X(cuMemMapArrayAsync) X(cuMemMapArrayAsync_ptsz)          \
+	X(cuMemAllocManaged) X(cuMemAllocPitch_v2)                                                 \
 	X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuDeviceSetMemPool)                               \
 	X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz)
 
@@ -59,7 +62,7 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuin
 	X(cuStreamIsCapturing_ptsz) X(cuThreadExchangeStreamCaptureMode)                          \
 	X(cuMemPoolGetAttribute) X(cuMemPoolTrimTo)                                                \
 	X(cuDeviceGetAttribute) X(cuMemGetAllocationGranularity) X(cuMemAddressReserve)            \
-	X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)
+	X(cuMemAddressFree) X(cuMemSetAccess) /* cuMemMap, cuMemUnmap: hooked, above */
 
 /* The real driver: each entry NULL where the loaded libcuda lacks it. */
 #define GP_DRIVER_FIELD_(name) __typeof__(&name) name;

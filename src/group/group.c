@@ -171,7 +171,10 @@ static bool blank_or(uint64_t v, uint64_t want)
 
 /* Lays out a file whose magic is 0: every byte past the header must be 0 (a file of junk that
  * happens to have the right size is not taken over), the header's fields 0 or this layout's.
- * Members laying out the same file at once store the same values; the magic goes last. */
+ * Members laying out the same file at once store the same values; the magic goes last. A
+ * word past the header found set may be another joiner's, which laid the file out first and
+ * took a member slot: the caller looks at the magic again (the acquire load of the word makes
+ * the magic that joiner stored before its slot visible to that look). */
 static int lay_out(struct gp_group_file *f)
 {
 	if (!blank_or(RLOAD(&f->version), GP_GROUP_VERSION) || !blank_or(RLOAD(&f->size), FILE_SIZE) ||
@@ -180,7 +183,7 @@ static int lay_out(struct gp_group_file *f)
 	const _Atomic uint64_t *w = (const _Atomic uint64_t *)(const void *)&f->spare[0];
 	const _Atomic uint64_t *end = (const _Atomic uint64_t *)(const void *)(f + 1);
 	for (; w < end; w++)
-		if (RLOAD(w))
+		if (LOAD(w)) /* acquire: see the header of a joiner whose slot this is */
 			return -EPROTO;
 	atomic_store_explicit(&f->version, GP_GROUP_VERSION, memory_order_relaxed);
 	atomic_store_explicit(&f->size, (uint32_t)FILE_SIZE, memory_order_relaxed);
@@ -262,6 +265,10 @@ static int open_checked(const char *path, bool writer, char *why, size_t cap, st
 }
 
 /* ---- members ---- */
+
+static void (*join_hook)(const char *path); /* tests only: gp_group_set_join_hook */
+
+void gp_group_set_join_hook(void (*hook)(const char *path)) { join_hook = hook; }
 
 static void set_held_gen(struct gp_group_member_slot *m, uint64_t gen)
 {
@@ -383,7 +390,14 @@ int gp_group_join(struct gp_group *g, const char *path, char *why, size_t cap)
 		return rc;
 	}
 	struct gp_group_file *f = map;
-	if ((LOAD(&f->magic) == 0 && lay_out(f) != 0) || !header_ok(f)) {
+	if (LOAD(&f->magic) == 0) {
+		if (join_hook)
+			join_hook(path);
+		/* a layout that fails may have lost the race to another joiner, whose layout is
+		 * then this one's: the header is judged again either way, not the failure */
+		(void)lay_out(f);
+	}
+	if (!header_ok(f)) {
 		say_layout(f, why, cap);
 		munmap(map, FILE_SIZE);
 		return -EPROTO;
@@ -452,7 +466,8 @@ static int hold(struct gp_group *g, int dev, uint64_t bytes)
 	_Atomic uint64_t *held = &g->f->member[g->me].held[dev];
 	uint64_t h = RLOAD(held);
 	do {
-		if (h >> GP_GROUP_HELD_BITS != g->gen || (h & GP_GROUP_HELD_MASK) > GP_GROUP_HELD_MASK - bytes)
+		if (h >> GP_GROUP_HELD_BITS != g->gen || bytes > GP_GROUP_HELD_MASK ||
+		    (h & GP_GROUP_HELD_MASK) > GP_GROUP_HELD_MASK - bytes)
 			return -EIDRM;
 	} while (!atomic_compare_exchange_weak_explicit(held, &h, h + bytes, memory_order_acq_rel, memory_order_relaxed));
 	return 0;
@@ -471,7 +486,13 @@ int gp_group_charge(struct gp_group *g, int dev, uint64_t bytes)
 	struct gp_group_dev_slot *s = &g->f->dev[dev];
 	if (bytes > GP_GROUP_HELD_MASK || hold(g, dev, bytes) != 0)
 		return -EIDRM;
-	raise_peak(s, atomic_fetch_add_explicit(&s->used, bytes, memory_order_acq_rel) + bytes);
+	/* the device's figure is the file's (another member may have written anything there):
+	 * it stops at UINT64_MAX rather than wrap to a small number */
+	uint64_t u = RLOAD(&s->used), n;
+	do
+		n = u > UINT64_MAX - bytes ? UINT64_MAX : u + bytes;
+	while (!atomic_compare_exchange_weak_explicit(&s->used, &u, n, memory_order_acq_rel, memory_order_relaxed));
+	raise_peak(s, n);
 	return 0;
 }
 

@@ -85,6 +85,10 @@ struct gp_group {
  * open's, posix_fallocate's or mmap's. On failure g is not a member. */
 int gp_group_join(struct gp_group *g, const char *path, char *why, size_t cap);
 
+/* Tests only: `hook` (NULL: none) is called by gp_group_join between finding the file's magic
+ * 0 and laying the file out, so that a test can make another joiner win that race there. */
+void gp_group_set_join_hook(void (*hook)(const char *path));
+
 /* The slot of the device with this UUID (16 bytes), made on first use. `budget` (bytes; 0:
  * none) becomes the device's budget when it has none yet; the file's wins over it otherwise.
  * The slot number (0 <= n < GP_GROUP_DEVICES), or -ENOSPC when every slot holds another device. */

@@ -124,6 +124,35 @@ GP_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
 
 GP_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) { return gp_calls_driver_mem_release(handle); }
 
+GP_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+			    unsigned long long flags)
+{
+	return gp_calls_driver_mem_map(ptr, size, offset, handle, flags);
+}
+
+GP_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) { return gp_calls_driver_mem_unmap(ptr, size); }
+
+GP_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+	return gp_calls_driver_mem_retain_allocation_handle(handle, addr);
+}
+
+GP_EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+						CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+	return gp_calls_driver_mem_export(shareableHandle, handle, handleType, flags);
+}
+
+GP_EXPORT CUresult cuMemMapArrayAsync(CUarrayMapInfo *mapInfoList, unsigned int count, CUstream hStream)
+{
+	return gp_calls_driver_mem_map_array(mapInfoList, count, hStream, false);
+}
+
+GP_EXPORT CUresult cuMemMapArrayAsync_ptsz(CUarrayMapInfo *mapInfoList, unsigned int count, CUstream hStream)
+{
+	return gp_calls_driver_mem_map_array(mapInfoList, count, hStream, true);
+}
+
 GP_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
 	return gp_calls_driver_mem_alloc_managed(dptr, bytesize, flags);

@@ -23,7 +23,12 @@ typedef uintptr_t gp_stream;
 
 struct gp_backend {
 	void *ctx;
-	/* Take `size` bytes of device memory on `device`; -ENOMEM when the device is full. */
+	/* Take `size` bytes of device memory on `device`: 0; -ENOMEM when the device is full;
+	 * -EDQUOT when a budget in front of the device refused it (a limit, a group: a smaller
+	 * segment may still pass); -EIO when the device refused with an error that is not out
+	 * of memory (no driver, no device, a device taken by another process, a sticky error),
+	 * whose CUDA code the backend keeps for the calling thread (backend_cuda.h,
+	 * backend_driver.h): the pool gives up at once and answers -EIO. */
 	int (*segment_alloc)(void *ctx, int device, size_t size, uintptr_t *addr);
 	/* Give a segment back. May wait for the device (the real cudaFree does). */
 	int (*segment_free)(void *ctx, int device, uintptr_t addr, size_t size);

@@ -32,7 +32,7 @@ int gp_bypass_alloc(gp_pool *p, size_t size, uintptr_t *addr)
 {
 	int rc = p->be->segment_alloc(p->be->ctx, p->device, size, addr);
 	if (rc)
-		return rc;
+		return rc == -EIO ? rc : -ENOMEM; /* a budget's refusal is out of memory here */
 	__atomic_add_fetch(&p->st->passthrough_allocs, 1, __ATOMIC_RELAXED);
 	struct gp_bypass *a = malloc(sizeof *a);
 	if (!a)

@@ -441,17 +441,22 @@ static struct gp_block *(*const rungs[])(gp_pool *, struct request *) = {
 	try_grow, try_fence_all, try_release_and_grow,
 };
 
-/* gp_pool_alloc's body: the ladder, then the block taken. 0, or -ENOMEM (counted in ooms
- * unless count_oom is false: gp_pool_alloc_try's caller counts it once it gives up). */
+/* gp_pool_alloc's body: the ladder, then the block taken. 0, -ENOMEM (counted in ooms
+ * unless count_oom is false: gp_pool_alloc_try's caller counts it once it gives up), or -EIO
+ * (the device's error, not counted). */
 static inline int alloc_locked(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr, bool count_oom)
 {
 	struct request rq = {.size = size, .rounded = gp_round_up(size, p->prm.round), .stream = stream};
 	struct gp_block *b = try_ready(p, &rq);
 	if (b)
 		b = try_wait_for_better_fit(p, &rq, b);
-	for (size_t i = 0; !b && i < sizeof rungs / sizeof rungs[0]; i++)
+	/* a device that refused a segment with an error that is not out of memory (backend.h:
+	 * -EIO) stops the ladder: no fence or release makes it serve, and its error, kept by the
+	 * backend, is the answer */
+	p->grow_err = 0;
+	for (size_t i = 0; !b && p->grow_err != -EIO && i < sizeof rungs / sizeof rungs[0]; i++)
 		b = rungs[i](p, &rq);
-	int rc = -ENOMEM;
+	int rc = !b && p->grow_err == -EIO ? -EIO : -ENOMEM;
 	if (b) {
 		/* a segment made for one large request stays whole (its rest is under
 		 * large_round): the block is then the segment, and cudaIpcGetMemHandle can
@@ -470,7 +475,7 @@ static inline int alloc_locked(gp_pool *p, size_t size, gp_stream stream, uintpt
 				GP_COUNT(p->st, hits, 1);
 		}
 	}
-	if (rc && count_oom)
+	if (rc == -ENOMEM && count_oom)
 		GP_COUNT(p->st, ooms, 1);
 	return rc;
 }

@@ -93,8 +93,9 @@ void gp_pool_destroy(gp_pool *p);
 void gp_pool_abandon(gp_pool *p, struct gpupool_device_stats *sink);
 
 /* Allocates `size` bytes. stream == GP_NO_STREAM for cudaMalloc, else the stream of
- * cudaMallocAsync. Returns 0, -EINVAL (size 0 or too large), or -ENOMEM after
- * releasing the cache and retrying once. */
+ * cudaMallocAsync. Returns 0, -EINVAL (size 0 or too large), -ENOMEM after
+ * releasing the cache and retrying once, or -EIO at once when the device refused a segment
+ * with an error that is not out of memory (backend.h: the backend keeps it). */
 int gp_pool_alloc(gp_pool *p, size_t size, gp_stream stream, uintptr_t *addr);
 /* gp_pool_alloc, but a failure is not counted in ooms: for a caller that may still rescue
  * the allocation (a reclaim from other processes) and calls gp_pool_count_oom when it does

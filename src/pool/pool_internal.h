@@ -109,6 +109,8 @@ struct gp_pool {
 	_Atomic size_t floor;      /* reserved bytes the decay and gp_pool_give keep (gp_pool_set_floor) */
 	uint32_t rng;
 	int hash_oom;
+	int grow_err;              /* the backend's answer to this allocation's last segment that
+				    * failed (backend.h: -ENOMEM, -EDQUOT, -EIO); 0: none */
 	struct gp_bypass *bypass;  /* broken pools: the allocations made since, uthash by address */
 	size_t gran;               /* virtual-memory segments: the backend's granularity (bytes);
 				    * 0: whole segments only (vmm.c) */

@@ -75,16 +75,22 @@ void gp_segment_unlink(gp_pool *p, struct gp_segment *s)
 struct gp_block *gp_segment_grow(gp_pool *p, size_t rounded)
 {
 	size_t ss = gp_segment_size_for(&p->prm, rounded);
+	/* Where a whole segment does not fit under a cap, a segment of exactly the request may:
+	 * medium and large requests fall back on one (small ones have no such segment, and
+	 * their segments fit the limit: config_device.c). */
+	size_t exact = gp_round_up(rounded, p->prm.round);
+	bool may_fit = ss > exact && rounded > p->prm.small_max;
 	/* memory held outside the pool (unpooled_bytes) counts against the same limit; the
 	 * backend's budget (if any) is the exact check, this one keeps the counters right */
-	size_t held = p->st->reserved_bytes + p->st->unpooled_bytes;
-	if (p->prm.limit && held + ss > p->prm.limit) {
-		/* an exact-size segment may still fit under the limit */
-		size_t exact = gp_round_up(rounded, p->prm.round);
-		if (ss > exact && held + exact <= p->prm.limit && rounded > p->prm.small_max)
+	size_t held = p->st->reserved_bytes, un = p->st->unpooled_bytes;
+	held = un > SIZE_MAX - held ? SIZE_MAX : held + un;
+	size_t room = p->prm.limit > held ? p->prm.limit - held : 0;
+	if (p->prm.limit && ss > room) {
+		if (may_fit && exact <= room)
 			ss = exact;
 		else {
 			GP_COUNT(p->st, limit_refusals, 1);
+			p->grow_err = -EDQUOT;
 			return NULL;
 		}
 	}
@@ -98,7 +104,15 @@ struct gp_block *gp_segment_grow(gp_pool *p, size_t rounded)
 	}
 	uintptr_t addr = 0;
 	int rc = p->be->segment_alloc(p->be->ctx, p->device, ss, &addr);
+	if (rc == -EDQUOT && may_fit && ss > exact) {
+		/* a budget behind the backend (a group's) has less room than a whole segment:
+		 * fitted to it as to the limit above */
+		GP_COUNT(p->st, segment_alloc_failures, 1);
+		ss = exact;
+		rc = p->be->segment_alloc(p->be->ctx, p->device, ss, &addr);
+	}
 	if (rc) {
+		p->grow_err = rc;
 		GP_COUNT(p->st, segment_alloc_failures, 1);
 		free(s);
 		gp_block_put(p, b);

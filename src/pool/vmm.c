@@ -166,8 +166,10 @@ static struct gp_block *take_hole(gp_pool *p, const struct plan *pl)
 	int rc = p->be->vmm_map(p->be->ctx, p->device, h->addr, pl->need, &mapped);
 	if (!rc)
 		note_cost(&p->map_ns, gp_pool_clock_ns(p) - t0, mapped / p->gran);
-	if (rc)
+	if (rc) {
 		GP_COUNT(p->st, segment_alloc_failures, 1);
+		p->grow_err = rc; /* -ENOMEM, -EDQUOT, or -EIO: the device's own error (backend.h) */
+	}
 	if (!mapped) {
 		gp_block_put(p, x);
 		return NULL;

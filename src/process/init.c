@@ -14,6 +14,7 @@
 #include "backend_driver.h"
 #include "backend_guard.h"
 #include "backend_vmm.h"
+#include "budget.h"
 #include "capture.h"
 #include "group_budget.h"
 #include "libcuda.h"
@@ -64,15 +65,20 @@ static void init_once(void)
 	gp_log_set_level(R.cfg.log_level);
 	gp_config_log_notes(&R.cfg); /* what was taken from a scheduler's variables, at info level */
 	gp_group_budget_install(&R.cfg, group_facts);
-	R.refuse = rc != 0;
+	/* strict mode with a bad value, or a cap that cannot be applied as asked: refused, every
+	 * path (the pools' by the routing decision, the unpooled ones by the budget) */
+	R.refuse = rc != 0 || R.cfg.cap_refused;
+	if (R.refuse)
+		gp_budget_close(-1);
 	R.captures = gp_capture_counter();
 	atomic_init(&R.sync_key, R.cfg.legacy_stream ? (gp_stream)0 : GP_NO_STREAM);
 	R.off = true; /* until a runtime is found (use_runtime) */
 	R.drv_off = true; /* until a runtime or the driver is found */
 	if (R.refuse)
-		gp_log(GP_LOG_ERROR, "%s %s and strict mode is on: every cudaMalloc and cudaMallocAsync fails with "
-				     "cudaErrorInvalidValue until it is fixed", R.cfg.bad_vars,
-		       strchr(R.cfg.bad_vars, ',') ? "have bad values" : "has a bad value");
+		gp_log(GP_LOG_ERROR, "%s %s%s: every allocation fails (cudaErrorInvalidValue, CUDA_ERROR_INVALID_VALUE) "
+				     "until it is fixed",
+		       R.cfg.bad_vars, strchr(R.cfg.bad_vars, ',') ? "have bad values" : "has a bad value",
+		       rc != 0 ? " and strict mode is on" : ", and a cap that cannot be applied as asked is not dropped");
 	/* what the hooks see while the process has no runtime: no table, off */
 	R_absent = R;
 	gp_registry_lifecycle_init();

@@ -83,6 +83,13 @@ gp_pool *gp_registry_pool_create(int dev)
 	gp_config_pool_params(&R->cfg, dtotal, &prm);
 	prm.limit = gp_config_device_limit(&R->cfg, dev, dtotal); /* a scheduler's per-device limit */
 	gp_budget_set_limit(dev, prm.limit); /* every path's limit (budget.h), before any take */
+	if (!prm.limit && R->cfg.limit_percent && !dtotal) {
+		/* a percentage of a device whose size is unknown: not no limit, but nothing (docs/security.md) */
+		gp_budget_close(dev);
+		gp_log(GP_LOG_ERROR, "device %d: limit:%u%% cannot be resolved (the device's size is not known); every "
+				     "allocation on it is refused rather than run without its limit",
+		       dev, R->cfg.limit_percent);
+	}
 	char why[512];
 	if (gp_config_fit_device(&prm, dev, dfree, why, sizeof why) && !geometry_told[dev]) {
 		geometry_told[dev] = true; /* once per device: a reset's new pool is fitted again, quietly */

@@ -19,8 +19,15 @@ static int fake_segment_alloc(void *ctx, int device, size_t size, uintptr_t *add
 	fb->allocs++;
 	/* the bump pointer never wraps: a wrapped one would hand out ranges that overlap live ones */
 	bool no_room = size > UINTPTR_MAX - fb->next_addr || UINTPTR_MAX - fb->next_addr - size < 2 * FAKE_ALIGN;
-	if (fb->fail_all || (fb->fail_at && fb->allocs == fb->fail_at) || no_room ||
-	    (fb->capacity && (size > fb->capacity || fb->used[device] > fb->capacity - size))) {
+	if (fb->fail_all || (fb->fail_at && fb->allocs == fb->fail_at)) {
+		fb->fail_allocs++;
+		return fb->fail_err ? fb->fail_err : -ENOMEM;
+	}
+	if (fb->quota && (size > fb->quota || fb->used[device] > fb->quota - size)) {
+		fb->fail_allocs++;
+		return -EDQUOT;
+	}
+	if (no_room || (fb->capacity && (size > fb->capacity || fb->used[device] > fb->capacity - size))) {
 		fb->fail_allocs++;
 		return -ENOMEM;
 	}

@@ -21,7 +21,10 @@ struct gp_fake_backend {
 	size_t used[GPUPOOL_MAX_DEVICES]; /* bytes held per device */
 	uint64_t allocs, frees, syncs, waits, fail_allocs;
 	uint64_t fail_at;      /* fail the Nth segment_alloc (1-based); 0 = never */
-	bool fail_all;         /* every segment_alloc fails with -ENOMEM */
+	bool fail_all;         /* every segment_alloc fails */
+	int fail_err;          /* what those failures answer (backend.h): 0 = -ENOMEM */
+	size_t quota;          /* bytes a budget in front of each device lets it hold: a segment past
+				* it fails with -EDQUOT; 0 = none */
 	bool sync_busy;        /* device_sync and segment_free answer -EBUSY (a capture is active) */
 	bool wait_refused;     /* stream_wait answers -EAGAIN */
 	/* Markers and the modelled clock: a device that runs latency_ns behind the program.

@@ -34,6 +34,10 @@ static cudaStream_t key_handle(gp_stream k, bool *ok)
 
 /* ---- the backend ----------------------------------------------------------------------- */
 
+static _Thread_local cudaError_t segment_error; /* the last -EIO's (gp_cuda_backend_error) */
+
+cudaError_t gp_cuda_backend_error(void) { return segment_error; }
+
 static int cu_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
 {
 	(void)device;
@@ -45,12 +49,19 @@ static int cu_segment_alloc(void *ctx, int device, size_t size, uintptr_t *addr)
 	 * new segment has nothing to do with the captured work. */
 	enum cudaStreamCaptureMode mode = gp_runtime_relax_begin(rt);
 	cudaError_t e = rt->Malloc(&p, size);
+	if (e != cudaSuccess && e != cudaErrorMemoryAllocation) {
+		/* not out of memory (no driver, no device, a sticky error): the pool gives up, and
+		 * the program gets this error, with the runtime's last error as cudaMalloc left it */
+		gp_runtime_relax_end(rt, mode);
+		segment_error = e;
+		return -EIO;
+	}
 	if (e != cudaSuccess) {
 		/* the pool may recover (release, retry): leave no stale error behind, and
 		 * the program's own pending error as it was */
 		gp_last_error_restore(rt, before);
 		gp_runtime_relax_end(rt, mode);
-		return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
+		return -ENOMEM;
 	}
 	gp_runtime_relax_end(rt, mode);
 	*addr = (uintptr_t)p;

@@ -16,6 +16,11 @@
 struct gp_runtime;
 void gp_cuda_backend_init(struct gp_backend *be, const struct gp_runtime *rt);
 
+/* The error of this thread's last segment the runtime refused with an error that is not
+ * out of memory (segment_alloc's -EIO), as cudaMalloc returned it; cudaSuccess when none.
+ * The runtime's last error is left as that cudaMalloc left it. */
+cudaError_t gp_cuda_backend_error(void);
+
 /* Markers (backend.h fence_mark): an event on the legacy default stream and one on each
  * non-blocking stream gpupool sees made (through the runtime or the driver). The stream hooks report them:
  * gp_cuda_stream_created after the runtime made `s` with `flags` (the device current then

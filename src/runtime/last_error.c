@@ -15,8 +15,13 @@ void gp_last_error_set(const struct gp_runtime *rt, cudaError_t err)
 	if (err == cudaErrorMemoryAllocation) {
 		/* a request no device can satisfy fails at once and leaves the error behind */
 		(void)rt->Malloc(&p, (size_t)1 << 62);
-	} else {
+	} else if (err == cudaErrorInvalidDevice) {
+		(void)rt->SetDevice(-1);
+	} else if (err == cudaErrorInvalidValue) {
 		(void)rt->Malloc(NULL, 0);
+	} else {
+		/* no call of the runtime's leaves this one: the caller's answer carries it alone */
+		gp_log(GP_LOG_DEBUG, "CUDA error %d cannot be left as the runtime's last error", (int)err);
 	}
 	gp_runtime_relax_end(rt, mode);
 }

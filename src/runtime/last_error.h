@@ -9,8 +9,8 @@
 #include "runtime.h"
 
 /* Leaves `err` as the runtime's last error for this thread, as a failing native call
- * would (cudaErrorMemoryAllocation or cudaErrorInvalidValue). `rt`: the resolved runtime
- * (NULL: no-op). */
+ * would (cudaErrorMemoryAllocation, cudaErrorInvalidValue or cudaErrorInvalidDevice; any
+ * other is logged at debug level and left out). `rt`: the resolved runtime (NULL: no-op). */
 void gp_last_error_set(const struct gp_runtime *rt, cudaError_t err);
 
 /* After an internal call through `rt` failed: leaves the runtime's last error as it was

@@ -1,11 +1,12 @@
 /* Every allocation path of the driver counts against the limit (limit:64M, one fake device,
- * no CUDA runtime): physical memory from cuMemCreate until cuMemRelease, cuMemAllocManaged,
+ * no CUDA runtime): physical memory from cuMemCreate until its last cuMemRelease and cuMemUnmap
+ * (e2e_drv_vmm.c has the patterns of mapped memory), cuMemAllocManaged,
  * cuMemAllocPitch (pitch x rows), pools the program made (cuMemPoolCreate +
  * cuMemAllocFromPoolAsync and its _ptsz twin, cuDeviceSetMemPool + cuMemAllocAsync), each
  * shown in the page while held, refused past the limit with CUDA_ERROR_OUT_OF_MEMORY before the
  * driver is called, and sharing the limit with the pool; cuMemGetInfo leaves them out of free.
- * The mapping calls (cuMemAddressReserve, cuMemMap, cuMemSetAccess, cuMemUnmap,
- * cuMemAddressFree) are the driver's own, not interposed. "procaddr": every entry point
+ * The address calls (cuMemAddressReserve, cuMemSetAccess, cuMemAddressFree) are the
+ * driver's own, not interposed. "procaddr": every entry point
  * through cuGetProcAddress_v2; "dlsym": through dlsym on libcuda's handle. "threads": threads
  * take and give virtual, managed and pooled memory at once: the limit holds at every moment,
  * every refusal is CUDA_ERROR_OUT_OF_MEMORY, and the figures come back to zero. "reset": a
@@ -45,8 +46,8 @@ struct paths {
 	X(MemRelease, "cuMemRelease", "cuMemRelease", 1)                                          \
 	X(AddressReserve, "cuMemAddressReserve", "cuMemAddressReserve", 0)                        \
 	X(AddressFree, "cuMemAddressFree", "cuMemAddressFree", 0)                                 \
-	X(Map, "cuMemMap", "cuMemMap", 0)                                                         \
-	X(Unmap, "cuMemUnmap", "cuMemUnmap", 0)                                                   \
+	X(Map, "cuMemMap", "cuMemMap", 1)                                                         \
+	X(Unmap, "cuMemUnmap", "cuMemUnmap", 1)                                                   \
 	X(SetAccess, "cuMemSetAccess", "cuMemSetAccess", 0)                                       \
 	X(AllocManaged, "cuMemAllocManaged", "cuMemAllocManaged", 1)                              \
 	X(AllocPitch, "cuMemAllocPitch", "cuMemAllocPitch_v2", 1)                                 \
@@ -149,11 +150,7 @@ static void *worker(void *arg)
 
 static int threads(void)
 {
-	pthread_t t[THREADS];
-	for (uintptr_t i = 0; i < THREADS; i++)
-		CHECK(pthread_create(&t[i], NULL, worker, (void *)i) == 0);
-	for (int i = 0; i < THREADS; i++)
-		pthread_join(t[i], NULL);
+	e2e_run_threads(THREADS, worker);
 	struct gpupool_device_stats st = e2e_stats(0);
 	CHECK(atomic_load(&done_ok) + atomic_load(&refused) == THREADS * ROUNDS);
 	CHECK(st.unpooled_bytes == 0 && st.unpooled_vmm_bytes == 0 && st.unpooled_managed_bytes == 0);

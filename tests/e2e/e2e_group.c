@@ -9,6 +9,12 @@
  *   e2e_group exec DIR     a member takes 48 MiB of a 64 MiB group budget and calls exec
  *                          (the new image, gpupool loaded, never allocates): its device
  *                          memory went with the old image, so another member's 40 MiB fit.
+ *   e2e_group fit DIR      a group's room smaller than a segment: twelve 2 MiB blocks fit
+ *                          under group_limit:25M; and 2 MiB fit when another member holds 88
+ *                          MiB of a 100 MiB group (the segment fitted to the group's room).
+ *   e2e_group full DIR     the 257th member: every slot held by a live process, a process
+ *                          naming the group cannot join it, and every allocation it makes is
+ *                          refused (not run without the group's cap).
  *   e2e_group sched MIB    the process's limit is MIB MiB: CUDA_DEVICE_MEMORY_LIMIT_0 (a
  *                          scheduler's), or gpupool's own limit, which wins over it.
  * This process never calls CUDA in `run`: it reads the file with the group layer's reader and
@@ -94,17 +100,24 @@ static void look(uint64_t *used, uint64_t *budget)
 	*budget = v.dev[0].budget;
 }
 
-static int run(const char *self, const char *ondriver)
+/* The members this process starts run the fake runtime on the fake driver in `ondriver`
+ * (which knows each device's UUID, as the real runtime always has the driver loaded), in the
+ * group of `path` with that group_limit. */
+static void members_env(const char *ondriver, const char *group_limit)
 {
-	uint64_t used, budget;
-	char conf[600], fd_text[16], libs[4096];
-	/* the members run the fake runtime on the fake driver, which knows each device's UUID (as
-	 * the real runtime always has the driver loaded) */
+	char conf[600], libs[4096];
 	const char *old = getenv("LD_LIBRARY_PATH");
 	snprintf(libs, sizeof libs, "%s:%s", ondriver, old ? old : "");
 	setenv("LD_LIBRARY_PATH", libs, 1);
-	snprintf(conf, sizeof conf, "group:%s,group_limit:64M", path);
+	snprintf(conf, sizeof conf, "group:%s,group_limit:%s", path, group_limit);
 	setenv("GPUPOOL_CONF", conf, 1);
+}
+
+static int run(const char *self, const char *ondriver)
+{
+	uint64_t used, budget;
+	char fd_text[16];
+	members_env(ondriver, "64M");
 	unlink(path);
 
 	int ready[2];
@@ -162,12 +175,7 @@ static int run(const char *self, const char *ondriver)
  * member (before any page figure has its size). */
 static int percent(const char *self, const char *ondriver)
 {
-	char conf[600], libs[4096];
-	const char *old = getenv("LD_LIBRARY_PATH");
-	snprintf(libs, sizeof libs, "%s:%s", ondriver, old ? old : "");
-	setenv("LD_LIBRARY_PATH", libs, 1);
-	snprintf(conf, sizeof conf, "group:%s,group_limit:25%%", path);
-	setenv("GPUPOOL_CONF", conf, 1);
+	members_env(ondriver, "25%");
 	unlink(path);
 	pid_t kid = spawn(self, "fill", "40");
 	int st;
@@ -198,12 +206,8 @@ static int idle(int fd)
 static int exec_test(const char *self, const char *ondriver)
 {
 	uint64_t used, budget;
-	char conf[600], fd_text[16], libs[4096];
-	const char *old = getenv("LD_LIBRARY_PATH");
-	snprintf(libs, sizeof libs, "%s:%s", ondriver, old ? old : "");
-	setenv("LD_LIBRARY_PATH", libs, 1);
-	snprintf(conf, sizeof conf, "group:%s,group_limit:64M", path);
-	setenv("GPUPOOL_CONF", conf, 1);
+	char fd_text[16];
+	members_env(ondriver, "64M");
 	unlink(path);
 	int ready[2];
 	CHECK(pipe(ready) == 0);
@@ -239,6 +243,100 @@ static int fill(size_t mib)
 	return 0;
 }
 
+/* A group's room smaller than a segment: twelve 2 MiB blocks under group_limit:25M all fit
+ * (a 20 MiB segment, then one of exactly 2 MiB twice, as under limit:25M), and the 13th is
+ * refused. */
+static int twelve(void)
+{
+	void *p[13];
+	for (int i = 0; i < 12; i++)
+		CK(cudaMalloc(&p[i], 2 * MB));
+	CKE(cudaMalloc(&p[12], 2 * MB), cudaErrorMemoryAllocation);
+	uint64_t used, budget;
+	look(&used, &budget);
+	CHECK(budget == 25 * MB && used == 24 * MB);
+	for (int i = 0; i < 12; i++)
+		CK(cudaFree(p[i]));
+	return 0;
+}
+
+/* Another member holds 88 MiB of the 100 MiB group: 2 MiB fit in the 12 MiB left. */
+static int two(void)
+{
+	void *p = NULL;
+	CK(cudaMalloc(&p, 2 * MB));
+	uint64_t used, budget;
+	look(&used, &budget);
+	CHECK(budget == 100 * MB && used == 90 * MB);
+	CK(cudaFree(p));
+	return 0;
+}
+
+/* A member of the group named in GPUPOOL_CONF (group_limit `conf_limit`), run as `mode`. */
+static int fit_member(const char *self, const char *ondriver, const char *conf_limit, const char *mode)
+{
+	members_env(ondriver, conf_limit);
+	pid_t kid = spawn(self, mode, "0");
+	int st;
+	CHECK(waitpid(kid, &st, 0) == kid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	return 0;
+}
+
+static int fit(const char *self, const char *ondriver)
+{
+	unlink(path);
+	fit_member(self, ondriver, "25M", "twelve");
+	/* this process the other member: 88 MiB of 100 held on the fake's physical device 0 */
+	unlink(path);
+	struct gp_group g;
+	char why[256];
+	unsigned char uuid[GP_GROUP_UUID_LEN] = {'f', 'a', 'k', 'e', 'g', 'p', 'u'};
+	uuid[GP_GROUP_UUID_LEN - 1] = 1;
+	CHECK(gp_group_join(&g, path, why, sizeof why) == 0);
+	int d = gp_group_device(&g, uuid, 100 * MB);
+	CHECK(d >= 0 && gp_group_take(&g, d, 88 * MB) == 0);
+	fit_member(self, ondriver, "100M", "two");
+	gp_group_leave(&g);
+	unlink(path);
+	return 0;
+}
+
+/* A process that could not join its group: every allocation refused, pooled or not. */
+static int refused_member(void)
+{
+	void *p = NULL;
+	CKE(cudaMalloc(&p, MB), cudaErrorMemoryAllocation);
+	CKE(cudaMallocManaged(&p, MB, cudaMemAttachGlobal), cudaErrorMemoryAllocation);
+	return 0;
+}
+
+/* The 257th member: this process holds every member slot (its own id in each: a live process
+ * that maps the file), so a process that names the group cannot join it, and takes nothing
+ * rather than run without the group's cap. */
+static int full(const char *self, const char *ondriver)
+{
+	members_env(ondriver, "64M");
+	unlink(path);
+	struct gp_group g;
+	char why[256];
+	CHECK(gp_group_join(&g, path, why, sizeof why) == 0);
+	for (unsigned i = 0; i < GP_GROUP_MEMBERS; i++)
+		if (i != g.me) {
+			atomic_store(&g.f->member[i].pidns, g.pidns);
+			atomic_store(&g.f->member[i].id, g.id);
+		}
+	pid_t kid = spawn(self, "refused", "0");
+	int st;
+	CHECK(waitpid(kid, &st, 0) == kid);
+	for (unsigned i = 0; i < GP_GROUP_MEMBERS; i++)
+		if (i != g.me)
+			atomic_store(&g.f->member[i].id, 0);
+	gp_group_leave(&g);
+	unlink(path);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	return 0;
+}
+
 /* The process's limit on device 0 is `mib` MiB (from a scheduler's variable, or gpupool's own
  * limit that wins over it): mib - 8 fit, 16 more do not. */
 static int sched(size_t mib)
@@ -264,8 +362,15 @@ int main(int argc, char **argv)
 	/* the driver loaded before the first allocation, as the real runtime has it from its first
 	 * call (the fake one loads it at its first allocation): it names the device by UUID */
 	if (strcmp(argv[1], "hammer") == 0 || strcmp(argv[1], "hold") == 0 || strcmp(argv[1], "fill") == 0 ||
-	    strcmp(argv[1], "exec1") == 0)
+	    strcmp(argv[1], "exec1") == 0 || strcmp(argv[1], "twelve") == 0 || strcmp(argv[1], "two") == 0 ||
+	    strcmp(argv[1], "refused") == 0)
 		CHECK(dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL) != NULL);
+	if (strcmp(argv[1], "twelve") == 0)
+		return twelve();
+	if (strcmp(argv[1], "two") == 0)
+		return two();
+	if (strcmp(argv[1], "refused") == 0)
+		return refused_member();
 	if (strcmp(argv[1], "hammer") == 0 && argc == 3)
 		return hammer((unsigned)atoi(argv[2]));
 	if (strcmp(argv[1], "fill") == 0 && argc == 3)
@@ -283,6 +388,10 @@ int main(int argc, char **argv)
 		return exec_test("/proc/self/exe", argv[2]);
 	if (strcmp(argv[1], "percent") == 0 && argc == 3)
 		return percent("/proc/self/exe", argv[2]);
+	if (strcmp(argv[1], "full") == 0 && argc == 3)
+		return full("/proc/self/exe", argv[2]);
+	if (strcmp(argv[1], "fit") == 0 && argc == 3)
+		return fit("/proc/self/exe", argv[2]);
 	if (strcmp(argv[1], "sched") == 0 && argc == 3)
 		return sched((size_t)atoi(argv[2]));
 	fprintf(stderr, "usage: e2e_group run|percent ONDRIVER_DIR | sched MIB\n");

@@ -16,7 +16,7 @@ for i in 1 2 3 4 5; do
 	grep -q "gpupool: report for pid" "$err" || bad "teardown #$i: no exit report"
 done
 
-GPUPOOL_CONF=limit:banana GPUPOOL_REPORT=none run "$prog" basic; rc=$?
+GPUPOOL_CONF=round:banana GPUPOOL_REPORT=none run "$prog" basic; rc=$?
 [ $rc -eq 0 ] || bad "bad knob: exit status $rc"
 [ "$(wc -l <"$err")" -eq 1 ] || bad "bad knob: expected exactly one line on stderr"
 grep -q "GPUPOOL_CONF.*banana" "$err" || bad "bad knob: the line does not name GPUPOOL_CONF and the value"
@@ -27,7 +27,7 @@ grep -q "strict: cudaMalloc -> cudaError" "$out" || bad "strict: allocation did 
 grep -q "banana" "$err" || bad "strict: the bad value was not reported"
 
 # the error names the variable that was bad, a scheduler's too
-CUDA_DEVICE_MEMORY_LIMIT=1t GPUPOOL_CONF=strict:1 GPUPOOL_REPORT=none run "$prog" strict; rc=$?
+CUDA_DEVICE_MEMORY_LIMIT=junk GPUPOOL_CONF=strict:1 GPUPOOL_REPORT=none run "$prog" strict; rc=$?
 [ $rc -eq 0 ] || bad "strict, scheduler's variable: exit status $rc"
 grep -q "strict: cudaMalloc -> cudaError" "$out" || bad "strict, scheduler's variable: allocation did not fail"
 grep -q "error: CUDA_DEVICE_MEMORY_LIMIT has a bad value and strict mode is on" "$err" ||

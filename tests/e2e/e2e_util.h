@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,6 +126,17 @@ static inline int e2e_dev_all(const void *dev, size_t n, unsigned char v)
 		fprintf(stderr, "byte %zu of %p is 0x%02x, expected 0x%02x\n", bad, dev, h[bad], v);
 	free(h);
 	return bad == n;
+}
+
+/* Runs fn(0) .. fn(n - 1) on n threads at once and waits for them all (n at most 64). */
+static inline void e2e_run_threads(unsigned n, void *(*fn)(void *))
+{
+	pthread_t t[64];
+	CHECK(n <= 64);
+	for (uintptr_t i = 0; i < n; i++)
+		CHECK(pthread_create(&t[i], NULL, fn, (void *)i) == 0);
+	for (unsigned i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
 }
 
 /* The statistics page directory (GPUPOOL_SHM_DIR from the test environment), created. */

@@ -50,7 +50,8 @@
 	X(cuGetProcAddress) X(cuGetProcAddress_v2) X(cuGetErrorName) X(gpfakecu_launch_fill) \
 	X(cuMemAllocManaged) X(cuMemAllocPitch_v2) X(cuMemCreate) X(cuMemRelease) \
 	X(cuMemGetAllocationGranularity) X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) \
-	X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationPropertiesFromHandle) \
+	X(cuMemUnmap) X(cuMemRetainAllocationHandle) X(cuMemExportToShareableHandle) \
+	X(cuMemImportFromShareableHandle) X(cuMemMapArrayAsync) X(cuMemMapArrayAsync_ptsz) X(cuMemSetAccess) X(cuMemGetAllocationPropertiesFromHandle) \
 	X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuDeviceGetDefaultMemPool) X(cuDeviceGetMemPool) \
 	X(cuDeviceSetMemPool) X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz) \
 	X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute) X(cuMemPoolTrimTo) \
@@ -118,7 +119,8 @@ struct fc_handle {
 	size_t size;
 	int device;
 	int maps;                  /* mappings of it: a released handle lives until the last goes */
-	bool released;
+	int refs;                  /* references: cuMemCreate's and each cuMemRetainAllocationHandle's,
+				    * less each cuMemRelease; 0: released */
 	int fd;                    /* its memory: a memfd that each mapping maps */
 };
 
@@ -134,13 +136,16 @@ struct fc_map {
 	size_t size;
 	struct fc_handle *h;
 	bool rw;                   /* cuMemSetAccess granted read and write */
+	CUmemGenericAllocationHandle hv; /* the handle value it was mapped with */
 };
 
 struct rule {
-	int fn;
+	int fn;             /* FC_ANY: every entry point but the queries (fc_is_query) */
 	unsigned long left;
 	CUresult err;
+	bool every;         /* from the n-th call on, every call (else the n-th only) */
 };
+#define FC_ANY (-2)
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER; /* any progress */
@@ -159,6 +164,7 @@ static size_t g_nsizes, g_cap_sizes;
 static unsigned long g_calls[FN_COUNT];
 static struct rule g_rules[FC_MAXRULES];
 static int g_nrules;
+static CUresult g_sticky; /* gpfakecu_fault's; atomic access */
 static bool g_init;
 static struct fc_handle *g_handles;
 static bool g_no_vmm;                   /* FAKECU_NO_VMM: devices without virtual memory management */
@@ -203,7 +209,15 @@ static CUresult fc_default_err(int fn)
 	}
 }
 
-static int fc_add_rule(int fn, unsigned long n, CUresult err)
+/* The calls FC_ANY rules and a sticky error leave alone: the error and version queries,
+ * the entry-point look-ups, and the fake's own kernel. */
+static bool fc_is_query(int fn)
+{
+	return fn == FN_cuGetErrorName || fn == FN_cuDriverGetVersion || fn == FN_cuGetProcAddress ||
+	       fn == FN_cuGetProcAddress_v2 || fn == FN_gpfakecu_launch_fill;
+}
+
+static int fc_add_rule(int fn, unsigned long n, CUresult err, bool every)
 {
 	int rc = 0;
 	pthread_mutex_lock(&g_lock);
@@ -213,8 +227,8 @@ static int fc_add_rule(int fn, unsigned long n, CUresult err)
 			if (g_rules[i].fn != fn)
 				g_rules[j++] = g_rules[i];
 		g_nrules = j;
-	} else if (g_nrules < FC_MAXRULES) {
-		g_rules[g_nrules++] = (struct rule){fn, n, err ? err : fc_default_err(fn)};
+	} else if (g_nrules < FC_MAXRULES && (fn >= 0 || fn == FC_ANY)) {
+		g_rules[g_nrules++] = (struct rule){fn, n, err ? err : fc_default_err(fn), every};
 	} else {
 		rc = -1;
 	}
@@ -254,13 +268,13 @@ static void fc_init(void)
 				continue;
 			}
 			*c = '\0';
-			char *c2 = strchr(c + 1, ':');
-			int fn = fc_fn(tok);
-			unsigned long n = strtoul(c + 1, NULL, 10);
-			if (fn < 0 || n == 0)
+			char *c2 = strchr(c + 1, ':'), *end;
+			int fn = strcmp(tok, "*") == 0 ? FC_ANY : fc_fn(tok);
+			unsigned long n = strtoul(c + 1, &end, 10);
+			if (fn == -1 || n == 0)
 				fprintf(stderr, "fakecu: FAKECU_FAIL: ignoring '%s'\n", tok);
 			else
-				fc_add_rule(fn, n, c2 ? (CUresult)atoi(c2 + 1) : CUDA_SUCCESS);
+				fc_add_rule(fn, n, c2 ? (CUresult)atoi(c2 + 1) : CUDA_SUCCESS, *end == '+');
 		}
 	}
 }
@@ -270,15 +284,23 @@ static CUresult fc_enter(int fn)
 {
 	pthread_once(&g_once, fc_init);
 	__atomic_add_fetch(&g_calls[fn], 1, __ATOMIC_RELAXED);
+	CUresult sticky = __atomic_load_n(&g_sticky, __ATOMIC_ACQUIRE);
+	if (sticky != CUDA_SUCCESS && !fc_is_query(fn))
+		return sticky;
 	CUresult err = CUDA_SUCCESS;
 	pthread_mutex_lock(&g_lock);
 	int j = 0;
 	for (int i = 0; i < g_nrules; i++) {
-		if (g_rules[i].fn == fn && --g_rules[i].left == 0) {
-			err = g_rules[i].err;
-			continue;
+		struct rule *r = &g_rules[i];
+		if (r->fn == fn || (r->fn == FC_ANY && !fc_is_query(fn))) {
+			if (r->every && r->left <= 1) {
+				err = r->err; /* kept: every later call fails too */
+			} else if (--r->left == 0) {
+				err = r->err;
+				continue;
+			}
 		}
-		g_rules[j++] = g_rules[i];
+		g_rules[j++] = *r;
 	}
 	g_nrules = j;
 	pthread_mutex_unlock(&g_lock);
@@ -1387,19 +1409,22 @@ FC_API CUresult cuMemGetAllocationGranularity(size_t *gran, const CUmemAllocatio
 }
 
 /* The handle of a physical allocation, or NULL (g_lock held): handles are compared, never
- * dereferenced, before they are found. */
+ * dereferenced, before they are found. The handle value is the allocation's address, or
+ * that plus 1 for a handle imported from a shareable one (another value for the same
+ * memory, as an importer gets). */
 static struct fc_handle *fc_handle_find(CUmemGenericAllocationHandle handle)
 {
 	for (struct fc_handle *h = g_handles; h; h = h->next)
-		if ((uintptr_t)h == handle)
+		if ((uintptr_t)h == handle || (uintptr_t)h + 1 == handle)
 			return h;
 	return NULL;
 }
 
-/* The physical memory goes back to the device when it is both released and unmapped. */
+/* The physical memory goes back to the device when every reference is released and every
+ * mapping unmapped. */
 static void fc_handle_drop(struct fc_handle *h)
 {
-	if (!h->released || h->maps)
+	if (h->refs || h->maps)
 		return;
 	for (struct fc_handle **pp = &g_handles; *pp; pp = &(*pp)->next)
 		if (*pp == h) {
@@ -1449,7 +1474,7 @@ FC_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, c
 	}
 	pthread_mutex_lock(&g_lock);
 	if (fc_charge(prop->location.id, size)) {
-		*h = (struct fc_handle){g_handles, size, prop->location.id, 0, false, fd};
+		*h = (struct fc_handle){g_handles, size, prop->location.id, 0, 1, fd};
 		g_handles = h;
 		*handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
 	} else {
@@ -1466,9 +1491,9 @@ FC_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 	ENTER(cuMemRelease);
 	pthread_mutex_lock(&g_lock);
 	struct fc_handle *h = fc_handle_find(handle);
-	CUresult e = h && !h->released ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	CUresult e = h && h->refs ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 	if (e == CUDA_SUCCESS) {
-		h->released = true;
+		h->refs--;
 		fc_handle_drop(h);
 	}
 	pthread_mutex_unlock(&g_lock);
@@ -1482,14 +1507,14 @@ FC_API CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&g_lock);
 	struct fc_handle *h = fc_handle_find(handle);
-	if (h && !h->released) {
+	if (h && h->refs) {
 		memset(prop, 0, sizeof *prop);
 		prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
 		prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 		prop->location.id = h->device;
 	}
 	pthread_mutex_unlock(&g_lock);
-	return h && !h->released ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	return h && h->refs ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* An address range of the process's own, inaccessible (PROT_NONE, no memory behind it), so
@@ -1555,7 +1580,7 @@ FC_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
 	const struct fc_resv *r = g_resvs;
 	while (r && !(ptr >= r->base && ptr - r->base <= r->size && size <= r->base + r->size - ptr))
 		r = r->next;
-	bool ok = h && !h->released && size <= h->size && r;
+	bool ok = h && h->refs && size <= h->size && r;
 	for (const struct fc_map *m = g_maps; ok && m; m = m->next)
 		ok = m->va >= ptr + size || ptr >= m->va + m->size;
 	struct fc_map *m = ok ? malloc(sizeof *m) : NULL;
@@ -1566,7 +1591,7 @@ FC_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
 	}
 	CUresult e = !ok ? CUDA_ERROR_INVALID_VALUE : !m ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 	if (m) {
-		*m = (struct fc_map){g_maps, ptr, size, h, false};
+		*m = (struct fc_map){g_maps, ptr, size, h, false, handle};
 		g_maps = m;
 		h->maps++;
 	}
@@ -1606,6 +1631,140 @@ FC_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 	}
 	pthread_mutex_unlock(&g_lock);
 	return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* The handle of the allocation mapped at `addr` (anywhere in a mapping), as the real driver:
+ * the handle value the memory was mapped with, one reference more (a cuMemRelease each). */
+FC_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+	ENTER(cuMemRetainAllocationHandle);
+	if (!handle)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_lock);
+	const struct fc_map *m = g_maps;
+	while (m && !((uintptr_t)addr >= m->va && (uintptr_t)addr - m->va < m->size))
+		m = m->next;
+	if (m) {
+		m->h->refs++;
+		*handle = m->hv;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Shareable handles (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR only): a number standing for a
+ * descriptor, 1000 + its slot; importing one in the same process (the fake has no processes
+ * to pass it to) hands out another handle value for the same memory, one reference more. */
+#define FC_SHARED 64
+static struct fc_handle *g_shared[FC_SHARED]; /* under g_lock */
+
+FC_API CUresult cuMemExportToShareableHandle(void *shareable, CUmemGenericAllocationHandle handle,
+					     CUmemAllocationHandleType type, unsigned long long flags)
+{
+	ENTER(cuMemExportToShareableHandle);
+	if (!shareable || flags || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_lock);
+	struct fc_handle *h = fc_handle_find(handle);
+	int slot = -1;
+	for (int i = 0; h && h->refs && slot < 0 && i < FC_SHARED; i++)
+		if (!g_shared[i])
+			slot = i;
+	if (slot >= 0) {
+		g_shared[slot] = h;
+		*(int *)shareable = 1000 + slot;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return slot >= 0 ? CUDA_SUCCESS : h && h->refs ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
+}
+
+FC_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *os, CUmemAllocationHandleType type)
+{
+	ENTER(cuMemImportFromShareableHandle);
+	intptr_t fd = (intptr_t)os;
+	if (!handle || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || fd < 1000 || fd >= 1000 + FC_SHARED)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_lock);
+	struct fc_handle *h = g_shared[fd - 1000];
+	bool live = false;
+	for (struct fc_handle *x = g_handles; h && x; x = x->next)
+		live |= x == h;
+	if (live) {
+		h->refs++;
+		*handle = (CUmemGenericAllocationHandle)((uintptr_t)h + 1);
+	}
+	pthread_mutex_unlock(&g_lock);
+	return live ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Sparse arrays: the fake has none, but keeps what the driver does with the memory: a MAP of
+ * a handle into an array's place holds it (as a mapping) until an UNMAP of that array and
+ * place, which names no handle. Arrays are taken as given, never looked at. */
+#define FC_ARRAY_MAPS 64
+static struct {
+	uintptr_t array;
+	unsigned level, layer, x, y, z;
+	struct fc_handle *h;
+} g_array_maps[FC_ARRAY_MAPS]; /* under g_lock; h NULL: free */
+
+static CUresult fc_map_array(CUarrayMapInfo *list, unsigned count)
+{
+	if (!list || !count)
+		return CUDA_ERROR_INVALID_VALUE;
+	CUresult e = CUDA_SUCCESS;
+	pthread_mutex_lock(&g_lock);
+	for (unsigned i = 0; i < count && e == CUDA_SUCCESS; i++) {
+		const CUarrayMapInfo *m = &list[i];
+		uintptr_t arr = (uintptr_t)m->resource.array;
+		unsigned lv = m->subresource.sparseLevel.level, ly = m->subresource.sparseLevel.layer;
+		unsigned x = m->subresource.sparseLevel.offsetX, y = m->subresource.sparseLevel.offsetY;
+		unsigned z = m->subresource.sparseLevel.offsetZ;
+		int at = -1;
+		for (int k = 0; at < 0 && k < FC_ARRAY_MAPS; k++)
+			if (g_array_maps[k].h && g_array_maps[k].array == arr && g_array_maps[k].level == lv &&
+			    g_array_maps[k].layer == ly && g_array_maps[k].x == x && g_array_maps[k].y == y && g_array_maps[k].z == z)
+				at = k;
+		if (m->memOperationType == CU_MEM_OPERATION_TYPE_UNMAP) {
+			if (at < 0) {
+				e = CUDA_ERROR_INVALID_VALUE;
+				continue;
+			}
+			struct fc_handle *h = g_array_maps[at].h;
+			g_array_maps[at].h = NULL;
+			h->maps--;
+			fc_handle_drop(h);
+			continue;
+		}
+		struct fc_handle *h = m->memHandleType == CU_MEM_HANDLE_TYPE_GENERIC ? fc_handle_find(m->memHandle.memHandle) : NULL;
+		for (int k = 0; at < 0 && k < FC_ARRAY_MAPS; k++)
+			if (!g_array_maps[k].h)
+				at = k;
+		if (m->memOperationType != CU_MEM_OPERATION_TYPE_MAP || !h || !h->refs || at < 0 || g_array_maps[at].h) {
+			e = CUDA_ERROR_INVALID_VALUE;
+			continue;
+		}
+		g_array_maps[at].array = arr;
+		g_array_maps[at].level = lv, g_array_maps[at].layer = ly;
+		g_array_maps[at].x = x, g_array_maps[at].y = y, g_array_maps[at].z = z;
+		g_array_maps[at].h = h;
+		h->maps++;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return e;
+}
+
+FC_API CUresult cuMemMapArrayAsync(CUarrayMapInfo *list, unsigned int count, CUstream s)
+{
+	ENTER(cuMemMapArrayAsync);
+	(void)s;
+	return fc_map_array(list, count);
+}
+
+FC_API CUresult cuMemMapArrayAsync_ptsz(CUarrayMapInfo *list, unsigned int count, CUstream s)
+{
+	ENTER(cuMemMapArrayAsync_ptsz);
+	(void)s;
+	return fc_map_array(list, count);
 }
 
 /* The range must be covered by mappings end to end; the fake grants nothing more than it
@@ -1899,11 +2058,27 @@ FC_API unsigned long gpfakecu_calls(const char *name)
 	return fn < 0 ? 0 : __atomic_load_n(&g_calls[fn], __ATOMIC_RELAXED);
 }
 
-FC_API int gpfakecu_fail_nth(const char *name, unsigned long n, CUresult err)
+static int fc_fail(const char *name, unsigned long n, CUresult err, bool every)
 {
 	pthread_once(&g_once, fc_init);
-	int fn = fc_fn(name);
-	return fn < 0 ? -1 : fc_add_rule(fn, n, err);
+	int fn = name && strcmp(name, "*") == 0 ? FC_ANY : fc_fn(name);
+	return fn == -1 ? -1 : fc_add_rule(fn, n, err, every);
+}
+
+FC_API int gpfakecu_fail_nth(const char *name, unsigned long n, CUresult err)
+{
+	return fc_fail(name, n, err, false);
+}
+
+FC_API int gpfakecu_fail_from(const char *name, unsigned long n, CUresult err)
+{
+	return fc_fail(name, n, err, true);
+}
+
+FC_API void gpfakecu_fault(CUresult err)
+{
+	pthread_once(&g_once, fc_init);
+	__atomic_store_n(&g_sticky, err, __ATOMIC_RELEASE);
 }
 
 FC_API size_t gpfakecu_alloc_sizes(size_t *out, size_t cap)

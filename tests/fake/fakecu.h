@@ -19,6 +19,13 @@ unsigned long gpfakecu_calls(const char *name);
  * environment: FAKECU_FAIL=name:n[:err][,...] (err: a number; default CUDA_ERROR_OUT_OF_MEMORY
  * for the allocation calls, else CUDA_ERROR_UNKNOWN). */
 int gpfakecu_fail_nth(const char *name, unsigned long n, CUresult err);
+/* The same from the n-th next call on: that call and every later one fail (FAKECU_FAIL:
+ * name:n+[:err]). `name` "*" (both functions, and FAKECU_FAIL): every entry point but the
+ * queries (cuGetErrorName, cuDriverGetVersion, cuGetProcAddress(_v2), gpfakecu_launch_fill). */
+int gpfakecu_fail_from(const char *name, unsigned long n, CUresult err);
+/* A kernel fault: from now on every call but those queries fails with `err`
+ * (CUDA_ERROR_ILLEGAL_ADDRESS, ...), as the driver's sticky errors; CUDA_SUCCESS clears it. */
+void gpfakecu_fault(CUresult err);
 /* Sizes (bytes, as asked) of the successful cuMemAlloc_v2 and cuMemAllocAsync calls so far,
  * in order: up to cap into out; returns how many there were. */
 size_t gpfakecu_alloc_sizes(size_t *out, size_t cap);
@@ -39,6 +46,7 @@ CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
 #undef cuGetProcAddress
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
+CUresult cuMemMapArrayAsync_ptsz(CUarrayMapInfo *mapInfoList, unsigned int count, CUstream hStream);
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream);
 CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode);

@@ -139,10 +139,12 @@ struct alloc {
 };
 
 struct fk_rule {
-	int fn;
+	int fn;             /* FK_ANY: every entry point but the error and version queries */
 	unsigned long left;
 	cudaError_t err;
+	bool every;         /* from the n-th call on, every call (else the n-th only) */
 };
+#define FK_ANY (-2)
 
 struct fk_ipc {
 	uint32_t magic;
@@ -185,6 +187,9 @@ static int g_nrules;                                      /* atomic read outside
 
 static _Thread_local int t_device;
 static _Thread_local cudaError_t t_last_error;
+/* gpfake_fault: a sticky error, as a kernel fault leaves one: every call but the error and
+ * version queries fails with it, and cudaGetLastError returns it without clearing it */
+static cudaError_t g_sticky; /* atomic access */
 /* this thread's capture interaction mode (cudaThreadExchangeStreamCaptureMode) */
 static _Thread_local enum cudaStreamCaptureMode t_cap_mode = cudaStreamCaptureModeGlobal;
 
@@ -194,6 +199,8 @@ static _Thread_local enum cudaStreamCaptureMode t_cap_mode = cudaStreamCaptureMo
 	X(cudaErrorInvalidValue, "invalid argument") \
 	X(cudaErrorMemoryAllocation, "out of memory") \
 	X(cudaErrorInitializationError, "initialization error") \
+	X(cudaErrorInsufficientDriver, "CUDA driver version is insufficient for CUDA runtime version") \
+	X(cudaErrorDevicesUnavailable, "CUDA-capable device(s) is/are busy or unavailable") \
 	X(cudaErrorCudartUnloading, "driver shutting down") \
 	X(cudaErrorInvalidMemcpyDirection, "invalid copy direction for memcpy") \
 	X(cudaErrorNoDevice, "no CUDA-capable device is detected") \
@@ -269,7 +276,14 @@ static int fk_fn_index(const char *name)
 	return -1;
 }
 
-static int fk_add_rule(int fn, unsigned long n, cudaError_t err)
+/* The calls FK_ANY rules and a sticky error leave alone: the error and version queries. */
+static bool fk_is_query(int fn)
+{
+	return fn == FN_cudaGetErrorString || fn == FN_cudaGetErrorName || fn == FN_cudaGetLastError ||
+	       fn == FN_cudaPeekAtLastError || fn == FN_cudaRuntimeGetVersion || fn == FN_cudaDriverGetVersion;
+}
+
+static int fk_add_rule(int fn, unsigned long n, cudaError_t err, bool every)
 {
 	int rc = 0;
 	pthread_mutex_lock(&g_ctl);
@@ -279,8 +293,8 @@ static int fk_add_rule(int fn, unsigned long n, cudaError_t err)
 			if (g_rules[i].fn != fn)
 				g_rules[j++] = g_rules[i];
 		__atomic_store_n(&g_nrules, j, __ATOMIC_RELEASE);
-	} else if (g_nrules < FK_MAXRULES) {
-		g_rules[g_nrules] = (struct fk_rule){ fn, n, err };
+	} else if (g_nrules < FK_MAXRULES && (fn >= 0 || fn == FK_ANY)) {
+		g_rules[g_nrules] = (struct fk_rule){ fn, n, err, every };
 		__atomic_store_n(&g_nrules, g_nrules + 1, __ATOMIC_RELEASE);
 	} else {
 		rc = -1;
@@ -301,7 +315,8 @@ static cudaError_t fk_default_fail(int fn)
 	}
 }
 
-/* FAKECUDA_FAIL=name:n[:err][,name:n[:err]...]  err: a number or a cudaError name. */
+/* FAKECUDA_FAIL=name:n[+][:err][,...]  err: a number or a cudaError name; "+": the n-th call
+ * and every later one; name "*": every entry point but the error and version queries. */
 static void fk_parse_fail(const char *spec)
 {
 	char buf[1024];
@@ -312,13 +327,17 @@ static void fk_parse_fail(const char *spec)
 		int fn = -1;
 		unsigned long n = 0;
 		cudaError_t err = cudaSuccess;
-		bool ok = false;
+		bool ok = false, every = false;
 		if (c1) {
 			*c1 = '\0';
-			fn = fk_fn_index(tok);
+			fn = strcmp(tok, "*") == 0 ? FK_ANY : fk_fn_index(tok);
 			char *end;
 			n = strtoul(c1 + 1, &end, 10);
-			ok = fn >= 0 && end != c1 + 1 && n > 0;
+			ok = fn != -1 && end != c1 + 1 && n > 0;
+			if (ok && *end == '+') {
+				every = true;
+				end++;
+			}
 			if (ok && *end == ':') {
 				char *es = end + 1;
 				long v = strtol(es, &end, 10);
@@ -343,7 +362,7 @@ static void fk_parse_fail(const char *spec)
 		}
 		if (err == cudaSuccess)
 			err = fk_default_fail(fn);
-		fk_add_rule(fn, n, err);
+		fk_add_rule(fn, n, err, every);
 	}
 }
 
@@ -422,6 +441,9 @@ static cudaError_t fk_enter(int fn)
 	__atomic_add_fetch(&g_calls[fn], 1, __ATOMIC_RELAXED);
 	if (__atomic_load_n(&g_shutdown, __ATOMIC_ACQUIRE))
 		return cudaErrorCudartUnloading;
+	cudaError_t sticky = __atomic_load_n(&g_sticky, __ATOMIC_ACQUIRE);
+	if (sticky != cudaSuccess && !fk_is_query(fn))
+		return sticky;
 	if (__atomic_load_n(&g_nrules, __ATOMIC_ACQUIRE) == 0)
 		return cudaSuccess;
 	cudaError_t err = cudaSuccess;
@@ -429,9 +451,13 @@ static cudaError_t fk_enter(int fn)
 	int j = 0;
 	for (int i = 0; i < g_nrules; i++) {
 		struct fk_rule r = g_rules[i];
-		if (r.fn == fn && --r.left == 0) {
-			err = r.err;
-			continue;
+		if (r.fn == fn || (r.fn == FK_ANY && !fk_is_query(fn))) {
+			if (r.every && r.left <= 1) {
+				err = r.err; /* kept: every later call fails too */
+			} else if (--r.left == 0) {
+				err = r.err;
+				continue;
+			}
 		}
 		g_rules[j++] = r;
 	}
@@ -1224,8 +1250,10 @@ static cudaError_t fk_malloc_async(void **devPtr, size_t size, cudaStream_t h, b
 {
 	pthread_mutex_lock(&g_lock);
 	cudaError_t e;
-	struct CUstream_st *s = fk_stream(h, ptsz);
-	if (!s)
+	struct CUstream_st *s = g_ndev ? fk_stream(h, ptsz) : NULL;
+	if (!g_ndev)
+		e = cudaErrorNoDevice; /* the runtime cannot start: no stream is looked at */
+	else if (!s)
 		e = cudaErrorInvalidResourceHandle;
 	else
 		e = fk_malloc_on(s->device, devPtr, size);
@@ -2422,6 +2450,9 @@ FK_API const char *cudaGetErrorName(cudaError_t error)
 FK_API cudaError_t cudaGetLastError(void)
 {
 	ENTER(cudaGetLastError);
+	cudaError_t sticky = __atomic_load_n(&g_sticky, __ATOMIC_ACQUIRE);
+	if (sticky != cudaSuccess)
+		return sticky; /* never cleared: the context is corrupt */
 	cudaError_t e = t_last_error;
 	t_last_error = cudaSuccess;
 	return e;
@@ -2430,7 +2461,8 @@ FK_API cudaError_t cudaGetLastError(void)
 FK_API cudaError_t cudaPeekAtLastError(void)
 {
 	ENTER(cudaPeekAtLastError);
-	return t_last_error;
+	cudaError_t sticky = __atomic_load_n(&g_sticky, __ATOMIC_ACQUIRE);
+	return sticky != cudaSuccess ? sticky : t_last_error;
 }
 
 FK_API cudaError_t cudaRuntimeGetVersion(int *runtimeVersion)
@@ -2526,13 +2558,29 @@ FK_API void gpfake_reset_counters(void)
 		__atomic_store_n(&g_calls[i], 0, __ATOMIC_RELAXED);
 }
 
-FK_API int gpfake_fail_nth(const char *name, unsigned long n, cudaError_t err)
+static int fk_fail(const char *name, unsigned long n, cudaError_t err, bool every)
 {
 	pthread_once(&g_once, fk_init);
-	int fn = fk_fn_index(name);
-	if (fn < 0)
+	int fn = name && strcmp(name, "*") == 0 ? FK_ANY : fk_fn_index(name);
+	if (fn == -1)
 		return -1;
-	return fk_add_rule(fn, n, err == cudaSuccess ? fk_default_fail(fn) : err);
+	return fk_add_rule(fn, n, err == cudaSuccess ? fk_default_fail(fn) : err, every);
+}
+
+FK_API int gpfake_fail_nth(const char *name, unsigned long n, cudaError_t err)
+{
+	return fk_fail(name, n, err, false);
+}
+
+FK_API int gpfake_fail_from(const char *name, unsigned long n, cudaError_t err)
+{
+	return fk_fail(name, n, err, true);
+}
+
+FK_API void gpfake_fault(cudaError_t err)
+{
+	pthread_once(&g_once, fk_init);
+	__atomic_store_n(&g_sticky, err, __ATOMIC_RELEASE);
 }
 
 FK_API void gpfake_fail_clear(void)

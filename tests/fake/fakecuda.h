@@ -21,6 +21,16 @@ void gpfake_reset_counters(void);
  * else, sets the calling thread's last error and returns `err`. n == 0 removes the rules for
  * `name`. Returns 0, or -1 for an unknown name or a full rule table. */
 int gpfake_fail_nth(const char *name, unsigned long n, cudaError_t err);
+/* The same from the n-th next call on: that call and every later one fail with `err`.
+ * `name` "*" (both functions): every entry point but the error and version queries
+ * (cudaGetLastError, cudaPeekAtLastError, cudaGetErrorString, cudaGetErrorName,
+ * cudaRuntimeGetVersion, cudaDriverGetVersion): a runtime with no usable driver (35), no
+ * device (100), a device taken by another process in exclusive mode (46). */
+int gpfake_fail_from(const char *name, unsigned long n, cudaError_t err);
+/* A kernel fault: from now on every call but the error and version queries fails with `err`
+ * (cudaErrorIllegalAddress, cudaErrorLaunchFailure, ...), and cudaGetLastError and
+ * cudaPeekAtLastError return it without clearing it, as CUDA's sticky errors. */
+void gpfake_fault(cudaError_t err);
 /* Remove every pending fault rule (including those from FAKECUDA_FAIL). */
 void gpfake_fail_clear(void);
 /* Capacity (bytes) of `device`; allocations beyond it fail with cudaErrorMemoryAllocation.

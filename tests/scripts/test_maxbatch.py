@@ -92,6 +92,24 @@ class MaxBatchTest(unittest.TestCase):
         self.assertIn("largest batch that ran before the error: 4", r.stdout)
         self.assertEqual(len(self.tried()), 4)
 
+    @unittest.skipUnless(os.environ.get("GPUPOOL_TEST_LIB") and os.environ.get("GPUPOOL_TEST_ERRORS"),
+                         "the built library and tests/e2e/e2e_device_errors (not under the sanitizers)")
+    def test_cuda_error_is_not_oom(self):
+        """The real library over the fake runtime: a runtime with no usable driver gives its own
+        error (35), which is not an out-of-memory, so the search stops there with that error in
+        the probe's stderr; and the same command with the device working finds the limit."""
+        env = {"GPUPOOL_LIB": os.environ["GPUPOOL_TEST_LIB"], "LD_LIBRARY_PATH": os.environ["GPUPOOL_TEST_FAKE_DIR"],
+               "FAKECUDA_DEVICES": "1", "FAKECUDA_CAPACITY": "1G", "GPUPOOL_SHM_DIR": self.tmp.name}
+        cmd = [os.environ["GPUPOOL_TEST_ERRORS"], "batch", "{}"]
+        r = self.run_mb("--limit", "16M", env=dict(env, FAKECUDA_FAIL="*:1+:35"), cmd=cmd, preload=True)
+        self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+        self.assertIn("probe 1 (batch 1) failed with an error that is not out of memory", r.stderr)
+        self.assertIn("cudaErrorInsufficientDriver", r.stderr)
+        self.assertNotIn("runs out of memory", r.stdout + r.stderr)
+        r = self.run_mb("--limit", "16M", env=env, cmd=cmd, preload=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("max batch size: 16 under limit 16M", r.stdout)
+
     def test_oom_from_stderr_without_report(self):
         r = self.run_mb(env={"FAKE_OOM_ABOVE": "12", "FAKE_NO_REPORT": "1"})
         self.assertEqual(r.returncode, 0, r.stderr)

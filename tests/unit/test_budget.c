@@ -65,6 +65,47 @@ static void no_limit_counts_everything(void **state)
 	assert_int_equal(gp_budget_held(2, GP_BUDGET_KINDS), 0);
 }
 
+/* With no limit, a take the figure cannot count (cuMemCreate(SIZE_MAX) with 32 MiB held) is
+ * refused, not wrapped: the live 32 MiB stay counted, and no give is needed. A charge never
+ * wraps a figure either. */
+static void no_limit_never_wraps(void **state)
+{
+	(void)state;
+	uint64_t before = gp_budget_inconsistencies();
+	assert_int_equal(gp_budget_take(2, 32 * MIB, GP_BUDGET_VMM), 0);
+	assert_int_equal(gp_budget_take(2, SIZE_MAX, GP_BUDGET_VMM), -ENOMEM);
+	assert_int_equal(gp_budget_take(2, SIZE_MAX - 32 * MIB + 1, GP_BUDGET_POOL), -ENOMEM);
+	assert_int_equal(gp_budget_held(2, GP_BUDGET_VMM), 32 * MIB);
+	assert_int_equal(gp_budget_held(2, GP_BUDGET_KINDS), 32 * MIB);
+	assert_int_equal(gp_budget_held(2, GP_BUDGET_POOL), 0);
+	gp_budget_charge(2, SIZE_MAX, GP_BUDGET_MEMPOOL);
+	assert_true(gp_budget_held(2, GP_BUDGET_KINDS) == UINT64_MAX);
+	assert_true(gp_budget_held(2, GP_BUDGET_MEMPOOL) == UINT64_MAX); /* saturated, never wrapped */
+	gp_budget_give(2, 32 * MIB, GP_BUDGET_VMM);
+	assert_int_equal(gp_budget_held(2, GP_BUDGET_VMM), 0);
+	assert_int_equal(gp_budget_inconsistencies(), before);
+}
+
+/* A closed device (a cap that cannot be applied) refuses every take, counts as capped, and
+ * still takes gives; the others are untouched; a fork opens it again (its pools resolve their
+ * limits anew). */
+static void closed_refuses_every_take(void **state)
+{
+	(void)state;
+	assert_int_equal(gp_budget_take(4, MIB, GP_BUDGET_VMM), 0);
+	assert_false(gp_budget_capped(4));
+	gp_budget_close(4);
+	assert_true(gp_budget_closed(4) && gp_budget_capped(4));
+	assert_int_equal(gp_budget_take(4, 1, GP_BUDGET_POOL), -ENOMEM);
+	assert_int_equal(gp_budget_held(4, GP_BUDGET_KINDS), MIB);
+	gp_budget_give(4, MIB, GP_BUDGET_VMM);
+	assert_int_equal(gp_budget_held(4, GP_BUDGET_KINDS), 0);
+	assert_int_equal(gp_budget_take(5, MIB, GP_BUDGET_VMM), 0);
+	gp_budget_after_fork();
+	assert_false(gp_budget_closed(4));
+	assert_int_equal(gp_budget_take(4, 1, GP_BUDGET_POOL), 0);
+}
+
 static void over_give_clamps_and_counts(void **state)
 {
 	(void)state;
@@ -162,6 +203,8 @@ int main(void)
 		cmocka_unit_test_setup(take_stops_at_the_limit, setup),
 		cmocka_unit_test_setup(huge_requests_never_wrap, setup),
 		cmocka_unit_test_setup(no_limit_counts_everything, setup),
+		cmocka_unit_test_setup(no_limit_never_wraps, setup),
+		cmocka_unit_test_setup(closed_refuses_every_take, setup),
 		cmocka_unit_test_setup(over_give_clamps_and_counts, setup),
 		cmocka_unit_test_setup(charge_passes_the_limit_and_is_counted, setup),
 		cmocka_unit_test_setup(pool_gone_keeps_the_rest, setup),

@@ -316,7 +316,7 @@ static void test_parse_size(void **state)
 
 /* One bad item in GPUPOOL_CONF: rc 0, defaults kept, bad set, exactly one line naming
  * GPUPOOL_CONF and `needle` (the item as the user wrote it). */
-static void check_one_bad(const char *conf, const char *needle)
+static bool one_bad(const char *conf, const char *needle)
 {
 	struct gp_config c;
 	env_conf = conf;
@@ -327,13 +327,29 @@ static void check_one_bad(const char *conf, const char *needle)
 		fail_msg("GPUPOOL_CONF=%s: expected one line, got:\n%s", conf, logbuf);
 	assert_log_has("gpupool: warning: GPUPOOL_CONF: ");
 	assert_log_has(needle);
+	return c.cap_refused;
+}
+
+/* One bad value of a knob that is not a cap: the default instead. */
+static void check_one_bad(const char *conf, const char *needle)
+{
+	if (one_bad(conf, needle))
+		fail_msg("GPUPOOL_CONF=%s: taken for a cap that cannot be applied:\n%s", conf, logbuf);
+}
+
+/* One bad value of a cap (limit, group, group_limit, or a key like one of them): not dropped,
+ * but every allocation refused (docs/security.md, "Caps that cannot be applied"). */
+static void check_one_cap(const char *conf, const char *needle)
+{
+	if (!one_bad(conf, needle))
+		fail_msg("GPUPOOL_CONF=%s: a cap dropped:\n%s", conf, logbuf);
+	assert_log_has("a cap that cannot be applied as asked is not dropped: every allocation is refused");
 }
 
 static void test_bad_size(void **state)
 {
 	(void)state;
-	check_one_bad("limit:12Q", "limit:12Q: expected a size");
-	assert_log_has("using the default (none)");
+	check_one_cap("limit:12Q", "limit:12Q: expected a size");
 }
 
 static void test_bad_suffix(void **state)
@@ -352,7 +368,7 @@ static void test_trailing_garbage(void **state)
 static void test_overflow(void **state)
 {
 	(void)state;
-	check_one_bad("limit:99999999999T", "limit:99999999999T");
+	check_one_cap("limit:99999999999T", "limit:99999999999T");
 }
 
 static void test_negative(void **state)
@@ -364,23 +380,55 @@ static void test_negative(void **state)
 static void test_empty_value(void **state)
 {
 	(void)state;
-	check_one_bad("limit:", "limit:: expected");
+	check_one_cap("limit:", "limit:: expected");
 }
 
 static void test_percent_out_of_range(void **state)
 {
 	(void)state;
-	check_one_bad("limit:101%", "limit:101%: expected");
-	check_one_bad("limit:0%", "limit:0%");
-	check_one_bad("limit:50.5%", "limit:50.5%");
+	check_one_cap("limit:0%", "limit:0%");
+	check_one_cap("limit:50.5%", "limit:50.5%");
+	check_one_cap("limit:1001%", "limit:1001%");
+	check_one_cap("group_limit:0.5%", "group_limit:0.5%");
+	/* more than the device: the nearest cap that can be applied, the whole device (it meant
+	 * no limit at all) */
+	struct gp_config c;
+	static const char *const over[] = {"limit:101%", "limit:200%", "group:/g,group_limit:1000%"};
+	for (size_t i = 0; i < sizeof over / sizeof over[0]; i++) {
+		env_conf = over[i];
+		assert_int_equal(parse_capture(&c), 0);
+		assert_true(c.bad);
+		assert_false(c.cap_refused);
+		assert_int_equal(log_lines(), 1);
+		assert_log_has("more than the device's memory");
+		assert_log_has(":100% (the whole device) instead");
+	}
+	env_conf = "limit:200%";
+	assert_int_equal(parse_capture(&c), 0);
+	assert_int_equal(c.limit_percent, 100);
+	assert_int_equal(gp_config_device_limit(&c, 0, (size_t)80 << 30), (size_t)80 << 30);
+	env_conf = "limit:200%,strict:1";
+	assert_int_equal(parse_capture(&c), -EINVAL); /* a bad value all the same */
 }
 
 static void test_unknown_key(void **state)
 {
 	(void)state;
-	check_one_bad("limt:40G", "limt:40G: unknown key");
-	assert_log_has("ignoring this item");
+	/* a typo of a cap: named, and not dropped */
+	check_one_cap("limt:40G", "GPUPOOL_CONF: limt:40G: unknown key; did you mean limit?");
+	assert_null(strstr(logbuf, "max_split_size")); /* not the list of every key */
+	check_one_cap("Limit:1G", "did you mean limit?");
+	check_one_cap("lmiit:1G", "did you mean limit?");
+	check_one_cap("group_limt:1G", "did you mean group_limit?");
+	check_one_cap("gruop:/tmp/g", "did you mean group?");
+	/* a typo of another knob: named, ignored */
+	check_one_bad("relase_threshold:1G", "relase_threshold:1G: unknown key; did you mean release_threshold?");
+	assert_log_has("ignoring this item (release_threshold keeps its value)");
+	/* nothing near: the list of keys */
+	check_one_bad("colour:blue", "colour:blue: unknown key, expected one of limit, group, group_limit, round");
 	assert_log_has("max_split_size");
+	assert_log_has("ignoring this item");
+	check_one_bad("nokey7:1", "unknown key, expected one of");
 }
 
 static void test_bad_enum(void **state)
@@ -409,7 +457,10 @@ static void test_bad_uint(void **state)
 static void test_missing_colon(void **state)
 {
 	(void)state;
-	check_one_bad("limit40G", "limit40G: expected key:value");
+	check_one_cap("limit40G", "limit40G: expected key:value (e.g. limit:40G)");
+	check_one_cap("limit=40G", "limit=40G: expected key:value");
+	check_one_cap("group_limit 4G", "expected key:value (e.g. group_limit:40G)");
+	check_one_bad("fence=sync", "fence=sync: expected key:value");
 }
 
 static void test_round_not_power_of_two(void **state)
@@ -428,13 +479,14 @@ static void test_sizes_the_pool_can_use(void **state)
 	static const char *const bad[] = {
 		"large_round:3M", "large_round:1.5G", "large_round:8388608T", "large_round:2G", "large_round:256",
 		"small_max:8388608T", "small_segment:257T", "medium_max:1024T", "medium_segment:300T",
-		"max_split_size:257T", "release_threshold:512T", "limit:257T", "limit:16383T",
+		"max_split_size:257T", "release_threshold:512T",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
 		check_one_bad(bad[i], bad[i]);
+	check_one_cap("limit:16383T", "limit:16383T");
 	check_one_bad("large_round:3M", "large_round:3M: expected a power of two from 512 to 1G, at least round; "
 					"using the default (2M)");
-	check_one_bad("limit:257T", "limit:257T: expected a size up to 256T");
+	check_one_cap("limit:257T", "limit:257T: expected a size up to 256T");
 
 	struct gp_config c;
 	env_conf = "large_round:1G,limit:256T,release_threshold:256T,max_split_size:256T,medium_segment:256T";
@@ -539,8 +591,11 @@ static void test_too_long(void **state)
 	static char big[6000];
 	memset(big, 'x', sizeof big - 1);
 	memcpy(big, "limit:1G,", 9);
-	check_one_bad(big, "limit:1G,xxx");
-	assert_log_has("longer than 4096 characters");
+	check_one_cap(big, "limit:1G,xxx");
+	assert_log_has("longer than 4096 characters, with a limit or a group in it");
+	memcpy(big, "round:1K,", 9);
+	check_one_bad(big, "round:1K,xxx"); /* no cap in it: every knob its default */
+	assert_log_has("ignoring GPUPOOL_CONF: every knob keeps its default");
 	assert_null(strstr(logbuf, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"));
 }
 
@@ -573,6 +628,7 @@ static void test_bad_after_good_duplicate_gives_default(void **state)
 	env_conf = "limit:1G,limit:junk";
 	assert_int_equal(parse_capture(&c), 0);
 	assert_true(c.bad);
+	assert_true(c.cap_refused); /* the cap as the last word asks it cannot be applied */
 	assert_int_equal(log_lines(), 2);
 	assert_int_equal(c.limit_bytes, 0);
 }
@@ -802,15 +858,25 @@ static void test_group_knobs(void **state)
 	assert_string_equal(c.group, "/b");
 	assert_int_equal(gp_config_group_limit(&c, 1000), 500);
 	assert_int_equal(gp_config_group_limit(&c, 0), 0);
-	/* a bad budget: one line, none */
+	/* a bad budget: one line, and every allocation refused rather than no budget */
 	env_conf = "group:/a,group_limit:12Q";
 	env_more = NULL;
 	assert_int_equal(parse_capture(&c), 0);
 	assert_true(c.bad);
+	assert_true(c.cap_refused);
 	assert_int_equal(log_lines(), 1);
 	assert_log_has("group_limit:12Q: expected a size up to 256T");
+	assert_log_has("every allocation is refused");
 	assert_int_equal(c.group_limit_bytes, 0);
 	assert_string_equal(c.group, "/a");
+	/* a group file that cannot be named: the same */
+	static const char *const badgroup[] = {"GPUPOOL_GROUP=/a\tb", NULL};
+	env_conf = NULL;
+	env_more = badgroup;
+	assert_int_equal(parse_capture(&c), 0);
+	assert_true(c.cap_refused);
+	assert_log_has("GPUPOOL_GROUP=/a\tb: expected a file path");
+	env_more = NULL;
 
 	/* a budget with no group: one line, not a bad value (GPUPOOL_GROUP may come per process) */
 	env_conf = "group_limit:1G,strict:1";
@@ -833,25 +899,40 @@ static void test_group_knobs(void **state)
 	assert_int_equal(log_lines(), 0);
 }
 
-/* HAMi-core's units, exactly: k, m, g (any case) or bytes; what it would read otherwise is refused. */
+/* HAMi-core's reading, exactly (get_limit_from_env: a k, m or g last multiplies, and the
+ * number is strtoul(text, NULL, 0)): the same limit from the same text, plain or not; what
+ * HAMi-core has no limit from (0, no digits, a product past 2^64), or what no device holds,
+ * is refused. */
 static void test_hami_size(void **state)
 {
 	(void)state;
 	static const struct {
 		const char *s;
 		size_t v;
-	} ok[] = {{"4g", (size_t)4 << 30}, {"4G", (size_t)4 << 30}, {"4096m", (size_t)4 << 30},
-		  {"1048576k", (size_t)1 << 30}, {"1073741824", (size_t)1 << 30}, {"1", 1}, {"262144g", (size_t)1 << 48}};
-	static const char *const bad[] = {"", "0", "0m", "0x10", "010m", "4gb", "4 g", " 4g", "-4g", "4t", "4.5g",
-					  "g", "262145g", "99999999999999999999999", "4gg"};
+		bool plain;
+	} ok[] = {{"4g", (size_t)4 << 30, true}, {"4G", (size_t)4 << 30, true}, {"4096m", (size_t)4 << 30, true},
+		  {"1048576k", (size_t)1 << 30, true}, {"1073741824", (size_t)1 << 30, true}, {"1", 1, true},
+		  {"262144g", (size_t)1 << 48, true},
+		  /* HAMi-core reads these as 4 GiB */
+		  {" 4g", (size_t)4 << 30, false}, {"+4g", (size_t)4 << 30, false}, {"4.5g", (size_t)4 << 30, false},
+		  {"0x100000000", (size_t)4 << 30, false}, {"4 g", (size_t)4 << 30, false},
+		  {"\t4G", (size_t)4 << 30, false}, {"4gg", (size_t)4 << 30, false},
+		  /* and these as what its strtoul makes of them */
+		  {"0x10", 16, false}, {"010m", (size_t)8 << 20, false}, {"0x1g", (size_t)1 << 30, false},
+		  {"4gb", 4, false}, {"4t", 4, false}, {"1e9", 1, false}};
+	static const char *const bad[] = {"", "0", "0m", "-4g", "-1", "g", "x", "junk", "0x", "262145g",
+					  "99999999999999999999999", "18446744073709551615", "17179869184g"};
 	size_t v;
+	bool plain;
 	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
-		assert_int_equal(gp_config_parse_hami_size(ok[i].s, &v), 0);
-		assert_int_equal(v, ok[i].v);
+		if (gp_config_parse_hami_size(ok[i].s, &v, &plain) != 0)
+			fail_msg("'%s' refused", ok[i].s);
+		if (v != ok[i].v || plain != ok[i].plain)
+			fail_msg("'%s': %zu (plain %d), expected %zu (plain %d)", ok[i].s, v, plain, ok[i].v, ok[i].plain);
 	}
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-		if (gp_config_parse_hami_size(bad[i], &v) == 0)
-			fail_msg("%s accepted", bad[i]);
+		if (gp_config_parse_hami_size(bad[i], &v, &plain) == 0)
+			fail_msg("'%s' accepted", bad[i]);
 }
 
 /* CUDA_DEVICE_MEMORY_LIMIT and _<n> set the limit when GPUPOOL_CONF gives none, each said at
@@ -867,8 +948,10 @@ static void test_sched_vars(void **state)
 	/* notes, not log lines: the caller logs them; the one line is device 16's, which has none */
 	assert_int_equal(log_lines(), 1);
 	assert_log_has("gpupool: warning: CUDA_DEVICE_MEMORY_LIMIT_16=8g: expected a device index from 0 to 15 after "
-		       "CUDA_DEVICE_MEMORY_LIMIT_; device 16 gets no limit from it\n");
+		       "CUDA_DEVICE_MEMORY_LIMIT_; a cap that cannot be applied as asked is not dropped: every allocation "
+		       "is refused until it is fixed (docs/security.md)\n");
 	assert_true(c.bad);
+	assert_true(c.cap_refused);
 	assert_string_equal(c.bad_vars, "CUDA_DEVICE_MEMORY_LIMIT_16");
 	assert_int_equal(c.limit_bytes, (size_t)2 << 30);
 	assert_int_equal(gp_config_device_limit(&c, 0, 0), (size_t)2 << 30);
@@ -910,22 +993,39 @@ static void test_sched_vars(void **state)
 	assert_int_equal(parse_capture(&c), 0);
 	assert_int_equal(gp_config_device_limit(&c, 0, 1000), 500);
 
-	/* bad values: one line each, no limit from them, the others kept */
-	static const char *const badv[] = {"CUDA_DEVICE_MEMORY_LIMIT=0x100000", "CUDA_DEVICE_MEMORY_LIMIT_2=4gb",
-					   "CUDA_DEVICE_MEMORY_LIMIT_3=2g", "CUDA_DEVICE_MEMORY_LIMIT_4=", NULL};
+	/* what HAMi-core reads otherwise than a scheduler writes: its limit, and a line saying so */
+	static const char *const odd[] = {"CUDA_DEVICE_MEMORY_LIMIT= 4g", "CUDA_DEVICE_MEMORY_LIMIT_1=+4g",
+					  "CUDA_DEVICE_MEMORY_LIMIT_2=4.5g", "CUDA_DEVICE_MEMORY_LIMIT_3=0x100000000",
+					  "CUDA_DEVICE_MEMORY_LIMIT_4=4gb", NULL};
 	env_conf = NULL;
+	env_more = odd;
+	assert_int_equal(parse_capture(&c), 0);
+	assert_false(c.bad);
+	assert_false(c.cap_refused);
+	assert_int_equal(log_lines(), 5);
+	assert_log_has("gpupool: warning: CUDA_DEVICE_MEMORY_LIMIT= 4g: taken as HAMi-core reads it: 4G\n");
+	assert_log_has("CUDA_DEVICE_MEMORY_LIMIT_2=4.5g: taken as HAMi-core reads it: 4G\n");
+	assert_log_has("CUDA_DEVICE_MEMORY_LIMIT_4=4gb: taken as HAMi-core reads it: 4 (bytes: no allocation fits)\n");
+	for (int d = 0; d < 4; d++)
+		assert_int_equal(gp_config_device_limit(&c, d, 0), (size_t)4 << 30);
+	assert_int_equal(gp_config_device_limit(&c, 4, 0), 4);
+
+	/* bad values (HAMi-core has no limit from them): one line each, and every allocation
+	 * refused rather than no limit */
+	static const char *const badv[] = {"CUDA_DEVICE_MEMORY_LIMIT=junk", "CUDA_DEVICE_MEMORY_LIMIT_2=0",
+					   "CUDA_DEVICE_MEMORY_LIMIT_3=2g", "CUDA_DEVICE_MEMORY_LIMIT_4=", NULL};
 	env_more = badv;
 	assert_int_equal(parse_capture(&c), 0);
 	assert_true(c.bad);
+	assert_true(c.cap_refused);
 	assert_int_equal(log_lines(), 2);
-	assert_log_has("CUDA_DEVICE_MEMORY_LIMIT=0x100000: expected bytes, or a number with k, m or g (e.g. 4096m, "
-		       "4g), from 1 to 262144g, as HAMi-core reads it; no limit from it\n");
-	assert_log_has("CUDA_DEVICE_MEMORY_LIMIT_2=4gb: expected");
+	assert_log_has("CUDA_DEVICE_MEMORY_LIMIT=junk: expected bytes, or a number with k, m or g (e.g. 4096m, "
+		       "4g), from 1 to 262144g, as HAMi-core reads it; a cap that cannot be applied as asked is not "
+		       "dropped: every allocation is refused until it is fixed (docs/security.md)\n");
+	assert_log_has("CUDA_DEVICE_MEMORY_LIMIT_2=0: expected");
 	assert_string_equal(c.bad_vars, "CUDA_DEVICE_MEMORY_LIMIT, CUDA_DEVICE_MEMORY_LIMIT_2");
 	assert_int_equal(c.limit_bytes, 0);
-	assert_int_equal(gp_config_device_limit(&c, 2, 0), 0);
 	assert_int_equal(gp_config_device_limit(&c, 3, 0), (size_t)2 << 30);
-	assert_int_equal(gp_config_device_limit(&c, 4, 0), 0);
 	/* strict mode stops on them like on any bad value, and names them */
 	env_conf = "strict:1";
 	assert_int_equal(parse_capture(&c), -EINVAL);

@@ -112,6 +112,57 @@ static void test_empty_file(void **state)
 	gp_group_leave(&g);
 }
 
+/* The race to lay a new file out, made to happen every time: between this joiner's look at
+ * the magic (0) and its layout, another process joins and lays it out, taking a member slot.
+ * This joiner finds a slot word set where a fresh file has none; it must take the file as
+ * laid out, not refuse it ("a group file of another layout ... reads version 1"). */
+static int race_go[2], race_done[2];
+static pid_t race_kid;
+
+static void join_first(const char *path)
+{
+	gp_group_set_join_hook(NULL); /* once, and never in the other joiner */
+	race_kid = fork();
+	assert_true(race_kid >= 0);
+	if (race_kid == 0) {
+		struct gp_group other;
+		char w[256], c;
+		int rc = gp_group_join(&other, path, w, sizeof w);
+		if (write(race_go[1], rc == 0 ? "y" : "n", 1) != 1 || read(race_done[0], &c, 1) != 1)
+			_exit(2);
+		gp_group_leave(&other);
+		_exit(rc == 0 ? 0 : 1);
+	}
+	char c = 0;
+	assert_int_equal(read(race_go[0], &c, 1), 1);
+	assert_int_equal(c, 'y'); /* the other joiner laid the file out and holds a slot */
+}
+
+static void test_join_race(void **state)
+{
+	(void)state;
+	struct gp_group g;
+	const char *p = at("race");
+	assert_int_equal(pipe(race_go), 0);
+	assert_int_equal(pipe(race_done), 0);
+	gp_group_set_join_hook(join_first);
+	int rc = gp_group_join(&g, p, why, sizeof why);
+	if (rc)
+		fprintf(stderr, "the joiner that lost the race: %s\n", why);
+	static struct gp_group_view v;
+	int read_rc = gp_group_read(p, &v, why, sizeof why);
+	/* the other joiner goes before anything is asserted: a failed check leaves none behind */
+	assert_int_equal(write(race_done[1], "y", 1), 1);
+	int st;
+	assert_int_equal(waitpid(race_kid, &st, 0), race_kid);
+	close(race_go[0]), close(race_go[1]), close(race_done[0]), close(race_done[1]);
+	assert_int_equal(rc, 0);
+	assert_int_equal(read_rc, 0);
+	assert_int_equal(v.nmembers, 2);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	gp_group_leave(&g);
+}
+
 /* Junk, another layout and a wrong size are refused with one line, and left as they were. */
 static void test_refused_files(void **state)
 {
@@ -260,6 +311,16 @@ static void test_take_give(void **state)
 	assert_int_equal(gp_group_take(&g, d, 10), -ENOMEM);
 	atomic_store(&g.f->dev[d].used, 0);
 	assert_int_equal(atomic_load(&g.f->dev[d].peak), 1000);
+	/* a budget past what a holding can say (a hostile member): a take of more than a holding
+	 * holds is refused, and this process's word keeps its generation */
+	uint64_t held_before = atomic_load(&g.f->member[g.me].held[d]);
+	atomic_store(&g.f->dev[d].budget, UINT64_MAX);
+	assert_int_not_equal(gp_group_take(&g, d, GP_GROUP_HELD_MASK + 2), 0);
+	assert_true(atomic_load(&g.f->member[g.me].held[d]) == held_before);
+	/* a charge on a spoiled figure stops at UINT64_MAX, never wraps to a small one */
+	atomic_store(&g.f->dev[d].used, UINT64_MAX - 5);
+	assert_int_equal(gp_group_charge(&g, d, 10), 0);
+	assert_true(atomic_load(&g.f->dev[d].used) == UINT64_MAX);
 	gp_group_leave(&g);
 }
 
@@ -633,6 +694,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_create),
 		cmocka_unit_test(test_empty_file),
+		cmocka_unit_test(test_join_race),
 		cmocka_unit_test(test_refused_files),
 		cmocka_unit_test(test_refused_kinds),
 		cmocka_unit_test(test_devices),

@@ -494,6 +494,49 @@ static void test_release_threshold(void **state)
 	fx_free(f);
 }
 
+/* A budget in front of the device (a group's) with less room than a segment: the segment is
+ * fitted to it, as to the pool's own limit. Twelve 2 MiB blocks in 25 MiB: a 20 MiB segment,
+ * then two of exactly 2 MiB; the 13th is out of memory. */
+static void test_quota_fits_segment(void **state)
+{
+	(void)state;
+	struct fx *f = fx_new(NULL);
+	f->fb.quota = 25 * MiB;
+	uintptr_t a[12], x;
+	for (int i = 0; i < 12; i++)
+		a[i] = A(f, 2 * MiB, GP_NO_STREAM);
+	assert_int_equal(f->st.reserved_bytes, 24 * MiB);
+	assert_int_equal(f->st.segments, 3);
+	assert_int_equal(gp_pool_alloc(f->p, 2 * MiB, GP_NO_STREAM, &x), -ENOMEM);
+	assert_int_equal(f->st.ooms, 1);
+	for (int i = 0; i < 12; i++)
+		F(f, a[i], GP_NO_STREAM);
+	fx_free(f);
+}
+
+/* A device that refuses a segment with an error that is not out of memory (-EIO): the pool
+ * gives up at once with it (no fence, no release, no retry) and counts no out of memory;
+ * the device that serves again is used again. */
+static void test_device_error_stops(void **state)
+{
+	(void)state;
+	struct fx *f = fx_new(NULL);
+	uintptr_t a = A(f, MiB, GP_NO_STREAM), x;
+	F(f, a, GP_NO_STREAM);
+	f->fb.fail_all = true;
+	f->fb.fail_err = -EIO;
+	uint64_t allocs = f->fb.allocs;
+	assert_int_equal(gp_pool_alloc(f->p, 64 * MiB, GP_NO_STREAM, &x), -EIO);
+	assert_int_equal(f->fb.allocs, allocs + 1);
+	assert_int_equal(f->st.ooms, 0);
+	assert_int_equal(f->st.oom_retries, 0);
+	assert_int_equal(f->st.reserved_bytes, 2 * MiB); /* the cache stayed */
+	f->fb.fail_all = false;
+	x = A(f, 64 * MiB, GP_NO_STREAM);
+	F(f, x, GP_NO_STREAM);
+	fx_free(f);
+}
+
 static void limit_8m(struct gp_pool_params *p) { p->limit = 8 * MiB; }
 
 static void test_limit_and_inline_fence(void **state)
@@ -767,6 +810,8 @@ int main(void)
 		cmocka_unit_test(test_decay),
 		cmocka_unit_test(test_release_threshold),
 		cmocka_unit_test(test_limit_and_inline_fence),
+		cmocka_unit_test(test_quota_fits_segment),
+		cmocka_unit_test(test_device_error_stops),
 		cmocka_unit_test(test_oom_release_and_retry),
 		cmocka_unit_test(test_bad_frees),
 		cmocka_unit_test(test_release_on_grow),
