@@ -76,9 +76,9 @@ def main():
             return 77
         try:
             for i in range(10000):
-                a = jnp.ones((CHUNK // 4,), dtype=jnp.float32)
-                a.block_until_ready()
-                keep.append(a)
+                arr = jnp.ones((CHUNK // 4,), dtype=jnp.float32)
+                arr.block_until_ready()
+                keep.append(arr)  # (not `a`: the arguments keep that name)
                 p = page()
                 most = p
                 say(arrays=i + 1, **p)

@@ -19,8 +19,8 @@
 # --fake: over the fake CUDA runtime (gpupool-run --fake; FAKECUDA_CAPACITY 4G, processes
 # sharing it through FAKECUDA_MACHINE): the exchange itself, no GPU's time to free.
 # Environment: GPUPOOL_LIB (else scripts/build-gpu-lib builds one; with --fake, the build
-# tree's), FRACTION (0.6), ROUNDS (3), STEPS (60), PY (python3), GPUPOOL_STAT (else the
-# build tree's tools/gpupool-stat). Writes each run's logs and exit reports under OUTDIR, the
+# tree's), FRACTION (0.6), ROUNDS (3), STEPS (60), PY (python3), GPUPOOL_STAT (else
+# build-gpu's tools/gpupool-stat, built by scripts/build-gpu-lib; with --fake, the build tree's). Writes each run's logs and exit reports under OUTDIR, the
 # figures as key=value lines to OUTDIR/giveback.txt, and prints a table last.
 set -uo pipefail
 usage() { echo "usage: bench/gpu/giveback.sh OUTDIR [--fake] [release|reclaim|decay...]" >&2; exit 2; }
@@ -47,13 +47,19 @@ case $rounds in '' | *[!0-9]* | 0) echo "giveback.sh: ROUNDS $rounds: expected a
 case $steps in '' | *[!0-9]* | 0) echo "giveback.sh: STEPS $steps: expected a whole number from 1" >&2; exit 2 ;; esac
 mkdir -p "$out" || exit 1
 here=bench/gpu
-stat=${GPUPOOL_STAT:-build/tools/gpupool-stat}
+stat=${GPUPOOL_STAT:-}
 if [ "$fake" = 1 ]; then
+	stat=${stat:-build/tools/gpupool-stat}
 	lib=${GPUPOOL_LIB:-build/src/libgpupool.so}
 	run=(scripts/gpupool-run --fake)
 	export FAKECUDA_MACHINE=$out/machine FAKECUDA_CAPACITY=${FAKECUDA_CAPACITY:-4G} FAKECUDA_DEVICES=1
 	rm -f "$FAKECUDA_MACHINE"
 else
+	# the GPU machine's own build (scripts/build-gpu-lib) has gpupool-stat too
+	if [ -z "$stat" ]; then
+		scripts/build-gpu-lib build-gpu tools/gpupool-stat >/dev/null || exit 1
+		stat=build-gpu/tools/gpupool-stat
+	fi
 	lib=${GPUPOOL_LIB:-$(scripts/build-gpu-lib)}
 	run=(scripts/gpupool-run)
 	# the runtime gpupool interposes: the toolkit's, found by ctypes
