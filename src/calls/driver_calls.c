@@ -340,18 +340,6 @@ CUresult gp_calls_driver_mem_unmap(CUdeviceptr ptr, size_t size)
 	return e;
 }
 
-CUresult gp_calls_driver_mem_retain_allocation_handle(CUmemGenericAllocationHandle *handle, void *addr)
-{
-	const struct gp_driver *D = gp_libcuda_get();
-	if (!D || !D->cuMemRetainAllocationHandle)
-		return absent(D);
-	struct gp_vmm_alloc *a = gp_backend_guard_inside() || !handle ? NULL
-								       : gp_unpooled_vmm_retain_begin((uintptr_t)addr);
-	CUresult e = D->cuMemRetainAllocationHandle(handle, addr);
-	gp_unpooled_vmm_retain_end(a, e == CUDA_SUCCESS ? (uint64_t)*handle : 0, e == CUDA_SUCCESS);
-	return e;
-}
-
 /* A handle exported (to another process, or imported back into this one) gives its memory
  * holders gpupool cannot follow: counted until the process ends. */
 CUresult gp_calls_driver_mem_export(void *shareable, CUmemGenericAllocationHandle handle, CUmemAllocationHandleType type,
@@ -586,6 +574,29 @@ static enum gp_where where_is(const struct gp_registry *r, uintptr_t ptr, struct
 			return GP_AT_HOLE;
 	}
 	return GP_AT_NONE;
+}
+
+/* Natively, memory from cuMemAlloc has no allocation handle: the driver refuses to retain
+ * one (CUDA_ERROR_INVALID_VALUE). A block of the pool is such memory even where its segment is
+ * made of virtual-memory chunks, and a handle to a chunk would keep the chunk's memory alive,
+ * uncounted, after the pool gives it back: refused the same way. */
+CUresult gp_calls_driver_mem_retain_allocation_handle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+	GP_REGISTRY_READER;
+	const struct gp_driver *D = gp_libcuda_get();
+	if (!D || !D->cuMemRetainAllocationHandle)
+		return absent(D);
+	if (!gp_backend_guard_inside() && handle) {
+		struct gp_block_info bi;
+		int dev;
+		if (where_is(gp_registry_get_driver(), (uintptr_t)addr, &bi, &dev) != GP_AT_NONE)
+			return CUDA_ERROR_INVALID_VALUE;
+	}
+	struct gp_vmm_alloc *a = gp_backend_guard_inside() || !handle ? NULL
+								       : gp_unpooled_vmm_retain_begin((uintptr_t)addr);
+	CUresult e = D->cuMemRetainAllocationHandle(handle, addr);
+	gp_unpooled_vmm_retain_end(a, e == CUDA_SUCCESS ? (uint64_t)*handle : 0, e == CUDA_SUCCESS);
+	return e;
 }
 
 CUresult gp_calls_driver_mem_free(CUdeviceptr ptr, CUstream s, enum gp_drv_call call)

@@ -16,6 +16,12 @@
  *                        driver's own answer, and the handle's figure stays 32 MiB (it was
  *                        zeroed by a wrapped sum); nolimit-native: the same answers with
  *                        GPUPOOL_DISABLE=1.
+ *   e2e_drv_vmmcap retain   cuMemAlloc served by the pool from its virtual-memory segments
+ *                        (segments:vmm, limit:64M): cuMemRetainAllocationHandle on a block
+ *                        is refused, as natively on cuMemAlloc's memory (retain-native, with
+ *                        GPUPOOL_DISABLE=1), so no handle outlives the pool's chunks: after a
+ *                        release the device holds nothing, and a limit's worth again and
+ *                        again never passes the cap.
  * Every mode runs through the exported names and through cuGetProcAddress_v2. */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -319,6 +325,34 @@ static int nolimit(bool native)
 	return 0;
 }
 
+static int retain(bool native)
+{
+	long long (*rel)(int) = NULL;
+	if (!native)
+		E2E_API(rel, "gpupool_release");
+	for (int round = 0; round < 4; round++) {
+		CUdeviceptr p[16];
+		int n = 0;
+		while (n < 16 && d.MemAlloc(&p[n], 4 * MB) == CUDA_SUCCESS)
+			n++;
+		CHECK(native ? n == 16 : n >= 12 && v.used(0) <= CAP); /* most of the cap is served */
+		for (int i = 0; i < n; i++) {
+			CUmemGenericAllocationHandle h = 0;
+			CUE(v.Retain(&h, (void *)(uintptr_t)(p[i] + 2 * MB)), CUDA_ERROR_INVALID_VALUE);
+			CUE(v.Retain(&h, (void *)(uintptr_t)p[i]), CUDA_ERROR_INVALID_VALUE);
+		}
+		for (int i = 0; i < n; i++)
+			CU(d.MemFree(p[i]));
+		CU(d.CtxSynchronize());
+		if (!native) {
+			CHECK(rel(0) >= 0);
+			CHECK(v.used(0) == 0);
+		}
+		CHECK(v.used(0) <= CAP);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	e2e_shm_dir();
@@ -332,6 +366,8 @@ int main(int argc, char **argv)
 		return cap();
 	if (!strcmp(argv[1], "threads"))
 		return threads();
+	if (!strcmp(argv[1], "retain") || !strcmp(argv[1], "retain-native"))
+		return retain(!strcmp(argv[1], "retain-native"));
 	if (!strcmp(argv[1], "nolimit") || !strcmp(argv[1], "nolimit-native"))
 		return nolimit(!strcmp(argv[1], "nolimit-native"));
 	return 2;
