@@ -20,6 +20,8 @@ enum gp_budget_kind {
 	GP_BUDGET_MEMPOOL, /* bytes reserved by memory pools the program made */
 	GP_BUDGET_MANAGED, /* cudaMallocManaged, cuMemAllocManaged */
 	GP_BUDGET_PITCHED, /* cudaMallocPitch, cudaMalloc3D, cuMemAllocPitch */
+	GP_BUDGET_LATE,    /* cudaMalloc and cuMemAlloc (and their stream-ordered forms) passed
+			    * to CUDA once exit has begun: counted until the process ends */
 	GP_BUDGET_KINDS
 };
 

@@ -179,9 +179,9 @@ static const struct gp_route_ask drv_ask = {drv_capturing, drv_device, drv_pool}
  * no call), the real call (a device that is itself full: the reclaim step, then once more),
  * and the record its free or release finds. */
 
-/* The device whose memory a call of this layer counts against: -1 when nothing is counted
- * (the layer off, exit begun, a device beyond the pooled ones). */
-static inline bool counting(const struct gp_registry *r) { return !r->drv_off && !exiting(r); }
+/* Does this layer count what it passes to the driver? Not when it is off; exit having
+ * begun changes nothing: the caps hold until the process ends. */
+static inline bool counting(const struct gp_registry *r) { return !r->drv_off; }
 
 static __attribute__((noinline, cold)) CUresult refused(const char *what, int dev, size_t size)
 {
@@ -498,6 +498,24 @@ CUresult gp_calls_driver_mem_alloc_from_pool(CUdeviceptr *dptr, size_t size, CUm
 	return mempool_alloc(D, dptr, size, (uintptr_t)pool, s, ptsz ? GP_DRV_ASYNC_PTSZ : GP_DRV_ASYNC, dev, true);
 }
 
+/* Exit has begun: the pools serve nothing more, but what the program still allocates counts
+ * against its device's caps until the process ends (as the runtime's late_malloc). */
+static __attribute__((noinline, cold)) CUresult late_alloc(const struct gp_driver *D, const struct gp_registry *r,
+							    CUdeviceptr *dptr, size_t size, CUstream s,
+							    enum gp_drv_call call)
+{
+	bool primary;
+	int dev = dptr && size ? current_device(D, r, &primary) : -1;
+	int rc = dev < 0 ? -ERANGE : gp_unpooled_take(dev, size, GP_BUDGET_LATE);
+	if (rc == -ERANGE)
+		return real_alloc(D, dptr, size, s, call); /* nothing to count: the driver's own answer */
+	if (rc)
+		return refused(call == GP_DRV_SYNC ? "cuMemAlloc" : "cuMemAllocAsync", dev, size);
+	CUresult e = real_alloc(D, dptr, size, s, call);
+	gp_unpooled_taken(dev, size, GP_BUDGET_LATE, e == CUDA_SUCCESS);
+	return e;
+}
+
 CUresult gp_calls_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, enum gp_drv_call call)
 {
 	GP_REGISTRY_READER;
@@ -507,7 +525,9 @@ CUresult gp_calls_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, e
 	if (gp_backend_guard_inside())
 		return real_alloc(D, dptr, size, s, call); /* a segment of gpupool's own, via a runtime */
 	const struct gp_registry *r = gp_registry_get_driver();
-	bool off = r->drv_off || exiting(r);
+	if (__builtin_expect(exiting(r), 0) && !r->drv_off)
+		return late_alloc(D, r, dptr, size, s, call);
+	bool off = r->drv_off;
 	const struct gp_route_facts f = {
 		.off = off,
 		.has_entry = off || call == GP_DRV_SYNC ||

@@ -6,7 +6,8 @@
  * inline, so that each caller's questions are inlined into its hot path.
  *
  * The order, the same for both APIs:
- *   1. the layer serves nothing, or exit has begun         -> pass (the API's own answer)
+ *   1. the layer serves nothing                              -> pass (the API's own answer)
+ *      (exit having begun, the hooks pass allocations through before asking: counted)
  *   2. the API lacks the call's entry point                -> absent
  *   3. strict mode refused the configuration                -> refuse
  *   4. no pointer to write to, or size 0                    -> pass (the API's own answer)
@@ -28,7 +29,7 @@ enum gp_route { GP_ROUTE_POOL, GP_ROUTE_PASS, GP_ROUTE_UNPOOLED, GP_ROUTE_ABSENT
 
 /* What the decision knows without asking CUDA. */
 struct gp_route_facts {
-	bool off;        /* the layer serves nothing, or exit has begun */
+	bool off;        /* the layer serves nothing */
 	bool has_entry;  /* the API has the entry point this call goes to */
 	bool refuse;     /* strict mode refused the configuration */
 	bool args_ok;    /* a pointer to write the address to, and a size > 0 */

@@ -213,10 +213,11 @@ static __attribute__((noinline, cold)) cudaError_t refused(const struct gp_regis
 	return cudaErrorMemoryAllocation;
 }
 
-/* The device an unpooled runtime allocation counts against, or -1: nothing counted. */
+/* The device an unpooled runtime allocation counts against, or -1: nothing counted. Exit
+ * having begun changes nothing here: the caps hold until the process ends. */
 static inline int counted_device(const struct gp_registry *r)
 {
-	return r->off || exiting(r) || gp_backend_guard_inside() ? -1 : current_device(r);
+	return r->off || gp_backend_guard_inside() ? -1 : current_device(r);
 }
 
 /* After a real call that failed with out of memory and a reclaim that freed memory: the
@@ -446,7 +447,7 @@ cudaError_t gp_calls_malloc_from_pool(void **ptr, size_t size, cudaMemPool_t poo
 		r->rt ? variant(r->rt, call)->MallocFromPoolAsync : NULL;
 	if (!fn)
 		return absent(r);
-	if (r->off || exiting(r) || gp_backend_guard_inside() || !ptr || !size || !pool)
+	if (r->off || gp_backend_guard_inside() || !ptr || !size || !pool)
 		return fn(ptr, size, pool, s); /* the runtime's own answer */
 	/* a pool made through gpupool knows its device; another (a device's default pool, one
 	 * made before gpupool was loaded) is counted against the current device from now on */
@@ -519,11 +520,30 @@ static cudaError_t unpooled_free(const struct gp_registry *r, void *ptr, cudaStr
 	return e;
 }
 
+/* Exit has begun: the pools serve nothing more (the runtime is being torn down), but what
+ * the program still allocates, from an exit handler or a thread that runs on, counts against
+ * its device's caps until the process ends (a free from now on gives nothing back). */
+static __attribute__((noinline, cold)) cudaError_t late_malloc(const struct gp_registry *r, void **ptr, size_t size,
+								cudaStream_t s, enum gp_call call)
+{
+	int dev = ptr && size ? counted_device(r) : -1;
+	int rc = dev < 0 ? -ERANGE : gp_unpooled_take(dev, size, GP_BUDGET_LATE);
+	if (rc == -ERANGE)
+		return real_malloc(r, ptr, size, s, call); /* nothing to count: the runtime's own answer */
+	if (rc)
+		return refused(r, call == GP_CALL_SYNC ? "cudaMalloc" : "cudaMallocAsync", dev, size);
+	cudaError_t e = real_malloc(r, ptr, size, s, call);
+	gp_unpooled_taken(dev, size, GP_BUDGET_LATE, e == cudaSuccess);
+	return e;
+}
+
 cudaError_t gp_calls_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_call call)
 {
 	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get();
-	bool off = r->off || exiting(r);
+	if (__builtin_expect(exiting(r), 0) && !r->off)
+		return late_malloc(r, ptr, size, s, call);
+	bool off = r->off;
 	const struct gp_route_facts f = {
 		.off = off,
 		.has_entry = off || call == GP_CALL_SYNC || variant(r->rt, call)->MallocAsync,

@@ -68,7 +68,8 @@ static void write_slot(struct gpupool_device_stats *st, void *arg)
 	/* the budget's figures as they are now, under the slot's one writer: the last writer
 	 * writes the newest */
 	uint64_t vmm = gp_budget_held(n->dev, GP_BUDGET_VMM), mp = gp_budget_held(n->dev, GP_BUDGET_MEMPOOL),
-		 man = gp_budget_held(n->dev, GP_BUDGET_MANAGED), pit = gp_budget_held(n->dev, GP_BUDGET_PITCHED);
+		 man = gp_budget_held(n->dev, GP_BUDGET_MANAGED), pit = gp_budget_held(n->dev, GP_BUDGET_PITCHED),
+		 late = gp_budget_held(n->dev, GP_BUDGET_LATE);
 	GP_GAUGE_SET(st, unpooled_vmm_bytes, vmm);
 	GP_GAUGE_SET(st, unpooled_mempool_bytes, mp);
 	GP_GAUGE_SET(st, unpooled_managed_bytes, man);
@@ -77,6 +78,7 @@ static void write_slot(struct gpupool_device_stats *st, void *arg)
 	sum = mp > UINT64_MAX - sum ? UINT64_MAX : sum + mp;
 	sum = man > UINT64_MAX - sum ? UINT64_MAX : sum + man;
 	sum = pit > UINT64_MAX - sum ? UINT64_MAX : sum + pit;
+	sum = late > UINT64_MAX - sum ? UINT64_MAX : sum + late;
 	GP_GAUGE_SET(st, unpooled_bytes, sum);
 	GP_COUNT(st, unpooled_allocs, n->allocs);
 	GP_COUNT(st, unpooled_frees, n->frees);

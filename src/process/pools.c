@@ -40,7 +40,8 @@ static bool geometry_told[GPUPOOL_MAX_DEVICES]; /* gp_config_fit_device's line w
 #define R (gp_registry_self())
 
 /* At exit: from now on the runtime may be torn down at any moment (its own exit handlers
- * and destructors run after this one), so the hooks pass allocations through; then the
+ * and destructors run after this one), so the hooks pass allocations through (counted
+ * against the caps until the process ends); then the
  * report reads the page as it is (a forked child's own, or none). Registered with the first
  * pool, before sharing's release thread starts: its own exit handler, registered later,
  * has stopped it when this one runs. */

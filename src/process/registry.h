@@ -21,7 +21,8 @@
 /* What the hooks read on every call. Set by the initialisation, except pools and slots
  * (as each device is first used, and cleared by a fork or a device reset), tracing (with
  * the first pool) and exiting (set by the exit handler, before the report: from then on
- * the hooks pass allocations through; a relaxed load per call). Written by the registry (init.c, pools.c) only. */
+ * the pools serve nothing, and the hooks pass allocations through, still counted against
+ * the caps; a relaxed load per call). Written by the registry (init.c, pools.c) only. */
 struct gp_registry {
 	const struct gp_runtime *rt; /* NULL: no runtime in the process (yet) */
 	struct gp_config cfg;

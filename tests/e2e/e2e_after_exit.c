@@ -3,7 +3,10 @@
  * answers them, or cudaErrorCudartUnloading once it is gone), frees of what the runtime
  * handed out reach it too, and a free of a block the pool served before exit is still the
  * pool's (it never reaches the runtime). Checked from an exit handler of the program that
- * runs after gpupool's; a failure ends the process with status 3. */
+ * runs after gpupool's; a failure ends the process with status 3.
+ *   e2e_after_exit cap   under limit:64M, what the program allocates from then on still counts,
+ *                        until the process ends: 16 MiB pieces stop at the cap, a free gives
+ *                        nothing back, and cudaMallocManaged is refused past it too. */
 #include <cuda_runtime_api.h>
 
 #include "e2e_util.h"
@@ -41,10 +44,29 @@ static void after_gpupool(void)
 	expect(cudaDeviceSynchronize() == cudaSuccess, "cudaDeviceSynchronize failed");
 }
 
-int main(void)
+#define MiB ((size_t)1 << 20)
+
+static void capped_after_gpupool(void)
+{
+	void *p[16];
+	int n = 0;
+	while (n < 16 && cudaMalloc(&p[n], 16 * MiB) == cudaSuccess)
+		n++;
+	fprintf(stderr, "after exit began: %d x 16 MiB served under limit:64M\n", n);
+	expect(n >= 2 && n <= 3, "the cap did not hold for cudaMalloc");
+	expect(cudaGetLastError() == cudaErrorMemoryAllocation, "the refusal left no error");
+	expect(cudaFree(p[0]) == cudaSuccess, "cudaFree failed");
+	void *q = NULL;
+	expect(cudaMalloc(&q, 16 * MiB) == cudaErrorMemoryAllocation, "a free after exit gave room back");
+	expect(cudaMallocManaged(&q, 16 * MiB, cudaMemAttachGlobal) == cudaErrorMemoryAllocation,
+	       "the cap did not hold for cudaMallocManaged");
+	expect(cudaMalloc(&q, MiB) == cudaSuccess, "what fits under the cap was refused");
+}
+
+int main(int argc, char **argv)
 {
 	e2e_shm_dir();
-	CHECK(atexit(after_gpupool) == 0);
+	CHECK(atexit(argc > 1 && !strcmp(argv[1], "cap") ? capped_after_gpupool : after_gpupool) == 0);
 	void *p = NULL;
 	CK(cudaMalloc(&p, 4096)); /* the pool, and gpupool's exit handler after ours */
 	CK(cudaFree(p));

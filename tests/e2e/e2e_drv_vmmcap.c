@@ -22,6 +22,9 @@
  *                        GPUPOOL_DISABLE=1), so no handle outlives the pool's chunks: after a
  *                        release the device holds nothing, and a limit's worth again and
  *                        again never passes the cap.
+ *   e2e_drv_vmmcap late   from an exit handler that runs after gpupool's (limit:64M): cuMemAlloc
+ *                        and cuMemCreate still count against the cap until the process ends
+ *                        (a failure ends the process with status 3).
  * Every mode runs through the exported names and through cuGetProcAddress_v2. */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -353,6 +356,36 @@ static int retain(bool native)
 	return 0;
 }
 
+static void late_expect(bool ok, const char *what)
+{
+	if (!ok) {
+		fprintf(stderr, "after exit began: %s\n", what);
+		fflush(stderr);
+		_exit(3);
+	}
+}
+
+static void late_handler(void)
+{
+	CUdeviceptr p[16];
+	int n = 0;
+	while (n < 16 && d.MemAlloc(&p[n], 16 * MB) == CUDA_SUCCESS)
+		n++;
+	fprintf(stderr, "after exit began: %d x 16 MiB served by cuMemAlloc under limit:64M\n", n);
+	late_expect(n >= 2 && n <= 3, "the cap did not hold for cuMemAlloc");
+	CUmemGenericAllocationHandle h;
+	late_expect(v.Create(&h, 32 * MB, &prop, 0) == CUDA_ERROR_OUT_OF_MEMORY, "the cap did not hold for cuMemCreate");
+	late_expect(v.used(0) <= CAP, "the device holds more than the cap");
+}
+
+static int late(void)
+{
+	CHECK(atexit(late_handler) == 0);
+	CUdeviceptr p;
+	CU(d.MemAlloc(&p, MB)); /* the pool, and gpupool's exit handler after ours */
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	e2e_shm_dir();
@@ -366,6 +399,8 @@ int main(int argc, char **argv)
 		return cap();
 	if (!strcmp(argv[1], "threads"))
 		return threads();
+	if (!strcmp(argv[1], "late"))
+		return late();
 	if (!strcmp(argv[1], "retain") || !strcmp(argv[1], "retain-native"))
 		return retain(!strcmp(argv[1], "retain-native"));
 	if (!strcmp(argv[1], "nolimit") || !strcmp(argv[1], "nolimit-native"))
