@@ -15,7 +15,9 @@
 /* What a figure holds. GP_BUDGET_POOL: the pools' segments (reserved bytes); the others are
  * unpooled, each with its gauge in the page (unpooled_vmm_bytes, ...). */
 enum gp_budget_kind {
-	GP_BUDGET_POOL,
+	GP_BUDGET_POOL,    /* the pools' whole segments: a device reset frees them */
+	GP_BUDGET_CHUNKS,  /* chunks mapped into the pools' virtual-memory segments: they outlive
+			    * a device reset, until the pool the reset killed gives them back */
 	GP_BUDGET_VMM,     /* physical memory from cuMemCreate, until its last release and unmap */
 	GP_BUDGET_MEMPOOL, /* bytes reserved by memory pools the program made */
 	GP_BUDGET_MANAGED, /* cudaMallocManaged, cuMemAllocManaged */
@@ -72,8 +74,10 @@ bool gp_budget_capped(int device);
 /* Gives back more than was held, counted since the process started (each one logged once). */
 uint64_t gp_budget_inconsistencies(void);
 
-/* A device reset destroyed every segment of the device's pool (the pool is killed): its
- * GP_BUDGET_POOL figure goes to zero. Called inside the reset gate, where no segment grows. */
+/* A device reset destroyed every whole segment of the device's pool (the pool is killed):
+ * its GP_BUDGET_POOL figure goes to zero. Its virtual-memory chunks (GP_BUDGET_CHUNKS) stay
+ * counted until the killed pool unmaps them. Called inside the reset gate, where no segment
+ * grows. */
 void gp_budget_pool_gone(int device);
 
 /* (budget_backend.c) `in` with its segment calls going through the budget (GP_BUDGET_POOL): a segment the

@@ -94,17 +94,18 @@ static int b_vmm_unreserve(void *ctx, int device, uintptr_t addr, size_t size)
 	return inner->vmm_unreserve(inner->ctx, device, addr, size);
 }
 
-/* Chunks mapped are the pools' memory (GP_BUDGET_POOL), counted once whichever layer maps
- * them: taken before the device is asked, what did not get mapped given back. */
+/* Chunks mapped are the pools' memory (GP_BUDGET_CHUNKS, which a device reset does not free),
+ * counted once whichever layer maps them: taken before the device is asked, what did not get
+ * mapped given back. */
 static int b_vmm_map(void *ctx, int device, uintptr_t addr, size_t size, size_t *mapped)
 {
 	(void)ctx;
 	*mapped = 0;
-	if (gp_budget_take(device, size, GP_BUDGET_POOL) != 0)
+	if (gp_budget_take(device, size, GP_BUDGET_CHUNKS) != 0)
 		return -EDQUOT; /* as a segment's (b_segment_alloc) */
 	int rc = inner->vmm_map(inner->ctx, device, addr, size, mapped);
 	if (*mapped < size)
-		gp_budget_give(device, size - *mapped, GP_BUDGET_POOL);
+		gp_budget_give(device, size - *mapped, GP_BUDGET_CHUNKS);
 	return rc;
 }
 
@@ -113,7 +114,7 @@ static int b_vmm_unmap(void *ctx, int device, uintptr_t addr, size_t size, bool 
 	(void)ctx;
 	int rc = inner->vmm_unmap(inner->ctx, device, addr, size, sync, unmapped);
 	if (*unmapped)
-		gp_budget_give(device, *unmapped, GP_BUDGET_POOL);
+		gp_budget_give(device, *unmapped, GP_BUDGET_CHUNKS);
 	return rc;
 }
 

@@ -402,7 +402,8 @@ void gp_unpooled_refresh(int dev)
 	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get_driver();
 	if (dev >= 0 && dev < r->ndev &&
-	    (atomic_load(&r->pools[dev]) || gp_budget_held(dev, GP_BUDGET_KINDS) > gp_budget_held(dev, GP_BUDGET_POOL)))
+	    (atomic_load(&r->pools[dev]) || gp_budget_held(dev, GP_BUDGET_KINDS) >
+						  gp_budget_held(dev, GP_BUDGET_POOL) + gp_budget_held(dev, GP_BUDGET_CHUNKS)))
 		note(dev, 0, 0, 0); /* a new pool where memory survived: its slot shows it again */
 }
 

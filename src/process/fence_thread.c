@@ -30,6 +30,7 @@ static atomic_int exiting;
 static _Atomic(gp_pool *) *fence_pools;
 static int fence_ndev;
 static unsigned fence_interval_us;
+static void (*after_action)(void);
 
 /* The time fence_schedule.h's steps are taken at. */
 static uint64_t now_ns(void) { return gp_clock_ns(CLOCK_MONOTONIC); }
@@ -91,6 +92,8 @@ static void *fence_main(void *arg)
 			/* a free since the step above is covered by this action's marker */
 			bool mark = atomic_exchange(&want, 0) || st.action == GP_FENCE_MARK;
 			events = act(mark);
+			if (after_action)
+				after_action();
 		} else if (!sleep_until(st.next_wake_ns)) {
 			break;
 		}
@@ -119,6 +122,8 @@ void gp_fence_thread_start(_Atomic(gp_pool *) *pools, int ndev, unsigned interva
 	}
 	gp_mutex_unlock(&lock, GP_RANK_FENCE_THREAD);
 }
+
+void gp_fence_thread_after_action(void (*fn)(void)) { after_action = fn; }
 
 void gp_fence_thread_wake(void)
 {

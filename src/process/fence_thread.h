@@ -20,6 +20,10 @@
  * then fence inline). Thread-safe. */
 void gp_fence_thread_start(_Atomic(gp_pool *) *pools, int ndev, unsigned interval_us);
 
+/* `fn` runs on the thread after each of its actions (the registry frees the pools a device
+ * reset killed once the thread is out of them). Set before gp_fence_thread_start. */
+void gp_fence_thread_after_action(void (*fn)(void));
+
 /* Asks for a fence soon. A no-op when the thread is not running. Cheap when a fence is
  * already wanted (one relaxed load). */
 void gp_fence_thread_wake(void);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "budget.h"
 #include "fence_thread.h"
@@ -205,9 +206,10 @@ static uint64_t pb_now_ns(void *ctx)
 }
 
 /* Virtual memory. Memory from cuMemCreate outlives a reset (its context's allocations die
- * with it, not this): a killed pool's chunks and reservations are still the process's, and
- * still given back, straight to the registry's backend (the reset took the pool's figure out
- * of the budget already: gp_budget_pool_gone). */
+ * with it, not this): a killed pool's chunks and reservations are still the process's, still
+ * counted (GP_BUDGET_CHUNKS: gp_budget_pool_gone leaves them), and given back through the
+ * budget, without the gate (the reset ended the work that used them), once the killed pool is
+ * freed: soon after the reset (gp_registry_reclaim_parked). */
 static int pb_vmm_granularity(void *ctx, int device, size_t *bytes)
 {
 	struct pool_be *b = ctx; /* no device object: not gated */
@@ -227,9 +229,8 @@ static int pb_vmm_reserve(void *ctx, int device, size_t size, uintptr_t *addr)
 static int pb_vmm_unreserve(void *ctx, int device, uintptr_t addr, size_t size)
 {
 	struct pool_be *b = ctx;
-	const struct gp_backend *out = gp_registry_backend();
 	if (!gate_enter(b, device))
-		return out->vmm_unreserve(out->ctx, device, addr, size);
+		return IN(b)->vmm_unreserve(IN(b)->ctx, device, addr, size);
 	int rc = IN(b)->vmm_unreserve(IN(b)->ctx, device, addr, size);
 	gate_leave(device);
 	return rc;
@@ -249,9 +250,8 @@ static int pb_vmm_map(void *ctx, int device, uintptr_t addr, size_t size, size_t
 static int pb_vmm_unmap(void *ctx, int device, uintptr_t addr, size_t size, bool sync, size_t *unmapped)
 {
 	struct pool_be *b = ctx;
-	const struct gp_backend *out = gp_registry_backend();
 	if (!gate_enter(b, device)) /* the reset ended the work that used it: no wait */
-		return out->vmm_unmap(out->ctx, device, addr, size, false, unmapped);
+		return IN(b)->vmm_unmap(IN(b)->ctx, device, addr, size, false, unmapped);
 	int rc = IN(b)->vmm_unmap(IN(b)->ctx, device, addr, size, sync, unmapped);
 	gate_leave(device);
 	return rc;
@@ -340,6 +340,7 @@ int gp_registry_alloc_again(gp_pool *p, int dev, size_t size, gp_stream key, uin
  * fence thread is not running with fence policy "thread", or without membarrier keeps its
  * parked pools. */
 static struct pool_be *parked_head;    /* under the registry lock */
+static atomic_bool parked_any;         /* parked_head is not empty: read without the lock */
 static struct pool_be *parent_parked;  /* a forked child's: the parent's, left alone */
 
 _Atomic uint64_t gp_registry_epoch = 1;
@@ -476,8 +477,11 @@ static void fence_thread_pass(void)
 /* Frees the parked pools no thread can be inside (under the registry lock). */
 static void reclaim(void)
 {
-	if (!parked_head || !membarrier_ok || atomic_load(&reclaim_off) || gp_port_membarrier() != 0)
+	if (!parked_head || !membarrier_ok || atomic_load(&reclaim_off) || gp_port_membarrier() != 0) {
+		if (!membarrier_ok || atomic_load(&reclaim_off))
+			atomic_store(&parked_any, false); /* parked for good: nothing for the fence thread */
 		return;
+	}
 	uint64_t oldest = UINT64_MAX; /* the oldest epoch a reader inside the pools saw */
 	for (struct reader_rec *x = atomic_load(&readers); x; x = x->next) {
 		uint64_t a = atomic_load_explicit(&x->active, memory_order_acquire);
@@ -497,6 +501,7 @@ static void reclaim(void)
 		gp_pool_destroy(b->pool);
 		free(b);
 	}
+	atomic_store(&parked_any, parked_head != NULL);
 }
 
 /* (registry_internal.h) Each killed pool counts into a sink of its own from now on, the
@@ -512,6 +517,7 @@ void gp_registry_retire_killed(int dev)
 		gp_pool_abandon(b->pool, &b->sink);
 		b->next = parked_head;
 		parked_head = b;
+		atomic_store(&parked_any, true);
 		b = next;
 	}
 	struct gpupool_device_stats *st = gp_registry_slot(R, dev);
@@ -523,6 +529,18 @@ void gp_registry_retire_killed(int dev)
 	reclaim();
 	if (parked_head && R->cfg.fence == GP_FENCE_THREAD)
 		fence_thread_pass();
+}
+
+/* (registry_internal.h) On the fence thread, after each of its actions: once it has fenced the
+ * sentinel, it is inside none of the parked pools, which can then be freed (their chunks go
+ * back to the device and the budget) without waiting for the next reset. */
+void gp_registry_reclaim_parked(void)
+{
+	if (!atomic_load_explicit(&parked_any, memory_order_relaxed))
+		return;
+	gp_registry_lock();
+	reclaim();
+	gp_registry_unlock();
 }
 
 void gp_registry_reset_begin(int dev)
@@ -559,6 +577,14 @@ void gp_registry_reset_end(int dev, bool done)
 	gp_registry_lock();
 	gp_registry_retire_killed(dev);
 	gp_registry_unlock();
+	/* Natively the reset returns with the device's memory free. The killed pool's
+	 * virtual-memory chunks outlive it and still count (GP_BUDGET_CHUNKS): they go back
+	 * before the reset returns, once the fence thread is out of the pool, or a thread still
+	 * inside it (some other thread's allocation) has left, for 1 s at most. */
+	for (int i = 0; i < 10000 && atomic_load(&parked_any) && gp_budget_held(dev, GP_BUDGET_CHUNKS); i++) {
+		usleep(100);
+		gp_registry_reclaim_parked();
+	}
 }
 
 void gp_registry_lifecycle_after_fork(void)

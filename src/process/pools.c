@@ -121,8 +121,10 @@ gp_pool *gp_registry_pool_create(int dev)
 	/* before the pool is visible: whoever sees the pool sees its slot (gp_registry_slot) */
 	__atomic_store_n(&R->slots[dev], slot, __ATOMIC_RELEASE);
 	atomic_store(&R->pools[dev], p);
-	if (R->cfg.fence == GP_FENCE_THREAD)
+	if (R->cfg.fence == GP_FENCE_THREAD) {
+		gp_fence_thread_after_action(gp_registry_reclaim_parked);
 		gp_fence_thread_start(R->pools, R->ndev + 1, R->cfg.fence_interval_us); /* and the sentinel */
+	}
 out:
 	gp_mutex_unlock(&pools_lock, GP_RANK_POOLS);
 	return p;

@@ -32,6 +32,9 @@ void gp_registry_pool_backend_free(const struct gp_backend *be);
  * go to zero; they are parked, and freed once no thread can be inside them). Under the
  * registry lock, before a new pool of `dev` is made: it writes to the same slot. */
 void gp_registry_retire_killed(int dev);
+/* Frees the parked pools no thread can be inside any more (the fence thread calls it after
+ * each action: gp_fence_thread_after_action). Takes the registry lock; cheap while none is parked. */
+void gp_registry_reclaim_parked(void);
 
 /* pools.c: the process's page (shared, or private when it could not be made); NULL before
  * the first pool. Its header never changes after that; its slots are each pool's. */

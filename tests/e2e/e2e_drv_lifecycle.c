@@ -8,6 +8,11 @@
  *                  frees that block only, and its neighbour in the segment stays usable;
  *   reset-refused  a cuDevicePrimaryCtxReset that fails keeps the pool the same way; one that
  *                  succeeds drops it (the next allocation grows a new pool);
+ *   reset-cap      under limit:64M, blocks of the pool's virtual-memory segments until the cap,
+ *                  then a successful reset, three times: the chunks outlive the reset in the
+ *                  driver, so they count until the killed pool gives them back, which it does
+ *                  before the reset returns: each round gets the whole cap again, and the
+ *                  device never holds more than the cap;
  *   ranges         cuMemGetAddressRange and cuPointerGetAttribute(RANGE_START_ADDR,
  *                  RANGE_SIZE) answer for the allocation as asked (1000 bytes), and outside
  *                  live allocations answer CUDA_ERROR_NOT_FOUND and CUDA_ERROR_INVALID_VALUE:
@@ -97,6 +102,29 @@ static void reset_refused(void)
 	printf("reset-refused: the pool kept across a failed reset, dropped by one that succeeded\n");
 }
 
+#define MiB ((size_t)1 << 20)
+
+static void reset_cap(void)
+{
+	size_t (*used)(int) = NULL;
+	E2E_FN(used, dlsym(d.handle, "gpfakecu_used"));
+	for (int round = 0; round < 3; round++) {
+		CUdeviceptr p, first = 0;
+		int n = 0;
+		while (n < 32 && d.MemAlloc(&p, 4 * MiB) == CUDA_SUCCESS) {
+			if (!first)
+				first = p;
+			n++;
+		}
+		printf("reset-cap: round %d: %d x 4 MiB, the device holds %zu MiB\n", round, n, used(0) / MiB);
+		CHECK(n >= 12 && used(0) <= 64 * MiB);
+		CU(d.MemsetD8(first, 0x22, 4 * MiB));
+		CU(d.PrimaryReset(0));
+		CHECK(used(0) == 0); /* as natively: the reset returns with the memory free */
+		CU(d.CtxSetCurrent(d.primary[0]));
+	}
+}
+
 static void ranges(void)
 {
 	CUdeviceptr p, q;
@@ -129,7 +157,8 @@ int main(int argc, char **argv)
 	static const struct {
 		const char *name;
 		void (*fn)(void);
-	} cases[] = {{"ctx-destroy", ctx_destroy}, {"reset-refused", reset_refused}, {"ranges", ranges}};
+	} cases[] = {{"ctx-destroy", ctx_destroy}, {"reset-refused", reset_refused}, {"reset-cap", reset_cap},
+		     {"ranges", ranges}};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		if (!strcmp(argv[1], cases[i].name)) {
 			cases[i].fn();
