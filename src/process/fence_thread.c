@@ -30,7 +30,7 @@ static atomic_int exiting;
 static _Atomic(gp_pool *) *fence_pools;
 static int fence_ndev;
 static unsigned fence_interval_us;
-static void (*after_action)(void);
+static void (*_Atomic after_action)(void); /* set again by each pool's creation: atomic */
 
 /* The time fence_schedule.h's steps are taken at. */
 static uint64_t now_ns(void) { return gp_clock_ns(CLOCK_MONOTONIC); }
@@ -92,8 +92,9 @@ static void *fence_main(void *arg)
 			/* a free since the step above is covered by this action's marker */
 			bool mark = atomic_exchange(&want, 0) || st.action == GP_FENCE_MARK;
 			events = act(mark);
-			if (after_action)
-				after_action();
+			void (*fn)(void) = atomic_load_explicit(&after_action, memory_order_acquire);
+			if (fn)
+				fn();
 		} else if (!sleep_until(st.next_wake_ns)) {
 			break;
 		}
@@ -123,7 +124,7 @@ void gp_fence_thread_start(_Atomic(gp_pool *) *pools, int ndev, unsigned interva
 	gp_mutex_unlock(&lock, GP_RANK_FENCE_THREAD);
 }
 
-void gp_fence_thread_after_action(void (*fn)(void)) { after_action = fn; }
+void gp_fence_thread_after_action(void (*fn)(void)) { atomic_store_explicit(&after_action, fn, memory_order_release); }
 
 void gp_fence_thread_wake(void)
 {
