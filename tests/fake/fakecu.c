@@ -1581,15 +1581,18 @@ FC_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
 	while (r && !(ptr >= r->base && ptr - r->base <= r->size && size <= r->base + r->size - ptr))
 		r = r->next;
 	bool ok = h && h->refs && size <= h->size && r;
+	/* a handle is mapped whole: the real driver refuses part of one (CUDA_ERROR_NOT_SUPPORTED,
+	 * 801, on an H100 with driver 580) */
 	for (const struct fc_map *m = g_maps; ok && m; m = m->next)
 		ok = m->va >= ptr + size || ptr >= m->va + m->size;
-	struct fc_map *m = ok ? malloc(sizeof *m) : NULL;
+	bool part = ok && size != h->size;
+	struct fc_map *m = ok && !part ? malloc(sizeof *m) : NULL;
 	/* the handle's memory at the address, inaccessible until cuMemSetAccess */
 	if (m && mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, h->fd, 0) == MAP_FAILED) {
 		free(m);
 		m = NULL;
 	}
-	CUresult e = !ok ? CUDA_ERROR_INVALID_VALUE : !m ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+	CUresult e = !ok ? CUDA_ERROR_INVALID_VALUE : part ? CUDA_ERROR_NOT_SUPPORTED : !m ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 	if (m) {
 		*m = (struct fc_map){g_maps, ptr, size, h, false, handle};
 		g_maps = m;

@@ -89,6 +89,7 @@ static void test_virtual_memory(void **state)
 	assert_int_equal(cuMemMap(va, 4 * MiB, 2 * MiB, h, 0), CUDA_ERROR_INVALID_VALUE);
 	assert_int_equal(cuMemMap(va + 6 * MiB, 4 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE);
 	assert_int_equal(cuMemMap(va, 6 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* larger than h */
+	assert_int_equal(cuMemMap(va, 2 * MiB, 0, h, 0), CUDA_ERROR_NOT_SUPPORTED); /* part of h, as on an H100 */
 	assert_int_equal(cuMemMap(va, 4 * MiB, 0, h, 0), CUDA_SUCCESS);
 	assert_int_equal(cuMemMap(va + 2 * MiB, 2 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE);
 	CUmemAccessDesc acc;
