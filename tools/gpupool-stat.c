@@ -278,7 +278,8 @@ static void ask_processes(struct listing *l, const int *others, int nothers)
 	for (int i = 0, k = 0; i < own; i++) {
 		while (k < l->n && l->infos[k].pid != r[i].pid)
 			k++;
-		if (k < l->n && r[i].answered)
+		/* not from the page's user: its pid now names another user's process */
+		if (k < l->n && r[i].answered && r[i].uid == l->infos[k].owner)
 			gp_stat_remote_overlay(&r[i], &l->infos[k].page);
 	}
 	for (int i = own; i < n; i++) {
@@ -382,6 +383,7 @@ static void render(struct gp_format_out *o, enum mode mode, int pid, unsigned wi
 	struct gp_format_skip skips[GP_SKIP_COUNT];
 	const struct gp_statpage_info *infos = l->infos;
 	int n = l->n;
+	uid_t me = geteuid();
 	machine_read();
 	for (int i = 0; i < n; i++) {
 		const struct gp_statpage_info *in = &infos[i];
@@ -395,6 +397,8 @@ static void render(struct gp_format_out *o, enum mode mode, int pid, unsigned wi
 						   .uid_known = true,
 						   .uid = (uint32_t)in->owner,
 						   .user = user_name(in->owner),
+						   /* its word about itself, not about the GPU */
+						   .other_user = in->owner != me && in->owner != 0,
 						   .gpu_index = gidx[i]};
 	}
 	for (int r = 0; r < GP_SKIP_COUNT; r++)

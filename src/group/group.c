@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -233,35 +234,93 @@ static int check_stat(const struct stat *st, bool empty_ok, char *why, size_t ca
 	return 0;
 }
 
-/* Opens `path` without following a symbolic link or blocking on a fifo, and checks it. */
-static int open_checked(const char *path, bool writer, char *why, size_t cap, struct stat *st)
+/* In a sticky directory that other users may write (/tmp, /dev/shm), a file owned by neither
+ * this user nor the directory's owner is not joined: the rule Linux's fs.protected_regular
+ * (at 2) applies to an O_CREAT open, applied whatever the sysctl says. Such a file may have
+ * been planted by another user, who can truncate it under the members at any moment, and a
+ * member's next load or store past its end is a SIGBUS. -EACCES, or 0. */
+static int check_owner(const struct stat *dir, const struct stat *st, char *why, size_t cap)
 {
-	if (lstat(path, st) == 0 && S_ISLNK(st->st_mode)) {
+	if (!(dir->st_mode & S_ISVTX) || !(dir->st_mode & (S_IWGRP | S_IWOTH)) || st->st_uid == geteuid() ||
+	    st->st_uid == dir->st_uid)
+		return 0;
+	if (cap)
+		snprintf(why, cap,
+			 "it is owned by uid %u, who is neither this user nor the owner of its sticky directory "
+			 "(uid %u): a file another user planted there could be truncated under the members, so it "
+			 "is not joined (the rule of fs.protected_regular); remove it, or keep the group file in a "
+			 "directory only the group's users may write",
+			 (unsigned)st->st_uid, (unsigned)dir->st_uid);
+	return -EACCES;
+}
+
+/* The directory of `path` (O_PATH, so that the checks and the open are of one directory),
+ * with *base its last component. A negative errno with why when it cannot be opened. */
+static int open_dir(const char *path, const char **base, struct stat *dir, char *why, size_t cap)
+{
+	char name[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	size_t n = slash ? (slash == path ? 1 : (size_t)(slash - path)) : 1;
+	if (n >= sizeof name) {
+		say(why, cap, "%s", strerror(ENAMETOOLONG));
+		return -ENAMETOOLONG;
+	}
+	memcpy(name, slash ? path : ".", n);
+	name[n] = '\0';
+	*base = slash ? slash + 1 : path;
+	int dfd = open(name, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fstat(dfd, dir) != 0) {
+		int e = errno;
+		say(why, cap, "%s", strerror(e));
+		if (dfd >= 0)
+			close(dfd);
+		return -e;
+	}
+	return dfd;
+}
+
+/* What the name shows before it is opened (no link followed): -ELOOP a symbolic link, -EINVAL
+ * not a regular file (a fifo or a device is never opened), and a member's check_owner. */
+static int check_name(const struct stat *dir, const struct stat *st, bool writer, char *why, size_t cap)
+{
+	if (S_ISLNK(st->st_mode)) {
 		say(why, cap, "%s", "it is a symbolic link (not followed)");
 		return -ELOOP;
 	}
-	if (lstat(path, st) == 0 && !S_ISREG(st->st_mode)) { /* a fifo or a device is not opened */
+	if (!S_ISREG(st->st_mode)) {
 		say(why, cap, "%s", "it is not a regular file");
 		return -EINVAL;
 	}
+	return writer ? check_owner(dir, st, why, cap) : 0;
+}
+
+/* Opens `path` without following a symbolic link or blocking on a fifo, and checks it; a
+ * writer (a member) checks its owner too, before the open (so that the line says why where
+ * the kernel's fs.protected_regular would refuse the open) and on the descriptor. */
+static int open_checked(const char *path, bool writer, char *why, size_t cap, struct stat *st)
+{
+	struct stat dir;
+	const char *base;
+	int dfd = open_dir(path, &base, &dir, why, cap);
+	if (dfd < 0)
+		return dfd;
 	int flags = (writer ? O_RDWR | O_CREAT : O_RDONLY) | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
-	int fd = open(path, flags, 0600);
-	if (fd < 0) {
-		int e = errno;
-		if (e == ELOOP)
-			say(why, cap, "%s", "it is a symbolic link (not followed)");
-		else
-			say(why, cap, "%s", strerror(e));
-		return -e;
+	int fd = -1, rc = fstatat(dfd, base, st, AT_SYMLINK_NOFOLLOW) == 0 ? check_name(&dir, st, writer, why, cap) : 0;
+	if (!rc && (fd = openat(dfd, base, flags, 0600)) < 0) {
+		rc = -errno;
+		say(why, cap, "%s", rc == -ELOOP ? "it is a symbolic link (not followed)" : strerror(-rc));
 	}
-	int rc = fstat(fd, st) != 0 ? -errno : check_stat(st, writer, why, cap);
-	if (rc) {
-		if (rc != -EINVAL && rc != -EACCES && rc != -EPROTO)
+	if (fd >= 0) {
+		rc = fstat(fd, st) != 0 ? -errno : check_stat(st, writer, why, cap);
+		if (!rc && writer)
+			rc = check_owner(&dir, st, why, cap);
+		if (rc && rc != -EINVAL && rc != -EACCES && rc != -EPROTO)
 			say(why, cap, "%s", strerror(-rc));
-		close(fd);
-		return rc;
 	}
-	return fd;
+	close(dfd);
+	if (rc && fd >= 0)
+		close(fd);
+	return rc ? rc : fd;
 }
 
 /* ---- members ---- */

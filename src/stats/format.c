@@ -295,8 +295,12 @@ size_t gp_format_gpus(const struct gp_format_proc *procs, size_t n, struct gp_fo
 			u->held_bytes = gp_format_add_sat(u->held_bytes, held);
 			u->reclaimable_bytes = gp_format_add_sat(u->reclaimable_bytes, s->releasable_bytes);
 			u->waiting_bytes = gp_format_add_sat(u->waiting_bytes, s->waiting_bytes);
-			if (!u->name[0] && s->device_name[0])
+			/* another user's process may say anything of itself, not of the GPU: its name
+			 * only while no other process names it, its driver's figures never */
+			if (s->device_name[0] && (!u->name[0] || (u->name_other_ && !procs[i].other_user))) {
 				gp_format_safe_text(u->name, s->device_name, sizeof u->name);
+				u->name_other_ = procs[i].other_user;
+			}
 			if (procs[i].gpu_index && procs[i].gpu_index[d] >= 0)
 				u->index = procs[i].gpu_index[d];
 			u->ordinal_ = u->ordinal_ == -2 || u->ordinal_ == s->device ? s->device : -1;
@@ -304,8 +308,8 @@ size_t gp_format_gpus(const struct gp_format_proc *procs, size_t n, struct gp_fo
 				u->processes++;
 				u->last_pid = pg->pid;
 			}
-			/* the freshest look at the device among the pages that have one */
-			if (s->device_total_bytes && s->device_seen_ns >= u->seen_ns) {
+			/* the freshest look at the device among the trusted pages that have one */
+			if (s->device_total_bytes && !procs[i].other_user && s->device_seen_ns >= u->seen_ns) {
 				u->total_bytes = s->device_total_bytes;
 				/* a page anyone may have written: free never above total */
 				u->free_bytes = s->device_free_bytes < s->device_total_bytes ? s->device_free_bytes

@@ -55,6 +55,11 @@ struct gp_format_proc {
 			  * the sender of its answer) */
 	uint32_t uid;
 	const char *user; /* the uid's name; NULL: the number is shown */
+	/* written by a user who is neither the reader's nor root (another user's answer on the
+	 * channel, or page): its word about itself only. Its slots are its own rows and count in
+	 * its GPU's held, idle and waiting bytes and processes, but never set the GPU's driver
+	 * figures (MEMORY, FREE), and name the GPU only where no other process does */
+	bool other_user;
 	/* NULL, or one per slot of page->dev: the index of the slot's GPU as nvidia-smi numbers it
 	 * (the order of the PCI bus ids, from the driver's /proc files), -1 where not known */
 	const int *gpu_index;
@@ -129,17 +134,19 @@ void gp_format_table_box(struct gp_format_out *o, const struct gp_format_proc *p
 			 unsigned rows);
 /* One GPU as the pages of the processes using it show it (gpupool-stat's lines above the
  * table, "gpus" in the JSON listing, gpupool_gpu_* in Prometheus): the live, consistent,
- * active slots whose UUID is known, summed by UUID (sums saturate). */
+ * active slots whose UUID is known, summed by UUID (sums saturate); its driver's figures
+ * only from pages the reader trusts (gp_format_proc's other_user). */
 struct gp_format_gpu {
 	unsigned char uuid[GPUPOOL_UUID_LEN];
 	/* its index as nvidia-smi numbers it (gp_format_proc's gpu_index); where no process's
 	 * reader knows it, the CUDA index every process on it gives it, when they agree and no
 	 * other GPU of the listing has that number; else -1 */
 	int index;
-	char name[GPUPOOL_DEVICE_NAME_LEN]; /* the name a page gives it; "" while none does */
+	char name[GPUPOOL_DEVICE_NAME_LEN]; /* the name a page gives it (one not of other_user's
+					     * first); "" while none does */
 	/* the driver's figures (device_total_bytes, device_free_bytes) from the page whose look
-	 * is the freshest, free never above total; seen_ns its device_seen_ns (CLOCK_REALTIME);
-	 * total 0 while no page has one */
+	 * is the freshest among those not of other_user, free never above total; seen_ns its
+	 * device_seen_ns (CLOCK_REALTIME); total 0 while no such page has one */
 	uint64_t total_bytes, free_bytes, seen_ns;
 	uint64_t held_bytes;        /* reserved + unpooled bytes of those processes */
 	uint64_t reclaimable_bytes; /* their releasable_bytes */
@@ -147,6 +154,7 @@ struct gp_format_gpu {
 	unsigned processes;
 	int32_t last_pid; /* the last process counted (a process counts once per GPU) */
 	int32_t ordinal_;  /* the CUDA index its slots give it so far; -2 none yet, -1 they differ */
+	bool name_other_;  /* name came from a page of other_user */
 };
 /* At most this many GPUs in one listing (distinct UUIDs); the slots of more are counted. */
 #define GP_FORMAT_MAX_GPUS 64

@@ -1035,6 +1035,44 @@ static void gpu_page(struct gpupool_page *pg, int pid, unsigned char u, uint64_t
 	s->device_seen_ns = seen;
 }
 
+/* A process of another user (other_user) speaks for itself only: its slots count in its GPU's
+ * held and idle bytes and processes, but the driver's figures come from the trusted pages,
+ * however fresh its look; its name names the GPU only while no trusted page does, in either
+ * order; alone on a GPU it gives no MEMORY or FREE. */
+static void test_gpus_other_user(void **state)
+{
+	(void)state;
+	static struct gpupool_page pg[2];
+	const uint64_t G = 1ull << 30, S = 1000000000ull;
+	gpu_page(&pg[0], 10, 0x52, 1 * G, 0, 1 * G, 80ull << 40, 0, UINT64_MAX);
+	memcpy(pg[0].dev[0].device_name, "theirs", 7);
+	gpu_page(&pg[1], 11, 0x52, 2 * G, 0, 0, 80 * G, 30 * G, 100 * S);
+	memcpy(pg[1].dev[0].device_name, "NVIDIA H100", 12);
+	struct gp_format_proc p[2] = {{.page = &pg[0], .other_user = true}, {.page = &pg[1]}};
+	struct gp_format_proc q[2] = {p[1], p[0]};
+	struct gp_format_gpu g[2];
+	for (int order = 0; order < 2; order++) {
+		assert_int_equal(gp_format_gpus(order ? q : p, 2, g, 2, NULL), 1);
+		assert_int_equal(g[0].total_bytes, 80 * G);
+		assert_int_equal(g[0].free_bytes, 30 * G);
+		assert_int_equal(g[0].seen_ns, 100 * S);
+		assert_string_equal(g[0].name, "NVIDIA H100");
+		assert_int_equal(g[0].held_bytes, 3 * G);
+		assert_int_equal(g[0].reclaimable_bytes, 1 * G);
+		assert_int_equal(g[0].processes, 2);
+	}
+	assert_int_equal(gp_format_gpus(p, 1, g, 2, NULL), 1);
+	assert_int_equal(g[0].total_bytes, 0);
+	assert_int_equal(g[0].seen_ns, 0);
+	assert_string_equal(g[0].name, "theirs");
+	assert_int_equal(g[0].held_bytes, 1 * G);
+	struct gp_format_out o;
+	gp_format_to_buf(&o, out, sizeof out);
+	gp_format_gpu_lines(&o, p, 1, 100 * S, 0, false);
+	assert_int_equal(gp_format_flush(&o), 0);
+	assert_non_null(strstr(out, "\n  0  theirs          -          -    1.0 GiB    1.0 GiB      1  " UUID0_TEXT "\n"));
+}
+
 /* The GPUs of a listing: summed by UUID over live, consistent slots; the freshest look;
  * free never above total; sums saturate; unknown UUIDs, gone and inconsistent slots out. */
 static void test_gpus(void **state)
@@ -1240,6 +1278,7 @@ int main(void)
 		cmocka_unit_test_setup(test_boxes, setup),
 		cmocka_unit_test(test_extreme_values),
 		cmocka_unit_test(test_gpus),
+		cmocka_unit_test(test_gpus_other_user),
 		cmocka_unit_test(test_report_sharing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,8 +1,9 @@
 /* Tests of the group file (group.h) in a private directory: layout and refusals (junk, another
- * layout, a symbolic link, a fifo, a file every user may write), device slots and budgets,
- * take and give at the budget from many threads and from several processes while a sampler
- * checks that the group never holds more than its budget, the share of a member killed with
- * -9 returned (and of a slot whose pid now names another process), and the reader. */
+ * layout, a symbolic link, a fifo, a file every user may write, another user's file in a
+ * sticky directory), device slots and budgets, take and give at the budget from many threads
+ * and from several processes while a sampler checks that the group never holds more than its
+ * budget, the share of a member killed with -9 returned (and of a slot whose pid now names
+ * another process), and the reader. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -240,6 +241,39 @@ static void test_refused_kinds(void **state)
 	assert_int_equal(stat(at("open"), &st), 0);
 	assert_int_equal(st.st_size, 0);
 	assert_int_equal(gp_group_join(&g, at("missing/dir/file"), why, sizeof why), -ENOENT);
+}
+
+/* In a sticky directory others may write, a file owned by neither this user nor the
+ * directory's owner is not joined (another user's, planted: it could be truncated under the
+ * members) and left as it was; this user's file and the directory owner's are joined, and so
+ * is another user's file in a directory that is not sticky. Root only (files of other users). */
+static void test_planted_file(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	struct gp_group g;
+	struct stat st;
+	assert_int_equal(mkdir(at("sticky"), 0755), 0);
+	assert_int_equal(chmod(at("sticky"), 01777), 0);
+	write_file(at("sticky/planted"), "", 0, 0600);
+	assert_int_equal(chown(at("sticky/planted"), 65534, 65534), 0);
+	assert_int_equal(gp_group_join(&g, at("sticky/planted"), why, sizeof why), -EACCES);
+	assert_non_null(strstr(why, "owned by uid 65534, who is neither this user nor the owner of its sticky directory"));
+	assert_null(g.f);
+	assert_int_equal(stat(at("sticky/planted"), &st), 0);
+	assert_int_equal(st.st_size, 0);
+	assert_int_equal(gp_group_join(&g, at("sticky/mine"), why, sizeof why), 0);
+	gp_group_leave(&g);
+
+	assert_int_equal(chown(at("sticky"), 65534, 65534), 0); /* now the directory's owner's file */
+	assert_int_equal(gp_group_join(&g, at("sticky/planted"), why, sizeof why), 0);
+	gp_group_leave(&g);
+
+	write_file(at("theirs"), "", 0, 0600);
+	assert_int_equal(chown(at("theirs"), 65534, 65534), 0);
+	assert_int_equal(gp_group_join(&g, at("theirs"), why, sizeof why), 0);
+	gp_group_leave(&g);
 }
 
 /* Device slots by UUID: the same UUID the same slot, the first budget wins, a full table. */
@@ -697,6 +731,7 @@ int main(void)
 		cmocka_unit_test(test_join_race),
 		cmocka_unit_test(test_refused_files),
 		cmocka_unit_test(test_refused_kinds),
+		cmocka_unit_test(test_planted_file),
 		cmocka_unit_test(test_devices),
 		cmocka_unit_test(test_take_give),
 		cmocka_unit_test(test_slot_lost),
