@@ -308,8 +308,13 @@ size_t gp_format_gpus(const struct gp_format_proc *procs, size_t n, struct gp_fo
 				u->processes++;
 				u->last_pid = pg->pid;
 			}
-			/* the freshest look at the device among the trusted pages that have one */
-			if (s->device_total_bytes && !procs[i].other_user && s->device_seen_ns >= u->seen_ns) {
+			/* the freshest look at the device among the trusted pages that have one; where
+			 * none has, the freshest of other users' pages, said to be theirs (figures_other) */
+			bool trusted = !procs[i].other_user;
+			if (s->device_total_bytes &&
+			    (trusted ? u->figures_other || !u->total_bytes || s->device_seen_ns >= u->seen_ns
+				     : !u->total_bytes || (u->figures_other && s->device_seen_ns >= u->seen_ns))) {
+				u->figures_other = !trusted;
 				u->total_bytes = s->device_total_bytes;
 				/* a page anyone may have written: free never above total */
 				u->free_bytes = s->device_free_bytes < s->device_total_bytes ? s->device_free_bytes

@@ -155,6 +155,10 @@ struct gp_format_gpu {
 	int32_t last_pid; /* the last process counted (a process counts once per GPU) */
 	int32_t ordinal_;  /* the CUDA index its slots give it so far; -2 none yet, -1 they differ */
 	bool name_other_;  /* name came from a page of other_user */
+	/* no trusted page has looked at the device: total_bytes, free_bytes and seen_ns are the
+	 * freshest look of other users' pages, their word only (the table marks them "?", the
+	 * JSON says "figures_from_other_user", Prometheus leaves them out) */
+	bool figures_other;
 };
 /* At most this many GPUs in one listing (distinct UUIDs); the slots of more are counted. */
 #define GP_FORMAT_MAX_GPUS 64

@@ -128,6 +128,7 @@ void gp_format_json_listing(struct gp_format_out *o, const struct gp_format_proc
 		json_u64(o, "total_bytes", u->total_bytes, looked);
 		json_u64(o, "free_bytes", u->free_bytes, looked);
 		json_u64(o, "seen_ns", u->seen_ns, looked);
+		gp_format_printf(o, ",\"figures_from_other_user\":%s", u->figures_other ? "true" : "false");
 		gp_format_printf(o, ",\"held_bytes\":%llu,\"reclaimable_bytes\":%llu,\"waiting_bytes\":%llu,"
 				 "\"processes\":%u}",
 				 (unsigned long long)u->held_bytes, (unsigned long long)u->reclaimable_bytes,

@@ -142,7 +142,7 @@ static void prom_gpus(struct gp_format_out *o, bool om, const struct gp_format_p
 		prom_meta(o, om, fams[f].family, "gauge", fams[f].unit, "", fams[f].help);
 		for (size_t g = 0; g < k; g++) {
 			const struct gp_format_gpu *u = &gpus[g];
-			if (fams[f].driver && !u->total_bytes)
+			if (fams[f].driver && (!u->total_bytes || u->figures_other))
 				continue;
 			char uuid[GP_FORMAT_UUID_LEN];
 			gp_format_printf(o, "%s{UUID=\"%s\"} ", fams[f].family, gp_format_gpu_uuid(uuid, u));

@@ -507,6 +507,10 @@ unsigned gp_format_gpu_lines_view(struct gp_format_out *o, const struct gp_forma
 		if (g->total_bytes) {
 			gp_format_bytes(total, sizeof total, g->total_bytes);
 			gp_format_bytes(fr, sizeof fr, g->free_bytes);
+			if (g->figures_other) { /* another user's word only (gp_format_gpu) */
+				strncat(total, "?", sizeof total - strlen(total) - 1);
+				strncat(fr, "?", sizeof fr - strlen(fr) - 1);
+			}
 			/* the library looks about once a second: say so when the figure is older */
 			if (g->seen_ns && v->now_ns > g->seen_ns && v->now_ns - g->seen_ns >= GP_FORMAT_GPU_STALE_NS) {
 				gp_format_age(age, sizeof age, v->now_ns - g->seen_ns);

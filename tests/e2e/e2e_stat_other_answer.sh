@@ -7,7 +7,8 @@
 #           by a third user (uid 1234): the GPU line and JSON "gpus" keep A's figures and name;
 #           O is listed as its own row
 #   alone   A gone, O is the only process on that GPU: its row and the GPU's line are listed,
-#           with no MEMORY or FREE (JSON null) and O's name for it
+#           with O's name for it and O's figures marked as its word only ("?"; JSON
+#           figures_from_other_user; no Prometheus sample)
 # Root only (setpriv makes the other users), in a network namespace of its own (unshare -n),
 # so that no other test's process finds O on the channel; skipped (77) elsewhere.
 # Arguments: the preloaded library, e2e_reclaim (a holder), the page directory, gpupool-stat,
@@ -99,14 +100,16 @@ EOF
 kill -INT $a
 wait $a
 asreader "$stat" >"$out" 2>"$err" || bad "alone: exit status $?"
-grep -Eq "^  0  their GPU name +- +- +0 B +0 B +1$" "$out" || bad "alone: the GPU line"
+grep -Eq "^  0  their GPU name +80.0 TiB\? +0 B\? +0 B +0 B +1$" "$out" || bad "alone: the GPU line"
 grep -Eq "^  0 +$l nobody +other " "$out" || bad "alone: its own row"
 asreader "$stat" --json >"$out" 2>"$err" || bad "alone: --json exit status"
 "$py" - "$out" <<'EOF' || bad "alone: JSON"
 import json, sys
 g, = json.load(open(sys.argv[1]))["gpus"]
-assert g["total_bytes"] is None and g["free_bytes"] is None and g["seen_ns"] is None, g
+assert g["total_bytes"] == 80 << 40 and g["free_bytes"] == 0 and g["figures_from_other_user"] is True, g
 EOF
+asreader "$stat" --prometheus >"$out" 2>"$err" || bad "alone: --prometheus exit status"
+grep -q "^gpupool_gpu_total_bytes" "$out" && bad "alone: another user's figures in Prometheus"
 kill $l
 wait $l 2>/dev/null
 [ $fail = 0 ] && echo "stat-other-answer: all checks pass"

@@ -446,7 +446,7 @@ static void test_json(void **state)
 			assert_int_equal(rec, g->reclaimable_bytes);
 			assert_int_equal(np, g->processes);
 			assert_int_equal(wait, g->waiting_bytes);
-			assert_int_equal(nkeys, 10);
+			assert_int_equal(nkeys, 11);
 			continue;
 		}
 		if (line[0] == 'P') {
@@ -1060,17 +1060,19 @@ static void test_gpus_other_user(void **state)
 		assert_int_equal(g[0].held_bytes, 3 * G);
 		assert_int_equal(g[0].reclaimable_bytes, 1 * G);
 		assert_int_equal(g[0].processes, 2);
+		assert_false(g[0].figures_other);
 	}
+	/* alone on the GPU, another user's word is shown as such: marked "?" */
 	assert_int_equal(gp_format_gpus(p, 1, g, 2, NULL), 1);
-	assert_int_equal(g[0].total_bytes, 0);
-	assert_int_equal(g[0].seen_ns, 0);
+	assert_int_equal(g[0].total_bytes, 80ull << 40);
+	assert_true(g[0].figures_other);
 	assert_string_equal(g[0].name, "theirs");
 	assert_int_equal(g[0].held_bytes, 1 * G);
 	struct gp_format_out o;
 	gp_format_to_buf(&o, out, sizeof out);
 	gp_format_gpu_lines(&o, p, 1, 100 * S, 0, false);
 	assert_int_equal(gp_format_flush(&o), 0);
-	assert_non_null(strstr(out, "\n  0  theirs          -          -    1.0 GiB    1.0 GiB      1  " UUID0_TEXT "\n"));
+	assert_non_null(strstr(out, "\n  0  theirs  80.0 TiB?       0 B?    1.0 GiB    1.0 GiB      1  " UUID0_TEXT "\n"));
 }
 
 /* The GPUs of a listing: summed by UUID over live, consistent slots; the freshest look;
