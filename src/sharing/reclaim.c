@@ -66,7 +66,8 @@ static uint64_t floors[GPUPOOL_MAX_DEVICES];
 static bool floor_known[GPUPOOL_MAX_DEVICES];
 
 /* What the other processes on the GPU keep as their floors: the sum of their answers to a
- * query, each within QUERY_NS. */
+ * query, each within QUERY_NS, each no more than what it says it holds (a floor is memory
+ * kept, and one that holds nothing keeps nothing). */
 #define QUERY_NS (50 * 1000 * 1000ull)
 #define MAX_PEERS 65536
 static uint64_t others_floors(const unsigned char *uuid)
@@ -92,8 +93,9 @@ static uint64_t others_floors(const unsigned char *uuid)
 		if (rc || m.kind != GP_SHARE_OFFER || m.id != id || memcmp(m.uuid, uuid, GPUPOOL_UUID_LEN) != 0)
 			continue;
 		asked--;
-		if (sum + m.floor >= sum)
-			sum += m.floor;
+		uint64_t f = m.floor < m.held ? m.floor : m.held;
+		if (sum + f >= sum)
+			sum += f;
 	}
 	close(fd);
 	return sum;
@@ -118,7 +120,14 @@ uint64_t gp_reclaim_floor(int dev)
 		       gp_format_bytes(b[0], sizeof b[0], want), dev, gp_format_bytes(b[1], sizeof b[1], total));
 		want = 0;
 	} else if (want && gp_statpage_uuid_known(st)) {
+		/* and no more than the others hold in all: what the GPU has in use, less what this
+		 * process holds (another process's word cannot take a floor that fits) */
 		uint64_t others = others_floors((const unsigned char *)st->uuid);
+		uint64_t mine = __atomic_load_n(&st->reserved_bytes, __ATOMIC_RELAXED) +
+				__atomic_load_n(&st->unpooled_bytes, __ATOMIC_RELAXED);
+		uint64_t inuse = total > free_b ? total - free_b : 0, used = inuse > mine ? inuse - mine : 0;
+		if (others > used)
+			others = used;
 		if (others + want > total) {
 			gp_log(GP_LOG_WARN, "reserve: %s on device %d refused: the other processes on the GPU keep floors "
 					    "of %s of its %s; this process keeps no floor there",

@@ -160,7 +160,8 @@ static void drain(void)
 		/* a wake only makes this round look at the page, below */
 		if (m.kind == GP_SHARE_QUERY)
 			gp_reclaim_answer(sock, &m, &from);
-		else if (m.kind == GP_SHARE_WAIT || m.kind == GP_SHARE_DONE || m.kind == GP_SHARE_POKE)
+		else if (m.kind == GP_SHARE_WAIT || m.kind == GP_SHARE_DONE || m.kind == GP_SHARE_POKE ||
+			 m.kind == GP_SHARE_STATUS_ANSWER)
 			gp_waitq_message(sock, &m, &from);
 		else if (m.kind == GP_SHARE_STATUS)
 			gp_status_answer(sock, &m, &from);

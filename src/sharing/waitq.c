@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +40,17 @@
 #define HEAD_TAKE_NS (1000 * MS)  /* a head that leaves what it waits for unused loses its place
 				   * (more than a waiter's look round and its telling again) */
 #define CLAIM_MAX_NS (60000 * MS) /* no wait is longer (reclaim_wait_ms's largest) */
+#define LATE_NS (1500 * MS)       /* a waiter tells every process at once, and again each second:
+				   * a wait first heard of later takes its place no earlier than this
+				   * before (a claim with an old ticket cannot go ahead of those in line) */
+#define SEEN_NS (3000 * MS)       /* another's wait holds its place while its status said it waits
+				   * this recently */
+#define ASK_NS (500 * MS)         /* its status is asked again at a telling this long after */
+#define HOLDER_NS (500 * MS)      /* a holder's word that its status has not backed keeps a waiter
+				   * waiting no longer */
+#define BLOCKED_NS (3000 * MS)    /* a waiter the GPU has the room for, held back by earlier ones
+				   * while nobody holds anything, waits no longer: they take the memory
+				   * or lose their place well before (HEAD_TAKE_NS, LATE_NS) */
 #define TICK_MS 50                /* the release thread's round while a line is not empty */
 
 
@@ -49,7 +61,12 @@ struct entry {
 	unsigned uid;
 	int dev;
 	bool self; /* a waiting thread of this process */
+	bool lost; /* left the memory it waited for unused as the head: never in line again (its
+		    * ticket stays here, told again or not, until its end) */
 	uint64_t ticket, bytes, deadline;
+	uint64_t place;       /* its place in line: the ticket, or no earlier than LATE_NS before
+			       * this process first heard of it */
+	uint64_t seen;        /* another process's: when its status last said it waits (0: not yet) */
 	uint64_t avail_since; /* the head: since when the GPU has had what it waits for */
 	bool woken;           /* woken by this process: it is taking what it got (its DONE is on the
 			       * way), and nothing more is given for it until it tells again */
@@ -97,24 +114,80 @@ static void remove_locked(int i)
 	atomic_store_explicit(&lines, ntab, memory_order_relaxed);
 }
 
-/* What the waiters on `dev` with a ticket before `ticket` wait for (bytes), those whose wait
- * has not ended. */
-static uint64_t earlier_need_locked(int dev, uint64_t ticket, uint64_t now)
+/* The entry holds a place in the line (the gate, the order, the head), its end not passed:
+ * this process's own waiters; another's while its status says it waits and it has not lost
+ * its place. Entries that hold none are still served (given idle memory, woken), last. */
+static bool in_line_now(const struct entry *e, uint64_t now)
+{
+	return e->deadline > now && (e->self || (!e->lost && e->seen && now - e->seen <= SEEN_NS));
+}
+
+/* What the waiters in line on `dev` before `place` wait for (bytes). */
+static uint64_t earlier_need_locked(int dev, uint64_t place, uint64_t now)
 {
 	uint64_t sum = 0;
 	for (int i = 0; i < ntab; i++)
-		if (tab[i].dev == dev && tab[i].ticket < ticket && tab[i].deadline > now && sum + tab[i].bytes >= sum)
+		if (tab[i].dev == dev && tab[i].place < place && in_line_now(&tab[i], now) && sum + tab[i].bytes >= sum)
 			sum += tab[i].bytes;
 	return sum;
 }
 
-static uint64_t earlier_need(int dev, uint64_t ticket)
+static uint64_t earlier_need(int dev, uint64_t place)
 {
 	uint64_t now = now_ns();
 	lock_take();
-	uint64_t v = earlier_need_locked(dev, ticket, now);
+	uint64_t v = earlier_need_locked(dev, place, now);
 	lock_give();
 	return v;
+}
+
+/* a is a better entry to make room with than b: one still in line before one that lost its
+ * place (told again, that one would come back), then the later. */
+static bool rather(const struct entry *a, const struct entry *b)
+{
+	return a->lost != b->lost ? !a->lost : a->place > b->place;
+}
+
+/* The line is full: the entry whose place a newcomer of process pid, user uid takes, for
+ * fairness between users, then between the processes of one user: the latest of the process
+ * with the most entries of the user with the most, when that user (that process, of the
+ * newcomer's own user) has at least two more than the newcomer's. A waiter of this process
+ * (self) always takes one. -1: none. */
+static int room_locked(int pid, unsigned uid, bool self)
+{
+	int best = -1, bu = 0, bp = 0, mu = 0, mp = 0;
+	for (int i = 0; i < ntab; i++) {
+		if (tab[i].self)
+			continue;
+		int nu = 0, np = 0;
+		for (int k = 0; k < ntab; k++) {
+			nu += !tab[k].self && tab[k].uid == tab[i].uid;
+			np += !tab[k].self && tab[k].pid == tab[i].pid;
+		}
+		mu += tab[i].uid == uid;
+		mp += tab[i].pid == pid;
+		if (best < 0 || nu > bu || (nu == bu && (np > bp || (np == bp && rather(&tab[i], &tab[best]))))) {
+			best = i;
+			bu = nu;
+			bp = np;
+		}
+	}
+	if (best < 0 || self)
+		return best;
+	if (tab[best].uid != uid)
+		return bu >= mu + 2 ? best : -1;
+	return tab[best].pid != pid && bp >= mp + 2 ? best : -1;
+}
+
+/* Process pid has a statistics page in this process's page directory, its user's and
+ * private to it, as gpupool makes them: gpupool-stat lists it (from its status, for a reader
+ * that may not open the page). */
+static bool listed(int pid, unsigned uid)
+{
+	char path[512];
+	struct stat st;
+	snprintf(path, sizeof path, "%s/%s%d", gp_statpage_dir(), GP_STATPAGE_NAME, pid);
+	return lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == uid && !(st.st_mode & 077);
 }
 
 /* The device's free memory as the driver says (the registry's backend: no reset gate, no
@@ -258,10 +331,13 @@ bool gp_waitq_begin(struct gp_wait *w, int dev, size_t bytes, bool quick)
 	for (int i = 0; i < ntab; i++)
 		if (tab[i].self && tab[i].ticket >= w->ticket)
 			w->ticket = tab[i].ticket + 1;
+	int out = ntab < MAX_ENTRIES ? -1 : room_locked(getpid(), (unsigned)getuid(), true);
+	if (out >= 0)
+		remove_locked(out); /* another's: this process's own waiters always get in */
 	bool kept = ntab < MAX_ENTRIES;
 	if (kept) {
 		struct entry e = {.pid = getpid(), .uid = (unsigned)getuid(), .dev = dev, .self = true,
-				  .ticket = w->ticket, .bytes = w->need, .deadline = w->deadline};
+				  .ticket = w->ticket, .place = w->ticket, .bytes = w->need, .deadline = w->deadline};
 		add_locked(&e);
 	}
 	lock_give();
@@ -286,24 +362,58 @@ static bool my_turn(struct gp_wait *w)
 	return free_b >= w->need && free_b - w->need >= earlier;
 }
 
+static int holder_of(const struct gp_wait *w, int pid)
+{
+	for (int k = 0; k < w->nholders; k++)
+		if (w->holders[k].pid == pid)
+			return k;
+	return -1;
+}
+
+/* A holder's answer. One that says it holds memory is asked for its status (the answer comes
+ * to this waiter's socket, backed), which a peer that only says so does not give. */
 static void heard(struct gp_wait *w, const struct gp_share_msg *m, const struct gp_share_peer *from)
 {
-	int k = 0;
-	while (k < w->nholders && w->holders[k].pid != from->pid)
-		k++;
-	if (k == w->nholders) {
-		if (k == (int)(sizeof w->holders / sizeof w->holders[0]))
+	int k = holder_of(w, from->pid);
+	if (k < 0) {
+		if (w->nholders == (int)(sizeof w->holders / sizeof w->holders[0]))
 			return; /* the first 64 that answer are enough to judge by */
-		w->nholders++;
+		k = w->nholders++;
 		w->heard++;
 		w->holders[k].pid = from->pid;
-		w->holders[k].held = 0;
+		w->holders[k].since = now_ns();
+		w->holders[k].backed = false;
+		if (m->held) {
+			struct gp_share_msg q = gp_share_msg_make(GP_SHARE_STATUS, w->ticket, w->uuid);
+			(void)gp_share_send(w->fd, from->pid, &q);
+		}
 	}
-	w->held_by_others -= w->holders[k].held;
-	w->holders[k].held = m->held > (1ull << 56) ? 1ull << 56 : m->held; /* no sum wraps */
-	w->held_by_others += w->holders[k].held;
+	w->holders[k].held = m->held;
 	if (m->flags & GP_SHARE_WAITING)
 		w->waiting_holders++;
+}
+
+/* A holder's status (from its own pid, the kernel says): it holds memory on the GPU. */
+static void backed(struct gp_wait *w, const struct gp_share_msg *m, const struct gp_share_peer *from)
+{
+	int k = holder_of(w, from->pid);
+	if (k >= 0 && m->status.count && (m->status.reserved || m->status.unpooled))
+		w->holders[k].backed = true;
+}
+
+/* A holder's word keeps this waiter waiting: it said it holds memory on the GPU, and its
+ * status backed it (or it gave), or it said so less than HOLDER_NS ago. */
+static bool holds(const struct gp_wait *w, int k, uint64_t now)
+{
+	return w->holders[k].held && (w->holders[k].backed || now - w->holders[k].since < HOLDER_NS);
+}
+
+static bool anyone_holds(const struct gp_wait *w, uint64_t now)
+{
+	for (int k = 0; k < w->nholders; k++)
+		if (holds(w, k, now))
+			return true;
+	return false;
 }
 
 /* A holder says it gave memory back: credited no more than the GPU gained since the last
@@ -318,6 +428,9 @@ static void credit(struct gp_wait *w, const struct gp_share_msg *m, const struct
 	uint64_t c = m->bytes < gain ? m->bytes : gain;
 	if (!c)
 		return;
+	int h = holder_of(w, from->pid);
+	if (h >= 0)
+		w->holders[h].backed = true; /* it gave: it held */
 	w->received += c;
 	w->gifts++;
 	size_t k = strlen(w->who);
@@ -342,20 +455,21 @@ static bool hold_and_wait(struct gp_wait *w, uint64_t now)
 	bool all_wait = true;
 	lock_take();
 	for (int i = 0; i < ntab; i++)
-		if (tab[i].dev == w->dev && tab[i].ticket < head && tab[i].deadline > now) {
-			head = tab[i].ticket;
+		if (tab[i].dev == w->dev && tab[i].place < head && in_line_now(&tab[i], now)) {
+			head = tab[i].place;
 			head_bytes = tab[i].bytes;
 		}
 	for (int k = 0; k < w->nholders && all_wait; k++) {
-		if (!w->holders[k].held)
+		if (!holds(w, k, now))
 			continue;
 		bool waits = false;
 		for (int i = 0; i < ntab && !waits; i++)
-			waits = tab[i].dev == w->dev && tab[i].pid == w->holders[k].pid && tab[i].deadline > now;
+			waits = tab[i].dev == w->dev && tab[i].pid == w->holders[k].pid && tab[i].deadline > now &&
+				!tab[i].lost;
 		all_wait = waits;
 	}
 	lock_give();
-	if (head >= w->ticket || now - head < HOLD_WAIT_NS || !all_wait)
+	if (head >= w->ticket || now < head + HOLD_WAIT_NS || !all_wait)
 		return false; /* this waiter is first, the first has not waited long, or someone works */
 	GP_REGISTRY_READER;
 	const struct gpupool_device_stats *st = gp_registry_slot(R, w->dev);
@@ -377,21 +491,46 @@ bool gp_waitq_next(struct gp_wait *w)
 		w->again = false;
 		return w->tried = true;
 	}
+	uint64_t look = now_ns() + SLICE_NS;
 	for (;;) {
 		uint64_t now = now_ns();
 		if (now >= w->deadline) {
 			w->why = w->quick ? END_QUICK : END_BOUND;
 			return false;
 		}
-		uint64_t until = now + SLICE_NS < w->deadline ? now + SLICE_NS : w->deadline;
+		/* a look round every slice, whatever came meanwhile (datagrams cannot put it off) */
+		if (now >= look) {
+			look = now + SLICE_NS;
+			size_t free_b = 0;
+			/* nobody on the GPU holds anything that could come back; unless the GPU has
+			 * what this waiter needs and only earlier waiters hold it back, which take it
+			 * or lose their place */
+			if (!anyone_holds(w, now) && now - w->t0 >= HEARD_NS &&
+			    (device_free(w->dev, &free_b) != 0 || free_b < w->need || now - w->t0 >= BLOCKED_NS)) {
+				w->why = END_NOBODY;
+				return false;
+			}
+			if (hold_and_wait(w, now)) {
+				w->why = END_HOLD_WAIT;
+				return false;
+			}
+			if (my_turn(w))
+				return w->tried = true; /* freed outside gpupool (a process without it) */
+		}
+		/* about once a second: processes started since, lost datagrams, and the holders
+		 * ask this process's status again (SEEN_NS) */
+		if (now - w->last_told >= TELL_EVERY_NS)
+			tell(w);
 		struct gp_share_msg m;
 		struct gp_share_peer from;
-		int rc = gp_share_wait(w->fd, &m, &from, until);
+		int rc = gp_share_wait(w->fd, &m, &from, look < w->deadline ? look : w->deadline);
 		if (rc == 0) {
 			if (m.id != w->ticket || memcmp(m.uuid, w->uuid, GPUPOOL_UUID_LEN) != 0)
 				continue; /* another wait's, or junk */
 			if (m.kind == GP_SHARE_HEARD) {
 				heard(w, &m, &from);
+			} else if (m.kind == GP_SHARE_STATUS_ANSWER) {
+				backed(w, &m, &from);
 			} else if (m.kind == GP_SHARE_FREED) {
 				credit(w, &m, &from);
 				if (my_turn(w))
@@ -399,26 +538,10 @@ bool gp_waitq_next(struct gp_wait *w)
 			}
 			continue;
 		}
-		if (rc == -EBADMSG)
-			continue;
-		if (rc != -ETIMEDOUT) {
+		if (rc != -EBADMSG && rc != -ETIMEDOUT) {
 			w->why = END_ERROR;
 			return false;
 		}
-		/* a look round: nothing woke this waiter for a slice */
-		now = now_ns();
-		if (!w->held_by_others && now - w->t0 >= HEARD_NS) {
-			w->why = END_NOBODY; /* nobody on the GPU holds anything that could come back */
-			return false;
-		}
-		if (hold_and_wait(w, now)) {
-			w->why = END_HOLD_WAIT;
-			return false;
-		}
-		if (my_turn(w))
-			return w->tried = true; /* freed outside gpupool (a process without it) */
-		if (now - w->last_told >= TELL_EVERY_NS)
-			tell(w);
 	}
 }
 
@@ -466,8 +589,17 @@ void gp_waitq_end(struct gp_wait *w, bool served)
 
 /* ---- the holder (the release thread) ---------------------------------------------------- */
 
-/* Wakes the waiters of other processes on `dev`, first ticket first: the first always, then
- * the next while what they wait for together fits in what the GPU has free. */
+/* a comes before b when the waiters are woken: those in line first, by place. */
+static bool before(const struct entry *a, const struct entry *b, uint64_t now)
+{
+	bool x = in_line_now(a, now), y = in_line_now(b, now);
+	return x != y ? x : a->place < b->place;
+}
+
+/* Wakes the waiters of other processes on `dev`, first in line first: the first always, then
+ * the next while what they wait for together fits in what the GPU has free; those that hold
+ * no place in line (not yet) after them, and none woken already: a message costs a datagram
+ * or two, however long the line. */
 static void wake(int fd, int dev, size_t given)
 {
 	size_t free_b = 0;
@@ -477,12 +609,12 @@ static void wake(int fd, int dev, size_t given)
 	uint64_t now = now_ns();
 	lock_take();
 	for (int i = 0; i < ntab; i++)
-		if (tab[i].dev == dev && tab[i].deadline > now)
+		if (tab[i].dev == dev && tab[i].deadline > now && !tab[i].lost)
 			line[n++] = tab[i];
 	lock_give();
-	/* in ticket order (a few entries: insertion sort) */
+	/* in order (a few entries: insertion sort) */
 	for (int i = 1; i < n; i++)
-		for (int k = i; k > 0 && line[k].ticket < line[k - 1].ticket; k--) {
+		for (int k = i; k > 0 && before(&line[k], &line[k - 1], now); k--) {
 			struct entry t = line[k];
 			line[k] = line[k - 1];
 			line[k - 1] = t;
@@ -490,15 +622,33 @@ static void wake(int fd, int dev, size_t given)
 	const struct gpupool_device_stats *st = gp_registry_slot(R, dev);
 	if (!st)
 		return;
+	/* how far it goes: the first always, then while what they wait for fits */
+	int end = 0;
 	uint64_t sum = 0;
-	for (int i = 0; i < n; i++) {
-		if (i > 0 && sum + line[i].bytes > free_b)
-			break;
+	while (end < n && (end == 0 || sum + line[end].bytes <= free_b))
+		sum += line[end++].bytes;
+	/* what this process gave, credited up to each one's need, the later first and the rest
+	 * to the first: a claim ahead of a waiter is credited no more than it claims */
+	uint64_t share[MAX_ENTRIES], left = given;
+	int first = -1;
+	for (int i = end - 1; i >= 0; i--) {
+		share[i] = 0;
+		if (line[i].self || line[i].woken)
+			continue; /* this process's own waiters find their turn themselves; one woken
+				   * is taking what it got (told again, it is woken again) */
+		share[i] = left < line[i].bytes ? left : line[i].bytes;
+		left -= share[i];
+		first = i;
+	}
+	if (first >= 0)
+		share[first] += left;
+	sum = 0;
+	for (int i = 0; i < end; i++) {
 		sum += line[i].bytes;
-		if (line[i].self)
-			continue; /* this process's own waiters find their turn themselves */
+		if (line[i].self || line[i].woken)
+			continue;
 		struct gp_share_msg m = gp_share_msg_make(GP_SHARE_FREED, line[i].ticket, (const unsigned char *)st->uuid);
-		m.bytes = i == 0 ? given : 0;
+		m.bytes = share[i];
 		(void)gp_share_reply(fd, &line[i].to, &m);
 		if (sum > free_b)
 			continue; /* woken to look, not yet with enough: given for again */
@@ -520,7 +670,7 @@ static void serve(int fd, int dev, bool freed)
 	uint64_t first = UINT64_MAX;
 	lock_take();
 	for (int i = 0; i < ntab; i++)
-		if (tab[i].dev == dev && !tab[i].self && tab[i].deadline > now && !tab[i].woken) {
+		if (tab[i].dev == dev && !tab[i].self && tab[i].deadline > now && !tab[i].woken && !tab[i].lost) {
 			if (want + tab[i].bytes >= want)
 				want += tab[i].bytes;
 			if (tab[i].ticket < first) {
@@ -558,6 +708,25 @@ static bool claim_ok(const struct gp_share_msg *m, int dev, uint64_t now)
 	       m->bytes && (!total || m->bytes <= total);
 }
 
+/* Another process's entry for (pid, ticket) on dev, -1 none; the count of that process's
+ * entries (every GPU) in *of_pid, and whether this process waits on dev in *waiting_here. */
+static int find_locked(int pid, uint64_t ticket, int dev, int *of_pid, bool *waiting_here)
+{
+	int at = -1;
+	*of_pid = 0;
+	*waiting_here = false;
+	for (int i = 0; i < ntab; i++) {
+		if (tab[i].self && tab[i].dev == dev)
+			*waiting_here = true;
+		if (!tab[i].self && tab[i].pid == pid) {
+			(*of_pid)++;
+			if (tab[i].ticket == ticket && tab[i].dev == dev)
+				at = i;
+		}
+	}
+	return at;
+}
+
 static void on_wait(int fd, const struct gp_share_msg *m, const struct gp_share_peer *from)
 {
 	int dev = R->cfg.reclaim ? device_of(m->uuid) : -1;
@@ -570,31 +739,53 @@ static void on_wait(int fd, const struct gp_share_msg *m, const struct gp_share_
 		       (int)from->pid, (unsigned)from->uid, dev);
 		return;
 	}
-	bool waiting_here = false, kept = false;
+	int mine, at;
+	bool waiting_here, ask = true;
 	lock_take();
-	int mine = 0, at = -1;
-	for (int i = 0; i < ntab; i++) {
-		if (tab[i].self && tab[i].dev == dev)
-			waiting_here = true;
-		if (!tab[i].self && tab[i].pid == from->pid) {
-			mine++;
-			if (tab[i].ticket == m->id && tab[i].dev == dev)
-				at = i;
-		}
+	at = find_locked(from->pid, m->id, dev, &mine, &waiting_here);
+	if (at >= 0 && tab[at].lost) {
+		lock_give();
+		return; /* its place is gone: told again, it stays gone */
 	}
-	if (at >= 0) {
+	if (at >= 0)
+		ask = now - tab[at].seen >= ASK_NS;
+	lock_give();
+	/* the claimant answers for itself: its status is asked under its own name, the first
+	 * time and about once a second after (on_status); a socket that is no process's name
+	 * of gpupool refuses at once, and its claim takes no place */
+	struct gp_share_msg q = gp_share_msg_make(GP_SHARE_STATUS, m->id, m->uuid);
+	int rc = ask ? gp_share_send(fd, from->pid, &q) : 0;
+	bool kept = false, gone = rc == -ECONNREFUSED || rc == -ENOENT;
+	lock_take();
+	at = find_locked(from->pid, m->id, dev, &mine, &waiting_here);
+	if (gone) {
+		if (at >= 0)
+			remove_locked(at);
+	} else if (at >= 0) {
 		tab[at].deadline = m->held;
 		tab[at].bytes = m->bytes;
 		tab[at].to = *from;
 		tab[at].woken = false; /* told again: still short */
 		kept = true;
-	} else if (mine < MAX_PER_PID && ntab < MAX_ENTRIES) {
-		struct entry e = {.pid = from->pid, .uid = from->uid, .dev = dev, .ticket = m->id, .bytes = m->bytes,
-				  .deadline = m->held, .to = *from};
-		add_locked(&e);
-		kept = true;
+	} else if (mine < MAX_PER_PID) {
+		int out = ntab < MAX_ENTRIES ? -1 : room_locked(from->pid, from->uid, false);
+		if (out >= 0)
+			remove_locked(out);
+		if (ntab < MAX_ENTRIES) {
+			uint64_t place = now > LATE_NS && m->id < now - LATE_NS ? now - LATE_NS : m->id;
+			struct entry e = {.pid = from->pid, .uid = from->uid, .dev = dev, .ticket = m->id,
+					  .place = place, .bytes = m->bytes, .deadline = m->held, .to = *from};
+			add_locked(&e);
+			kept = true;
+		}
 	}
 	lock_give();
+	if (gone) {
+		gp_log(GP_LOG_DEBUG, "share: pid %d (uid %u) claims to wait on device %d but does not listen under its "
+				     "name; ignored",
+		       (int)from->pid, (unsigned)from->uid, dev);
+		return;
+	}
 	if (!kept) {
 		gp_log(GP_LOG_INFO, "share: pid %d (uid %u) waits on device %d, but this process keeps no more waiters "
 				    "(%d of one process, %d in all); not served from here",
@@ -609,6 +800,23 @@ static void on_wait(int fd, const struct gp_share_msg *m, const struct gp_share_
 	serve(fd, dev, false);
 }
 
+/* A status answer to on_wait's query, from the pid the kernel names: its waits on that GPU
+ * hold their place in line while it says it waits for at least as much as each, and it has a
+ * page that gpupool-stat lists. */
+static void on_status(const struct gp_share_msg *m, const struct gp_share_peer *from)
+{
+	int dev = device_of(m->uuid);
+	if (dev < 0)
+		return;
+	bool waits = m->status.count && listed(from->pid, from->uid);
+	uint64_t now = now_ns();
+	lock_take();
+	for (int i = 0; i < ntab; i++)
+		if (!tab[i].self && tab[i].pid == from->pid && tab[i].dev == dev && tab[i].ticket == m->id)
+			tab[i].seen = waits && m->status.waiting >= tab[i].bytes ? now : 0;
+	lock_give();
+}
+
 void gp_waitq_message(int fd, const struct gp_share_msg *m, const struct gp_share_peer *from)
 {
 	GP_REGISTRY_READER;
@@ -616,12 +824,15 @@ void gp_waitq_message(int fd, const struct gp_share_msg *m, const struct gp_shar
 		return;
 	if (m->kind == GP_SHARE_WAIT) {
 		on_wait(fd, m, from);
+	} else if (m->kind == GP_SHARE_STATUS_ANSWER) {
+		on_status(m, from);
 	} else if (m->kind == GP_SHARE_DONE) {
 		int dev = device_of(m->uuid);
 		lock_take();
 		for (int i = 0; i < ntab; i++)
 			if (!tab[i].self && tab[i].pid == from->pid && tab[i].ticket == m->id && tab[i].dev == dev) {
-				remove_locked(i);
+				if (!tab[i].lost) /* a place lost stays lost until its end, DONE or not */
+					remove_locked(i);
 				break;
 			}
 		lock_give();
@@ -647,7 +858,7 @@ int gp_waitq_tick(void)
 		return -1;
 	GP_REGISTRY_READER;
 	uint64_t now = now_ns();
-	int heads_dev[GPUPOOL_MAX_DEVICES];
+	int heads_dev[GPUPOOL_MAX_DEVICES], heads_pid[GPUPOOL_MAX_DEVICES];
 	uint64_t heads_ticket[GPUPOOL_MAX_DEVICES], heads_bytes[GPUPOOL_MAX_DEVICES];
 	int nheads = 0;
 	lock_take();
@@ -657,10 +868,14 @@ int gp_waitq_tick(void)
 	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
 		int h = -1;
 		for (int i = 0; i < ntab; i++)
-			if (tab[i].dev == d && (h < 0 || tab[i].ticket < tab[h].ticket))
+			if (tab[i].dev == d && in_line_now(&tab[i], now) && (h < 0 || tab[i].place < tab[h].place))
 				h = i;
+		for (int i = 0; i < ntab; i++)
+			if (i != h && tab[i].dev == d)
+				tab[i].avail_since = 0; /* judged from when it is the head */
 		if (h >= 0 && !tab[h].self) {
 			heads_dev[nheads] = d;
+			heads_pid[nheads] = tab[h].pid;
 			heads_ticket[nheads] = tab[h].ticket;
 			heads_bytes[nheads++] = tab[h].bytes;
 		}
@@ -674,7 +889,8 @@ int gp_waitq_tick(void)
 		bool there = free_b >= heads_bytes[k];
 		lock_take();
 		for (int i = 0; i < ntab; i++) {
-			if (tab[i].dev != heads_dev[k] || tab[i].ticket != heads_ticket[k] || tab[i].self)
+			if (tab[i].dev != heads_dev[k] || tab[i].pid != heads_pid[k] ||
+			    tab[i].ticket != heads_ticket[k] || tab[i].self)
 				continue;
 			if (!there) {
 				tab[i].avail_since = 0;
@@ -684,7 +900,7 @@ int gp_waitq_tick(void)
 				gp_log(GP_LOG_INFO, "share: pid %d (uid %u) waited on device %d but left the memory it "
 						    "waits for unused for %.1f s; it loses its place",
 				       tab[i].pid, tab[i].uid, heads_dev[k], (double)(now - tab[i].avail_since) / 1e9);
-				remove_locked(i);
+				tab[i].lost = true;
 			}
 			break;
 		}
@@ -699,7 +915,8 @@ bool gp_waitq_waiting(int dev, int pid, uint64_t ticket)
 	uint64_t now = now_ns();
 	lock_take();
 	for (int i = 0; i < ntab && !there; i++)
-		there = tab[i].dev == dev && tab[i].pid == pid && tab[i].ticket == ticket && tab[i].deadline > now;
+		there = tab[i].dev == dev && tab[i].pid == pid && tab[i].ticket == ticket && tab[i].deadline > now &&
+			!tab[i].lost;
 	lock_give();
 	return there;
 }

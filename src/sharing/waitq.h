@@ -10,7 +10,13 @@
  *   - When every process holding memory on the GPU waits in its line, none can go on (hold
  *     and wait): the later tickets that hold memory end in out of memory, the first goes on.
  *   - No wait outlasts reclaim_wait_ms; a head of the line that leaves memory it waits for
- *     unused loses its place; a peer's claim is checked (its ticket, its end, its size).
+ *     unused loses its place for good. A peer's claim is checked (its ticket, its end, its
+ *     size), kept only from a process that listens under its own name, and holds a place in
+ *     line only while that process's status says it waits and it has a page (gpupool-stat
+ *     lists it); a wait heard of late takes its place no earlier than LATE_NS before that.
+ *   - Neither a user nor a process fills the line: when it is full, a newcomer takes the
+ *     place of the user (then the process) with the most; this process's own waiters always
+ *     get in. A holder's word keeps a waiter waiting only once its status backs it.
  * Depends on the registry, the pool, share.h and reclaim.h; never on the call bodies. */
 #ifndef GP_WAITQ_H
 #define GP_WAITQ_H
@@ -42,10 +48,12 @@ struct gp_wait {
 	unsigned heard, waiting_holders, gifts;
 	struct {
 		int pid;
-		uint64_t held;
-	} holders[64];        /* who answered, with what it holds on the GPU (its last answer) */
+		uint64_t held;  /* what it holds on the GPU (its last answer) */
+		uint64_t since; /* its first answer */
+		bool backed;    /* its status says it holds memory there, or it gave */
+	} holders[64];        /* who answered */
 	int nholders;
-	uint64_t held_by_others, received;
+	uint64_t received;
 	char who[400];        /* "pid 12 gave 1.0 GiB in 0.003 s, ..." */
 	int why;              /* how it ended: enum in waitq.c */
 };
@@ -85,7 +93,8 @@ static inline void gp_waitq_note_free(int dev)
 		gp_waitq_freed(dev);
 }
 
-/* The release thread: a WAIT, DONE or POKE that came on its socket fd. */
+/* The release thread: a WAIT, DONE or POKE that came on its socket fd, or the answer to the
+ * status query it sent a waiter (STATUS_ANSWER). */
 void gp_waitq_message(int fd, const struct gp_share_msg *m, const struct gp_share_peer *from);
 
 /* The release thread, each time round: waits past their end are forgotten, and a head that
