@@ -2,15 +2,17 @@
 e2e_wait_hostile.sh. Messages are 272 bytes: magic, version, kind, id, uuid, bytes, held,
 flags, pad, floor, then a status (struct gp_share_status, 208 bytes).
   fill LISTEN PID...        8 processes, each with 32 claims to wait for 1 byte on the GPU of
-                            the PIDs, each told again every 0.1 s (LISTEN=1: 0.3 s), evenly: a
-                            line full, not a flood of a socket whose queue holds a few datagrams
+                            the PIDs, each told again every 0.1 s (LISTEN=1: every second, as an
+                            honest waiter tells), evenly: a line full, not a flood of a socket
+                            whose queue holds a few datagrams (a flood keeps any message from
+                            arriving, honest or not: docs/sharing.md says so)
   head BYTES LISTEN PID...  one claim to wait for BYTES with one ticket, told again every 0.05 s
   liar HELD                 listens under its own name: answers each WAIT with a HEARD (it holds
                             1 GiB and is not waiting) and each QUERY with an OFFER (a floor of
                             1 GiB, holding HELD bytes)
 LISTEN=1: each claimant is as good as an honest waiter can look: it listens under its own
 name, has a page in $GPUPOOL_SHM_DIR and says in its status that it waits for 1 GiB.
-Prints "ready" once the claims have been told for a second (head: half a second; the liar:
+Prints "ready" once the claims have been told for a second (fill LISTEN=1: 1.5 s) (head: half a second; the liar:
 once it listens)."""
 import os
 import select
@@ -104,8 +106,8 @@ def main():
         uuid, t0 = uuid_of(targets[0]), now()
         for c in range(8):
             claims = [(t0 - (c * 32 + k + 1) * 1000, 1, t0 + 55 * 10**9) for k in range(32)]
-            kids.append(spawn(lambda: claimant(listen, uuid, claims, targets, 0.3 if listen else 0.1)))
-        time.sleep(1)
+            kids.append(spawn(lambda: claimant(listen, uuid, claims, targets, 1.0 if listen else 0.1)))
+        time.sleep(1.5 if listen else 1)
     elif what == "head":
         size, listen, targets = int(sys.argv[2]), sys.argv[3] == "1", [int(a) for a in sys.argv[4:]]
         uuid, t0 = uuid_of(targets[0]), now()
