@@ -73,7 +73,8 @@ typedef const char *(*gp_getenv_fn)(const char *name);
 int gp_config_parse(struct gp_config *cfg, gp_getenv_fn get);
 
 /* Parses one size ("512", "64K", "1.5GiB", "2M"); binary suffixes K M G T with optional
- * "iB" or "B". Returns 0 or -EINVAL. */
+ * "iB" or "B". Returns 0 or -EINVAL; a value written non-zero that comes to less than a
+ * byte ("0.0009K", "0.0000001G") is -EINVAL, never 0 (which a limit reads as none). */
 int gp_config_parse_size(const char *s, size_t *out);
 
 /* The pool's parameters for one device from the knobs; `device_total` (bytes) resolves a

@@ -64,19 +64,23 @@ int gp_config_parse_size(const char *s, size_t *out)
 	if (!isdigit((unsigned char)*s))
 		return -EINVAL; /* empty, sign, leading '.', junk */
 	size_t ip = 0;
+	bool nonzero = false; /* a digit other than 0 was written */
 	for (; isdigit((unsigned char)*s); s++) {
 		size_t d = (size_t)(*s - '0');
+		nonzero |= d != 0;
 		if (ip > (SIZE_MAX - d) / 10)
 			return -EINVAL;
 		ip = ip * 10 + d;
 	}
-	/* Up to 6 fraction digits count; more are accepted and ignored. */
+	/* Up to 6 fraction digits count; more are accepted and ignored (but a value they alone
+	 * make non-zero is refused below). */
 	unsigned long long num = 0, den = 1;
 	if (*s == '.') {
 		s++;
 		if (!isdigit((unsigned char)*s))
 			return -EINVAL;
 		for (; isdigit((unsigned char)*s); s++) {
+			nonzero |= *s != '0';
 			if (den < 1000000) {
 				num = num * 10 + (unsigned long long)(*s - '0');
 				den *= 10;
@@ -116,6 +120,8 @@ int gp_config_parse_size(const char *s, size_t *out)
 	unsigned long long frac = (num << shift) / den;
 	if (frac > SIZE_MAX - v)
 		return -EINVAL;
+	if (nonzero && !v && !frac)
+		return -EINVAL; /* not zero, but less than a byte: never taken as 0 (no limit) */
 	*out = v + (size_t)frac;
 	return 0;
 }

@@ -84,6 +84,28 @@ static void init_once(void)
 	gp_registry_lifecycle_init();
 }
 
+/* A cap is set (a limit, a scheduler's limit, a group): one that an API gpupool cannot
+ * serve does not apply, which is said, not left to be found when the GPU is full. */
+static bool capped(const struct gp_config *c)
+{
+	bool any = c->limit_bytes || c->limit_percent || c->group[0];
+	for (int d = 0; d < GP_CONFIG_MAX_DEVICES && !any; d++)
+		any = c->limit_device[d] != 0;
+	return any;
+}
+
+static void say_off(const char *api, const char *lacks, const char *what)
+{
+	if (capped(&R.cfg))
+		gp_log(GP_LOG_ERROR, "the CUDA %s lacks %s, which the pool needs; gpupool is off: every %s goes to it "
+				     "unchanged, and the caps set (limit, group) are NOT applied",
+		       api, lacks, what);
+	else
+		gp_log(GP_LOG_WARN, "the CUDA %s lacks %s, which the pool needs; gpupool is off: every %s goes to it "
+				    "unchanged",
+		       api, lacks, what);
+}
+
 /* The runtime is found: R gets it and what depends on it. Once, under runtime_lock. */
 static void use_runtime(const struct gp_runtime *rt)
 {
@@ -99,8 +121,7 @@ static void use_runtime(const struct gp_runtime *rt)
 	const char *lacks = gp_runtime_lacks(rt);
 	R.off = R.cfg.disable || lacks || (over_driver && R.drv_off);
 	if (lacks && !R.cfg.disable)
-		gp_log(GP_LOG_WARN, "the CUDA runtime lacks %s, which the pool needs; gpupool is off: every call "
-				    "goes to the runtime unchanged", lacks);
+		say_off("runtime", lacks, "call");
 	if (!over_driver)
 		R.drv_off = R.off;
 	if (!R.off)
@@ -128,8 +149,7 @@ static void use_driver(const struct gp_driver *d)
 	const char *lacks = gp_libcuda_lacks(d);
 	R.drv_off = R.cfg.disable || lacks;
 	if (lacks && !R.cfg.disable)
-		gp_log(GP_LOG_WARN, "the CUDA driver lacks %s, which the pool needs; gpupool is off: every driver "
-				    "call goes to the driver unchanged", lacks);
+		say_off("driver", lacks, "driver call");
 	if (R.drv_off)
 		return;
 	gp_driver_backend_init(&backend, d);

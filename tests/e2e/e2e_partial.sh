@@ -16,6 +16,12 @@ variant noasync || bad "noasync: exit status $?"
 variant nosync || bad "nosync: exit status $?"
 [ "$(wc -l <"$err")" -eq 1 ] || bad "nosync: expected one line on stderr"
 grep -q "the CUDA runtime lacks cudaDeviceSynchronize.*gpupool is off" "$err" || bad "nosync: the line does not say why"
+grep -q "NOT applied" "$err" && bad "nosync: a cap named though none is set"
+
+# the same under a limit: the line is an error that says the cap is not applied
+GPUPOOL_CONF=limit:64M variant nosync || bad "nosync under a limit: exit status $?"
+grep -q "error: the CUDA runtime lacks cudaDeviceSynchronize.*the caps set (limit, group) are NOT applied" "$err" ||
+	bad "nosync under a limit: the line does not say the cap is not applied: $(cat "$err")"
 
 [ -z "$(ls -A "$dir")" ] || bad "pages left behind: $(ls -A "$dir")"
 exit $fail

@@ -297,6 +297,7 @@ static void test_parse_size(void **state)
 	static const char *const bad[] = {
 		"", " ", "-1", "+1", "K", "1Q", "12Q", "1.5", "1.", ".5", "1 K", "1KK", "1Ki", "1KiBx", "1e3",
 		"0x10", "18446744073709551616", "16777216T", "99999999999999999999999G", "1,5G", "1B2",
+		"0.0009K", "0.0000001G", "0.00000099G", "0.1", "00.000000001T",
 	};
 	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
 		size_t v = 12345;
