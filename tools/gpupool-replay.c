@@ -36,13 +36,7 @@ static const char *conf_lookup(const char *name)
 	return NULL;
 }
 
-static const char short_usage[] =
-	"usage: gpupool-replay [--conf KNOBS] [--check] [--sort-window ROWS]\n"
-	"                      [--fence-latency-us US] [--granularity SIZE]\n"
-	"                      [--vmm-cost-us US] [--limit-rows N]\n"
-	"                      [--torch-snapshot OUT.pickle [--snapshot-max-entries N]]\n"
-	"                      [--timeline OUT.csv] [--plot OUT.png|.svg|.pdf]\n"
-	"                      [--timeline-rows N] [--json] TRACE\n";
+static const char short_usage[] = "usage: gpupool-replay [OPTIONS] TRACE\n";
 
 static void usage(FILE *f)
 {
@@ -86,9 +80,7 @@ __attribute__((format(printf, 1, 2))) static _Noreturn void bad_usage(const char
 	fputs("gpupool-replay: ", stderr);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
-	fputs(short_usage, stderr);
-	fputs("(gpupool-replay --help for more)\n", stderr);
+	fputs(" (usage: gpupool-replay [OPTIONS] TRACE; --help lists them)\n", stderr);
 	exit(2);
 }
 

@@ -534,6 +534,14 @@ unsigned gp_format_gpu_lines_view(struct gp_format_out *o, const struct gp_forma
 		put_line(o, line, c, color_of(v, GP_FORMAT_CYAN));
 		lines++;
 	}
+	bool other = false;
+	for (size_t i = 0; i < k; i++)
+		other |= gpus[i].figures_other && gpus[i].total_bytes;
+	if (other) {
+		put_line(o, "?: as another user's process says (none of yours or root's is on that GPU)", c,
+			 color_of(v, GP_FORMAT_DIM));
+		lines++;
+	}
 	if (left) {
 		snprintf(line, sizeof line, "more GPUs than %d: %zu slot%s of the others not shown", GP_FORMAT_MAX_GPUS,
 			 left, left == 1 ? "" : "s");

@@ -252,7 +252,9 @@ FM_FN bool fm_open(const char *who, int *nphys, size_t cap[FM_MAXDEV])
 		close(fd);
 		return fm_bad(path, "not a regular file");
 	}
-	if (created && ftruncate(fd, (off_t)sizeof(struct fm_file)) != 0) {
+	/* every user's processes share the machine, as they share a GPU: writable by all, whatever
+	 * the umask (the fake is no security boundary) */
+	if (created && (fchmod(fd, 0666) != 0 || ftruncate(fd, (off_t)sizeof(struct fm_file)) != 0)) {
 		close(fd);
 		unlink(path);
 		return fm_bad(path, strerror(errno));

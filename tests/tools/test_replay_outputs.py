@@ -477,6 +477,7 @@ class Usage(Tmp):
         t = os.path.join(TRACES, "simple_sync.csv")
         p = self.bad("--bogus", t, want="unknown option --bogus")
         self.assertIn("usage: gpupool-replay", p.stderr)
+        self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)  # one line, the usage in it
         self.bad("-x", t, want="unknown option -x")
         self.bad(t, "--torch-snapshot", want="option --torch-snapshot needs a value")
         self.bad(want="no TRACE given")
