@@ -86,7 +86,7 @@ _gpupool_replay()
 	esac
 	if [[ $cur == -* ]]; then
 		_gpupool_words "--conf --check --sort-window --fence-latency-us --granularity --vmm-cost-us --limit-rows --torch-snapshot
-			--snapshot-max-entries --timeline --timeline-rows --plot --json --help --version" "$cur"
+			--snapshot-max-entries --timeline --timeline-rows --plot --json --knobs --help --version" "$cur"
 	else
 		_gpupool_files "$cur" # TRACE: .csv or .csv.gz
 	fi

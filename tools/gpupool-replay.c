@@ -68,6 +68,7 @@ static void usage(FILE *f)
 		"  --plot OUT.png            the timeline plotted by gpupool-plot (python3 and\n"
 		"                            matplotlib); .svg and .pdf give those formats\n"
 		"  --json                    the figures as one JSON object instead\n"
+		"  --knobs                   only check the knobs (no TRACE): exit 2 if refused\n"
 		"  -h, --help                this text\n"
 		"  -V, --version             the version\n",
 		GP_SNAPSHOT_MAX_ENTRIES, GP_TIMELINE_MAX_ROWS);
@@ -209,9 +210,32 @@ static int fail_removing_outputs(int status)
 	return status;
 }
 
+/* --knobs: the knobs as libgpupool.so reads them (GPUPOOL_CONF or --conf, and a scheduler's
+ * variables), each bad one in the library's own line; exit 2 where the library would refuse
+ * every allocation (a cap that cannot be applied as asked, strict mode), else "knobs: ..."
+ * and 0. gpupool-run asks it before it runs a command. */
+static const char *knobs_lookup(const char *name)
+{
+	return strcmp(name, "GPUPOOL_CONF") == 0 && g_conf ? g_conf : getenv(name); /* as the library's */
+}
+
+static int knobs_only(struct gp_config *cfg)
+{
+	int rc = gp_config_parse(cfg, knobs_lookup);
+	if (!cfg->disable && (rc < 0 || cfg->cap_refused)) {
+		fprintf(stderr, "gpupool-replay: with these knobs libgpupool.so refuses every allocation (docs/security.md, "
+				"\"Caps that cannot be applied\")\n");
+		return 2;
+	}
+	char buf[1024];
+	gp_config_describe(cfg, buf, sizeof buf);
+	printf("knobs: %s\n", buf[0] ? buf : "all at their defaults (no limit)");
+	return 0;
+}
+
 enum {
 	O_CONF = 1000, O_CHECK, O_SORT, O_LAT, O_GRAN, O_VMMCOST, O_LIMIT, O_SNAP, O_SNAP_MAX, O_TIMELINE, O_TL_ROWS, O_PLOT,
-	O_JSON, O_VERSION,
+	O_JSON, O_VERSION, O_KNOBS,
 };
 
 int main(int argc, char **argv)
@@ -230,13 +254,14 @@ int main(int argc, char **argv)
 		{"timeline-rows", required_argument, NULL, O_TL_ROWS},
 		{"plot", required_argument, NULL, O_PLOT},
 		{"json", no_argument, NULL, O_JSON},
+		{"knobs", no_argument, NULL, O_KNOBS},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, O_VERSION},
 		{NULL, 0, NULL, 0},
 	};
 	struct gp_replay_opts o;
 	struct gp_config cfg;
-	bool check = false, snap_max_set = false, tl_rows_set = false, json = false;
+	bool check = false, snap_max_set = false, tl_rows_set = false, json = false, knobs = false;
 	const char *snap_path = NULL, *tl_path = NULL, *plot_path = NULL;
 	uint64_t snap_max = 0, tl_rows = GP_TIMELINE_MAX_ROWS;
 
@@ -248,6 +273,7 @@ int main(int argc, char **argv)
 		switch (c) {
 		case O_CONF: g_conf = optarg; break;
 		case O_CHECK: check = true; break;
+		case O_KNOBS: knobs = true; break;
 		case O_SORT: o.sort_window = num_arg("--sort-window", optarg, 0, 1u << 20); break;
 		case O_LAT: o.fence_latency_us = (unsigned)num_arg("--fence-latency-us", optarg, 0, 10000000); break;
 		case O_GRAN: o.granularity = granularity_arg(optarg); break;
@@ -284,6 +310,11 @@ int main(int argc, char **argv)
 			}
 			bad_usage("unknown option %s", opt);
 		}
+	}
+	if (knobs) {
+		if (optind < argc)
+			bad_usage("--knobs takes no TRACE");
+		return knobs_only(&cfg);
 	}
 	if (optind >= argc)
 		bad_usage("no TRACE given");

@@ -245,6 +245,33 @@ class FakeRunTest(unittest.TestCase):
         r = subprocess.run([RUN, "--print-lib"], env=self.env, capture_output=True, text=True)
         self.assertEqual(r.stdout.splitlines(), [lib])
 
+    @unittest.skipUnless(os.access(os.path.join(ROOT, "build", "tools", "gpupool-replay"), os.X_OK),
+                         "no build/tools/gpupool-replay beside the script")
+    def test_refused_cap_stops_before_the_command(self):
+        # the knobs the library would refuse every allocation for: said before the command
+        # runs, one line each and one more, exit 2; a knob it only warns about lets it run
+        marker = os.path.join(self.tmp, "ran")
+        for env, first in (({"GPUPOOL_CONF": "limit:abc"}, "gpupool-run: GPUPOOL_CONF: limit:abc: expected a size"),
+                           ({"GPUPOOL_CONF": "limt:1G"}, "gpupool-run: GPUPOOL_CONF: limt:1G: unknown key; did you mean limit?"),
+                           ({"CUDA_DEVICE_MEMORY_LIMIT": "junk"}, "gpupool-run: CUDA_DEVICE_MEMORY_LIMIT=junk: expected")):
+            with self.subTest(env=env):
+                r = subprocess.run([RUN, "--fake", "touch", marker], env=dict(self.env, **env), capture_output=True,
+                                   text=True, timeout=60)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                lines = r.stderr.splitlines()
+                self.assertEqual(len(lines), 2, r.stderr)
+                self.assertTrue(lines[0].startswith(first), lines[0])
+                self.assertTrue(lines[1].startswith("gpupool-run: not running touch: "), lines[1])
+                self.assertFalse(os.path.exists(marker))
+        for env in ({"GPUPOOL_CONF": "round:3"}, {"GPUPOOL_CONF": "limit:0.0009K", "GPUPOOL_DISABLE": "1"},
+                    {"GPUPOOL_CONF": "limit:64M"}):
+            with self.subTest(env=env):
+                r = subprocess.run([RUN, "--fake", "touch", marker], env=dict(self.env, **env), capture_output=True,
+                                   text=True, timeout=60)
+                self.assertEqual((r.returncode, r.stderr), (0, ""))
+                self.assertTrue(os.path.exists(marker))
+                os.unlink(marker)
+
     def test_no_fake_next_to_the_library(self):
         lib = os.path.join(self.tmp, "libgpupool.so")
         shutil.copy(os.environ["GPUPOOL_TEST_LIB"], lib)
