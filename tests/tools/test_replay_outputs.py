@@ -473,6 +473,27 @@ class Usage(Tmp):
         self.assertEqual(p.stdout, "")
         return p
 
+    def test_knobs(self):
+        # the knobs as the library reads them: exit 2 only where it would refuse every
+        # allocation; the environment's scheduler variables and GPUPOOL_DISABLE count
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("GPUPOOL_", "CUDA_DEVICE_MEMORY_LIMIT"))}
+        for env, rc, out in (({}, 0, "knobs: all at their defaults (no limit)\n"),
+                             ({"GPUPOOL_CONF": "limit:8G"}, 0, "knobs: limit:8G\n"),
+                             ({"GPUPOOL_CONF": "round:3"}, 0, "knobs: all at their defaults (no limit)\n"),
+                             ({"CUDA_DEVICE_MEMORY_LIMIT": "4g"}, 0, "knobs: limit:4G (CUDA_DEVICE_MEMORY_LIMIT)\n"),
+                             ({"GPUPOOL_CONF": "limit:abc"}, 2, ""), ({"GPUPOOL_CONF": "limt:1G"}, 2, ""),
+                             ({"GPUPOOL_CONF": "strict:1,round:3"}, 2, ""), ({"CUDA_DEVICE_MEMORY_LIMIT": "junk"}, 2, ""),
+                             ({"GPUPOOL_CONF": "limit:abc", "GPUPOOL_DISABLE": "1"}, 0, None)):
+            with self.subTest(env=env):
+                p = replay("--knobs", check=False, env=dict(base, **env))
+                self.assertEqual(p.returncode, rc, p.stderr)
+                if out is not None:
+                    self.assertEqual(p.stdout, out)
+                if rc == 2:
+                    self.assertIn("refuses every allocation", p.stderr.splitlines()[-1])
+        self.assertEqual(replay("--knobs", "--conf", "limit:abc", check=False, env=base).returncode, 2)
+        self.bad("--knobs", "x.csv", want="--knobs takes no TRACE")
+
     def test_bad_usage(self):
         t = os.path.join(TRACES, "simple_sync.csv")
         p = self.bad("--bogus", t, want="unknown option --bogus")
