@@ -315,8 +315,9 @@ static int replay_row(struct state *s, const struct gp_replay_opts *o, struct gp
 		if (!m) {
 			if (r->unknown_frees++ == 0)
 				gp_log(GP_LOG_WARN, "replay: %.300s:%lu: free of %lx, a pointer the trace "
-				       "never allocated (counted in unknown_frees; later ones are not reported)",
-				       path, row->line, (unsigned long)row->ptr);
+				       "never allocated%s (counted in unknown_frees; later ones are not reported)",
+				       path, row->line, (unsigned long)row->ptr,
+				       r->alloc_failures ? ", or whose allocation failed in this replay (alloc_failures)" : "");
 			return 0;
 		}
 		gp_stream sk = row->op != GP_TRACE_FREE ? stream_key(row) : o->legacy_stream ? 0 : GP_NO_STREAM;

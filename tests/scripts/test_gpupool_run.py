@@ -85,6 +85,7 @@ class RunTest(unittest.TestCase):
         self.bad("--print-lib=yes", want="option --print-lib takes no value")
         self.bad(want="no command given")
         self.bad("--torch", want="no command given")
+        self.bad("--print-lib", "extra", want="--print-lib runs nothing: 'extra' is one word too many")
         self.assertEqual(self.run_("--", "true").returncode, 0)
 
     def test_command_cannot_run(self):
