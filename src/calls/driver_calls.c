@@ -1,8 +1,9 @@
-/* The driver layer's hook bodies (driver.h): driver API allocations served from the same
- * per-device pools as the runtime's (the registry's), or passed to the real driver, and
- * answered in CUresult. Only allocations made while a device's primary context is current
- * are pooled; any other context's pass through. Owns the cache of primary-context handles;
- * must not depend on the runtime layer's hook bodies (shim.c) or the pool's internals. */
+/* The driver layer's hook bodies (driver_calls.h): driver API allocations served from the
+ * same per-device pools as the runtime's (the registry's), or passed to the real driver, and
+ * answered in CUresult; the virtual memory calls kept off the pools' own ranges. Only
+ * allocations made while a device's primary context is current are pooled; any other
+ * context's pass through. Owns the cache of primary-context handles; must not depend on the
+ * runtime layer's hook bodies (runtime_calls.c) or the pool's internals. */
 #include "driver_calls.h"
 
 #include <dlfcn.h>
@@ -265,6 +266,26 @@ static CUresult unpooled_free(const struct gp_driver *D, const struct gp_registr
 	return e;
 }
 
+/* True when [ptr, ptr + size) meets a segment of the pools (any device), the whole reservation
+ * of a virtual-memory segment included: to the program, memory of cuMemAlloc's (or none), never
+ * a mapping or a reservation of its own. Natively the virtual memory calls refuse such a range
+ * (CUDA_ERROR_INVALID_VALUE), and through the driver they would unmap, free or change the
+ * pool's own chunks under its live blocks. The caller declares GP_REGISTRY_READER. A walk of
+ * each pool's segments under its lock: these calls are rare, and the allocation path never
+ * comes here. */
+static bool pools_meet(uintptr_t ptr, size_t size)
+{
+	if (gp_backend_guard_inside())
+		return false; /* a pool's own call */
+	const struct gp_registry *r = gp_registry_get_driver();
+	for (int d = 0; d < r->ndev; d++) {
+		gp_pool *p = atomic_load(&r->pools[d]);
+		if (p && gp_pool_meets(p, ptr, size))
+			return true;
+	}
+	return false;
+}
+
 CUresult gp_calls_driver_mem_create(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
 				   unsigned long long flags)
 {
@@ -314,12 +335,18 @@ CUresult gp_calls_driver_mem_release(CUmemGenericAllocationHandle handle)
 	return e;
 }
 
+/* The address calls below (cuMemMap, cuMemUnmap, cuMemSetAccess, cuMemAddressFree) on a range
+ * that meets the pools' segments: CUDA_ERROR_INVALID_VALUE, the driver not called (pools_meet).
+ * On the program's own ranges they are the driver's, as before. */
 CUresult gp_calls_driver_mem_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
 				unsigned long long flags)
 {
+	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || !D->cuMemMap)
 		return absent(D);
+	if (pools_meet((uintptr_t)ptr, size))
+		return CUDA_ERROR_INVALID_VALUE;
 	bool ours = false;
 	struct gp_vmm_map *m = gp_backend_guard_inside() ? NULL : gp_unpooled_vmm_map_begin((uint64_t)handle, &ours);
 	if (ours && !m)
@@ -331,13 +358,38 @@ CUresult gp_calls_driver_mem_map(CUdeviceptr ptr, size_t size, size_t offset, CU
 
 CUresult gp_calls_driver_mem_unmap(CUdeviceptr ptr, size_t size)
 {
+	GP_REGISTRY_READER;
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || !D->cuMemUnmap)
 		return absent(D);
+	if (pools_meet((uintptr_t)ptr, size))
+		return CUDA_ERROR_INVALID_VALUE;
 	struct gp_vmm_map *list = gp_backend_guard_inside() ? NULL : gp_unpooled_vmm_unmap_begin((uintptr_t)ptr, size);
 	CUresult e = D->cuMemUnmap(ptr, size);
 	gp_unpooled_vmm_unmap_end(list, e == CUDA_SUCCESS);
 	return e;
+}
+
+CUresult gp_calls_driver_mem_set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+	GP_REGISTRY_READER;
+	const struct gp_driver *D = gp_libcuda_get();
+	if (!D || !D->cuMemSetAccess)
+		return absent(D);
+	if (pools_meet((uintptr_t)ptr, size))
+		return CUDA_ERROR_INVALID_VALUE;
+	return D->cuMemSetAccess(ptr, size, desc, count);
+}
+
+CUresult gp_calls_driver_mem_address_free(CUdeviceptr ptr, size_t size)
+{
+	GP_REGISTRY_READER;
+	const struct gp_driver *D = gp_libcuda_get();
+	if (!D || !D->cuMemAddressFree)
+		return absent(D);
+	if (pools_meet((uintptr_t)ptr, size))
+		return CUDA_ERROR_INVALID_VALUE;
+	return D->cuMemAddressFree(ptr, size);
 }
 
 /* A handle exported (to another process, or imported back into this one) gives its memory

@@ -1,4 +1,4 @@
-/* The driver API's hook bodies (shim_driver.c): each function is the body of one driver
+/* The driver API's hook bodies (driver_calls.c): each function is the body of one driver
  * entry point hooks_driver.c exports, and speaks CUresult. Each initialises gpupool on its first
  * call (gp_registry_get_driver). Only hooks_driver.c includes this header. */
 #ifndef GP_DRIVER_CALLS_H
@@ -43,13 +43,19 @@ CUresult gp_calls_driver_get_proc_address(const char *symbol, void **pfn, int ve
  * virtual memory API (cuMemCreate's physical memory until its last release and unmap:
  * cuMemRelease, cuMemMap, cuMemUnmap, cuMemRetainAllocationHandle; one exported or mapped into
  * a sparse array for the rest of the process: cuMemExportToShareableHandle,
- * cuMemMapArrayAsync(_ptsz); the address calls are not interposed), managed and pitched allocations, and pools the program made. */
+ * cuMemMapArrayAsync(_ptsz)), managed and pitched allocations, and pools the program made.
+ * The calls that act on an address range (cuMemMap, cuMemUnmap, cuMemSetAccess,
+ * cuMemAddressFree) and cuMemRetainAllocationHandle answer CUDA_ERROR_INVALID_VALUE, without
+ * the driver, for a range that meets the pools' own segments: memory of cuMemAlloc's, to the
+ * program. */
 CUresult gp_calls_driver_mem_create(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
 				   unsigned long long flags);
 CUresult gp_calls_driver_mem_release(CUmemGenericAllocationHandle handle);
 CUresult gp_calls_driver_mem_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
 				unsigned long long flags);
 CUresult gp_calls_driver_mem_unmap(CUdeviceptr ptr, size_t size);
+CUresult gp_calls_driver_mem_set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count);
+CUresult gp_calls_driver_mem_address_free(CUdeviceptr ptr, size_t size);
 CUresult gp_calls_driver_mem_retain_allocation_handle(CUmemGenericAllocationHandle *handle, void *addr);
 CUresult gp_calls_driver_mem_export(void *shareable, CUmemGenericAllocationHandle handle, CUmemAllocationHandleType type,
 				   unsigned long long flags);

@@ -46,6 +46,7 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuin
 	X(cuDevicePrimaryCtxReset) X(cuDevicePrimaryCtxReset_v2) X(cuCtxDestroy) X(cuCtxDestroy_v2) \
 	X(cuGetProcAddress) X(cuGetProcAddress_v2)                                                 \
 	X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemRetainAllocationHandle)     \
+	X(cuMemSetAccess) X(cuMemAddressFree)                                                      \
 	X(cuMemExportToShareableHandle) X(cuMemMapArrayAsync) X(cuMemMapArrayAsync_ptsz)          \
 	X(cuMemAllocManaged) X(cuMemAllocPitch_v2)                                                 \
 	X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuDeviceSetMemPool)                               \
@@ -61,8 +62,8 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuin
 	X(cuEventRecord) X(cuEventDestroy_v2) X(cuStreamWaitEvent) X(cuStreamIsCapturing)          \
 	X(cuStreamIsCapturing_ptsz) X(cuThreadExchangeStreamCaptureMode)                          \
 	X(cuMemPoolGetAttribute) X(cuMemPoolTrimTo)                                                \
-	X(cuDeviceGetAttribute) X(cuMemGetAllocationGranularity) X(cuMemAddressReserve)            \
-	X(cuMemAddressFree) X(cuMemSetAccess) /* cuMemMap, cuMemUnmap: hooked, above */
+	X(cuDeviceGetAttribute) X(cuMemGetAllocationGranularity)                                   \
+	X(cuMemAddressReserve) /* cuMemMap, cuMemUnmap, cuMemSetAccess, cuMemAddressFree: hooked */
 
 /* The real driver: each entry NULL where the loaded libcuda lacks it. */
 #define GP_DRIVER_FIELD_(name) __typeof__(&name) name;

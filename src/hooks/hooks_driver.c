@@ -1,6 +1,7 @@
 /* The driver API's exported names, and nothing else: each driver entry point gpupool
- * interposes (libcuda.h, GP_DRIVER_HOOKED), a one-line forward to shim_driver.c, and the
- * rows of the shim's table of them (entries.h), passed down for dlsym.c and cuGetProcAddress. Definitions are unversioned (libgpupool.map), like libcuda's own. */
+ * interposes (libcuda.h, GP_DRIVER_HOOKED), a one-line forward to the call bodies
+ * (driver_calls.h), and the rows of the shim's table of them (entries.h), passed down for
+ * dlsym.c and cuGetProcAddress. Definitions are unversioned (libgpupool.map), like libcuda's own. */
 #include <stddef.h>
 
 #include "driver_calls.h"
@@ -131,6 +132,13 @@ GP_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGe
 }
 
 GP_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) { return gp_calls_driver_mem_unmap(ptr, size); }
+
+GP_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+	return gp_calls_driver_mem_set_access(ptr, size, desc, count);
+}
+
+GP_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) { return gp_calls_driver_mem_address_free(ptr, size); }
 
 GP_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
 {

@@ -761,6 +761,14 @@ bool gp_pool_owns(gp_pool *p, uintptr_t addr)
 	return in;
 }
 
+bool gp_pool_meets(gp_pool *p, uintptr_t addr, size_t size)
+{
+	gp_lock_take(&p->lock);
+	bool in = gp_segment_meeting(p, addr, size) != NULL;
+	gp_lock_give(&p->lock);
+	return in;
+}
+
 int gp_pool_mem_info(gp_pool *p, size_t *free_bytes, size_t *total_bytes)
 {
 	size_t dfree = 0, dtotal = 0;

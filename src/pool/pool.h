@@ -128,6 +128,10 @@ int gp_pool_lookup(gp_pool *p, uintptr_t addr, struct gp_block_info *info);
  * waiting for a fence): memory the backend gave this pool, whatever the pool did with it
  * since. Takes the pool lock. */
 bool gp_pool_owns(gp_pool *p, uintptr_t addr);
+/* True when [addr, addr + size) shares a byte with one of the pool's segments (size 0: the
+ * byte at addr), the whole reservation of a virtual-memory segment included, mapped or not.
+ * Takes the pool lock; a walk of the segments, for rare calls. */
+bool gp_pool_meets(gp_pool *p, uintptr_t addr, size_t size);
 
 /* Runs one fence now: device_sync through the backend, then every block freed before the
  * fence began becomes reusable. Returns 0, or the backend's error (-EBUSY: a capture is

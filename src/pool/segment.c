@@ -280,3 +280,12 @@ struct gp_segment *gp_segment_of(gp_pool *p, uintptr_t addr)
 			return s;
 	return NULL;
 }
+
+struct gp_segment *gp_segment_meeting(gp_pool *p, uintptr_t addr, size_t size)
+{
+	uintptr_t last = size == 0 ? addr : size - 1 > UINTPTR_MAX - addr ? UINTPTR_MAX : addr + (size - 1);
+	for (struct gp_segment *s = p->segs; s; s = s->next)
+		if (addr <= s->addr + (s->size - 1) && s->addr <= last)
+			return s;
+	return NULL;
+}

@@ -43,6 +43,9 @@ size_t gp_segment_releasable_locked(gp_pool *p);
 
 /* The segment holding addr, or NULL. A linear walk: error paths only. */
 struct gp_segment *gp_segment_of(gp_pool *p, uintptr_t addr);
+/* A segment that shares a byte with [addr, addr + size) (size 0: the byte at addr; a range
+ * past the end of the address space ends there), or NULL. A linear walk: rare calls only. */
+struct gp_segment *gp_segment_meeting(gp_pool *p, uintptr_t addr, size_t size);
 
 /* A block struct from the spares (a new chunk of them when none is left), its links
  * cleared and a fresh treap priority drawn; NULL when host memory runs out. */

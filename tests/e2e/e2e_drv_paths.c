@@ -5,8 +5,9 @@
  * cuMemAllocFromPoolAsync and its _ptsz twin, cuDeviceSetMemPool + cuMemAllocAsync), each
  * shown in the page while held, refused past the limit with CUDA_ERROR_OUT_OF_MEMORY before the
  * driver is called, and sharing the limit with the pool; cuMemGetInfo leaves them out of free.
- * The address calls (cuMemAddressReserve, cuMemSetAccess, cuMemAddressFree) are the
- * driver's own, not interposed. "procaddr": every entry point
+ * cuMemAddressReserve is the driver's own, not interposed; cuMemSetAccess and cuMemAddressFree
+ * are gpupool's (they refuse the pools' own ranges: e2e_drv_vmmcap.c, "range") and pass the
+ * program's ranges to the driver. "procaddr": every entry point
  * through cuGetProcAddress_v2; "dlsym": through dlsym on libcuda's handle. "threads": threads
  * take and give virtual, managed and pooled memory at once: the limit holds at every moment,
  * every refusal is CUDA_ERROR_OUT_OF_MEMORY, and the figures come back to zero. "reset": a
@@ -45,10 +46,10 @@ struct paths {
 	X(MemCreate, "cuMemCreate", "cuMemCreate", 1)                                             \
 	X(MemRelease, "cuMemRelease", "cuMemRelease", 1)                                          \
 	X(AddressReserve, "cuMemAddressReserve", "cuMemAddressReserve", 0)                        \
-	X(AddressFree, "cuMemAddressFree", "cuMemAddressFree", 0)                                 \
+	X(AddressFree, "cuMemAddressFree", "cuMemAddressFree", 1)                                 \
 	X(Map, "cuMemMap", "cuMemMap", 1)                                                         \
 	X(Unmap, "cuMemUnmap", "cuMemUnmap", 1)                                                   \
-	X(SetAccess, "cuMemSetAccess", "cuMemSetAccess", 0)                                       \
+	X(SetAccess, "cuMemSetAccess", "cuMemSetAccess", 1)                                       \
 	X(AllocManaged, "cuMemAllocManaged", "cuMemAllocManaged", 1)                              \
 	X(AllocPitch, "cuMemAllocPitch", "cuMemAllocPitch_v2", 1)                                 \
 	X(PoolCreate, "cuMemPoolCreate", "cuMemPoolCreate", 1)                                    \

@@ -22,6 +22,17 @@
  *                        GPUPOOL_DISABLE=1), so no handle outlives the pool's chunks: after a
  *                        release the device holds nothing, and a limit's worth again and
  *                        again never passes the cap.
+ *   e2e_drv_vmmcap range   two live 1 MiB blocks of cuMemAlloc, served by the pool from its
+ *                        virtual-memory segments (segments:auto, limit:64M): cuMemUnmap,
+ *                        cuMemSetAccess, cuMemAddressFree and cuMemMap on their addresses, on
+ *                        their 2 MiB chunk, on the unmapped rest of the pool's reservation and
+ *                        on every power-of-two size of range from the chunk up to 8 GiB each
+ *                        answer CUDA_ERROR_INVALID_VALUE, as natively on cuMemAlloc's memory
+ *                        (range-native, with GPUPOOL_DISABLE=1), and under gpupool never reach
+ *                        the driver; the neighbour keeps its bytes, the device holds what the
+ *                        pool counts, a release leaves nothing and the chunk serves again. The
+ *                        program's own range, through the same entry points, is still the
+ *                        driver's and counted.
  *   e2e_drv_vmmcap late   from an exit handler that runs after gpupool's (limit:64M): cuMemAlloc
  *                        and cuMemCreate still count against the cap until the process ends
  *                        (a failure ends the process with status 3).
@@ -356,6 +367,114 @@ static int retain(bool native)
 	return 0;
 }
 
+/* A call on the pool's memory: CUDA_ERROR_INVALID_VALUE, as natively on cuMemAlloc's. Every
+ * one is tried (the count of wrong answers decides), so that a run shows each call that got
+ * through. */
+#define NOT_OURS(call)                                                                              \
+	do {                                                                                        \
+		CUresult e_ = (call);                                                               \
+		if (e_ != CUDA_ERROR_INVALID_VALUE) {                                               \
+			fprintf(stderr, "%s:%d: %s -> CUresult %d, expected %d\n", __FILE__, __LINE__, \
+				#call, (int)e_, (int)CUDA_ERROR_INVALID_VALUE);                      \
+			wrong++;                                                                    \
+		}                                                                                   \
+	} while (0)
+
+static int range(bool native)
+{
+	const size_t G = 2 * MB; /* the fake's granularity */
+	static const char *const vmm_calls[] = {"cuMemUnmap", "cuMemSetAccess", "cuMemAddressFree", "cuMemMap"};
+	unsigned long before[4];
+	int wrong = 0;
+	CUdeviceptr a, b;
+	CU(d.MemAlloc(&a, MB));
+	CU(d.MemAlloc(&b, MB));
+	CU(d.MemsetD8(b, 0x5a, MB));
+	CU(d.CtxSynchronize());
+	CUdeviceptr chunk = a & ~(CUdeviceptr)(G - 1);
+	printf("blocks at 0x%llx and 0x%llx, chunk 0x%llx\n", (unsigned long long)a, (unsigned long long)b,
+	       (unsigned long long)chunk);
+	for (int i = 0; i < 4; i++) /* the pool's own chunk maps and access: counted apart */
+		before[i] = d.calls(vmm_calls[i]);
+
+	CUmemAccessDesc rw = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+	NOT_OURS(v.SetAccess(chunk, G, &rw, 1));
+	NOT_OURS(v.SetAccess(a, MB, &rw, 1));
+	NOT_OURS(v.SetAccess(b, MB, &rw, 1));
+	/* a handle of the program's mapped onto the pool's reservation, past its chunk */
+	CUmemGenericAllocationHandle h = 0;
+	CU(v.Create(&h, G, &prop, 0));
+	NOT_OURS(v.Map(chunk + G, G, 0, h, 0));
+	NOT_OURS(v.Map(chunk + 8 * G, G, 0, h, 0));
+	CU(v.Release(h));
+	NOT_OURS(v.Unmap(a, MB));
+	NOT_OURS(v.Unmap(b, MB));
+	NOT_OURS(v.Unmap(chunk, G));
+	for (size_t size = G; size <= ((size_t)8 << 30); size *= 2)
+		NOT_OURS(v.Free(chunk, size));
+	NOT_OURS(v.Free(a, MB));
+	if (!native) {
+		for (int i = 0; i < 4; i++)
+			if (d.calls(vmm_calls[i]) != before[i]) {
+				fprintf(stderr, "%s reached the driver %lu times on the pool's memory\n", vmm_calls[i],
+					d.calls(vmm_calls[i]) - before[i]);
+				wrong++;
+			}
+	}
+
+	/* the neighbour is intact, and the pool still has what it counts */
+	unsigned char c = 0;
+	CUresult e = d.MemcpyDtoH(&c, b, 1);
+	if (e != CUDA_SUCCESS || c != 0x5a) {
+		fprintf(stderr, "the neighbouring block: cuMemcpyDtoH -> %d, byte 0x%02x (wrote 0x5a)\n", (int)e, c);
+		wrong++;
+	} else if (!e2e_drv_all(&d, b, MB, 0x5a)) {
+		wrong++;
+	}
+	if (!native && e2e_stats(0).reserved_bytes != v.used(0)) {
+		fprintf(stderr, "the pool counts %llu bytes, the device holds %zu\n",
+			(unsigned long long)e2e_stats(0).reserved_bytes, v.used(0));
+		wrong++;
+	}
+	CU(d.MemFree(a));
+	CU(d.MemFree(b));
+	CU(d.CtxSynchronize());
+	/* freed, the blocks are still not the program's mapping */
+	NOT_OURS(v.Unmap(chunk, G));
+	NOT_OURS(v.SetAccess(chunk, G, &rw, 1));
+	if (!native) {
+		long long (*rel)(int) = NULL;
+		E2E_API(rel, "gpupool_release");
+		if (rel(0) < 0 || v.used(0) != 0) {
+			fprintf(stderr, "after a release the device holds %zu bytes\n", v.used(0));
+			wrong++;
+		}
+	}
+	e = d.MemAlloc(&a, MB);
+	if (e != CUDA_SUCCESS || d.MemsetD8(a, 1, MB) != CUDA_SUCCESS || !e2e_drv_all(&d, a, MB, 1)) {
+		fprintf(stderr, "a block after them: cuMemAlloc -> %d, not usable\n", (int)e);
+		wrong++;
+	} else {
+		CU(d.MemFree(a));
+	}
+
+	/* the program's own range: the driver's, counted while mapped */
+	CUdeviceptr va = 0;
+	CU(v.Reserve(&va, 2 * G, 0, 0, 0));
+	CU(v.Create(&h, G, &prop, 0));
+	CU(v.Map(va + G, G, 0, h, 0));
+	CU(v.SetAccess(va + G, G, &rw, 1));
+	CU(v.Release(h));
+	CHECK(native || vmm_bytes() == G);
+	CUE(v.Unmap(va, G), CUDA_ERROR_INVALID_VALUE); /* nothing mapped there: the driver's own answer */
+	CU(v.Unmap(va + G, G));
+	CU(v.Free(va, 2 * G));
+	CHECK(native || vmm_bytes() == 0);
+	if (wrong)
+		fprintf(stderr, "%d wrong answers\n", wrong);
+	return wrong ? 1 : 0;
+}
+
 static void late_expect(bool ok, const char *what)
 {
 	if (!ok) {
@@ -403,6 +522,8 @@ int main(int argc, char **argv)
 		return late();
 	if (!strcmp(argv[1], "retain") || !strcmp(argv[1], "retain-native"))
 		return retain(!strcmp(argv[1], "retain-native"));
+	if (!strcmp(argv[1], "range") || !strcmp(argv[1], "range-native"))
+		return range(!strcmp(argv[1], "range-native"));
 	if (!strcmp(argv[1], "nolimit") || !strcmp(argv[1], "nolimit-native"))
 		return nolimit(!strcmp(argv[1], "nolimit-native"));
 	return 2;

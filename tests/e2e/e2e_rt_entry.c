@@ -231,6 +231,8 @@ static int names(void)
 		{"cuStreamDestroy", "cuStreamDestroy_v2", 0}, {"cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2", 0},
 		{"cuCtxDestroy", "cuCtxDestroy_v2", 0}, {"cuGetProcAddress", "cuGetProcAddress_v2", 0},
 		{"cuMemCreate", "cuMemCreate", 0}, {"cuMemRelease", "cuMemRelease", 0},
+		{"cuMemMap", "cuMemMap", 0}, {"cuMemUnmap", "cuMemUnmap", 0},
+		{"cuMemSetAccess", "cuMemSetAccess", 0}, {"cuMemAddressFree", "cuMemAddressFree", 0},
 		{"cuMemAllocManaged", "cuMemAllocManaged", 0}, {"cuMemAllocPitch", "cuMemAllocPitch_v2", 0},
 		{"cuMemPoolCreate", "cuMemPoolCreate", 0}, {"cuMemPoolDestroy", "cuMemPoolDestroy", 0},
 		{"cuDeviceSetMemPool", "cuDeviceSetMemPool", 0}, {"cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", 1},
@@ -268,8 +270,8 @@ static int names(void)
 	CK(cudaGetDriverEntryPointByVersion("cuGetProcAddress", &got, 11080, cudaEnableDefault, NULL));
 	CHECK(got == dlsym(RTLD_DEFAULT, "cuGetProcAddress"));
 	/* every other name: what the runtime alone answers, the driver's own */
-	static const char *const others[] = {"cuInit", "cuMemSetAccess", "cuMemAddressFree", "cuMemAddressReserve", "cuCtxSetCurrent",
-					     "cuMemcpyDtoH", "cuMemPoolTrimTo", "cuEventRecord"};
+	static const char *const others[] = {"cuInit", "cuMemAddressReserve", "cuMemGetAllocationGranularity",
+					     "cuCtxSetCurrent", "cuMemcpyDtoH", "cuMemPoolTrimTo", "cuEventRecord"};
 	for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
 		void *a = NULL, *b = NULL;
 		CK(cudaGetDriverEntryPoint(others[i], &a, cudaEnableDefault, NULL));

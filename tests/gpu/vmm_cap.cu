@@ -7,6 +7,12 @@
  *                      behaviour gpupool relies on: cuMemRetainAllocationHandle on a mapped,
  *                      released handle hands out the handle value it was mapped with, and one
  *                      cuMemUnmap of two mappings side by side unmaps both.
+ *   vmm_cap poolrange  two 1 MiB blocks of cuMemAlloc side by side: cuMemUnmap, cuMemSetAccess,
+ *                      cuMemAddressFree and cuMemMap on them and on their granule answer
+ *                      CUDA_ERROR_INVALID_VALUE natively, and under the shim, whose pool
+ *                      serves them from a virtual-memory segment (docs/driver.md, "The pool's
+ *                      memory is not a mapping of the program's"); the neighbour keeps its bytes.
+ *                      Prints what cuMemGetAccess answers on a block.
  *   vmm_cap nodevice   (run with CUDA_VISIBLE_DEVICES set empty) cudaMalloc and cudaMallocAsync
  *                      answer cudaErrorNoDevice, and cudaGetLastError after them, under the
  *                      shim as natively: not cudaErrorMemoryAllocation.
@@ -95,6 +101,49 @@ static int mode_cap(void)
 	return 0;
 }
 
+static int mode_poolrange(void)
+{
+	gp_require_gpu();
+	CK(cudaFree(0));
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof prop);
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = 0;
+	size_t gran = 0;
+	CU(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+	CUdeviceptr a = 0, b = 0;
+	CU(cuMemAlloc(&a, 1 << 20));
+	CU(cuMemAlloc(&b, 1 << 20));
+	CU(cuMemsetD8(b, 0x5a, 1 << 20));
+	CU(cuCtxSynchronize());
+	CUdeviceptr g = a & ~(CUdeviceptr)(gran - 1);
+	CUmemAccessDesc rw = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+	CUmemGenericAllocationHandle h;
+	CU(cuMemCreate(&h, gran, &prop, 0));
+	CUresult e[8] = {
+		cuMemSetAccess(g, gran, &rw, 1), cuMemSetAccess(a, 1 << 20, &rw, 1), cuMemMap(g + gran, gran, 0, h, 0),
+		cuMemUnmap(a, 1 << 20),          cuMemUnmap(g, gran),                cuMemAddressFree(g, gran),
+		cuMemAddressFree(a, 1 << 20),    CUDA_SUCCESS,
+	};
+	CU(cuMemRelease(h));
+	unsigned long long flags = 0;
+	CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+	CUresult ga = cuMemGetAccess(&flags, &loc, a);
+	unsigned char c = 0;
+	CUresult rd = cuMemcpyDtoH(&c, b, 1);
+	printf("poolrange: shim=%d setaccess %d %d map %d unmap %d %d addressfree %d %d; getaccess %d (flags %llu); "
+	       "neighbour %d 0x%02x\n",
+	       shim_loaded(), (int)e[0], (int)e[1], (int)e[2], (int)e[3], (int)e[4], (int)e[5], (int)e[6], (int)ga, flags,
+	       (int)rd, c);
+	for (int i = 0; i < 7; i++)
+		EXPECT(e[i] == CUDA_ERROR_INVALID_VALUE, "call %d on cuMemAlloc's memory -> %d", i, (int)e[i]);
+	EXPECT(rd == CUDA_SUCCESS && c == 0x5a, "the neighbouring block: %d, 0x%02x", (int)rd, c);
+	CU(cuMemFree(a));
+	CU(cuMemFree(b));
+	return 0;
+}
+
 static int mode_nodevice(void)
 {
 	void *p = NULL;
@@ -114,8 +163,10 @@ int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "cap"))
 		return mode_cap();
+	if (argc > 1 && !strcmp(argv[1], "poolrange"))
+		return mode_poolrange();
 	if (argc > 1 && !strcmp(argv[1], "nodevice"))
 		return mode_nodevice();
-	fprintf(stderr, "usage: vmm_cap cap|nodevice\n");
+	fprintf(stderr, "usage: vmm_cap cap|poolrange|nodevice\n");
 	return 2;
 }

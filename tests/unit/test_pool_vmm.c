@@ -2,7 +2,8 @@
  * with 2 MiB chunks: growth by chunks at a range's end, blocks across chunks, free chunks in
  * the middle given back by release and decay (and pending or stream-freed memory only as it
  * may be), the free block before a hole taken in, the segments knob, a device without
- * virtual memory, a driver that refuses a map or an unmap partway, and a randomized run with
+ * virtual memory, a driver that refuses a map or an unmap partway, which ranges meet the
+ * pool's reservations (gp_pool_meets), and a randomized run with
  * the checker after every step and the fake's own record of what is mapped compared with the
  * page's figures. */
 #include <errno.h>
@@ -156,6 +157,39 @@ static void test_release_middle(void **state)
 	assert_int_equal(f->st.reserved_bytes, 0);
 	assert_int_equal(f->st.segments, 0); /* a range all hole goes back */
 	assert_int_equal(f->fb.nresv, 0);
+	fx_free(f);
+}
+
+/* gp_pool_meets: a range that shares a byte with the reservation, mapped or not, live or
+ * free, meets the pool; one beside it does not; a range past the end of the address space
+ * ends there; once the reservation goes back nothing meets. */
+static void test_meets(void **state)
+{
+	(void)state;
+	struct fx *f = fx_new();
+	uintptr_t a = A(f, 3 * MiB, S1);
+	struct gp_block_info bi;
+	assert_int_equal(gp_pool_lookup(f->p, a, &bi), 0);
+	uintptr_t seg = bi.segment, end = bi.segment + bi.segment_size;
+	assert_true(bi.segment_size > 4 * MiB); /* a reservation larger than its two chunks */
+	assert_true(gp_pool_meets(f->p, a, 1));
+	assert_true(gp_pool_meets(f->p, a + 1, 0)); /* size 0: the byte at the address */
+	assert_true(gp_pool_meets(f->p, a, G));
+	assert_true(gp_pool_meets(f->p, end - G, G)); /* the unmapped rest of the reservation */
+	assert_true(gp_pool_meets(f->p, end - 1, 0));
+	assert_false(gp_pool_meets(f->p, end, G));
+	assert_false(gp_pool_meets(f->p, seg - G, G));
+	assert_true(gp_pool_meets(f->p, seg - G, G + 1));
+	assert_true(gp_pool_meets(f->p, seg - G, SIZE_MAX)); /* ends at the top of the address space */
+	assert_false(gp_pool_meets(f->p, end, SIZE_MAX));
+	assert_false(gp_pool_meets(f->p, 0, 0));
+	F(f, a, S1);
+	assert_true(gp_pool_meets(f->p, a, G)); /* free, still the pool's */
+	gp_pool_release(f->p, 0);
+	agree(f);
+	assert_int_equal(f->fb.nresv, 0);
+	assert_false(gp_pool_meets(f->p, a, G));
+	assert_false(gp_pool_meets(f->p, seg, end - seg));
 	fx_free(f);
 }
 
@@ -471,6 +505,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_grow_by_chunks),
 		cmocka_unit_test(test_release_middle),
+		cmocka_unit_test(test_meets),
 		cmocka_unit_test(test_tail_taken_in),
 		cmocka_unit_test(test_decay_chunks),
 		cmocka_unit_test(test_knob_and_fallback),
