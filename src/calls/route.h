@@ -1,7 +1,7 @@
 /* The one routing decision of an allocation, for both CUDA APIs: serve it from the pool,
  * pass it through to the API's own entry point, answer "absent" (the process's CUDA lacks
  * the entry point), or refuse it (strict mode with a bad knob). Type-neutral: no CUDA types,
- * no error codes; the runtime's hooks (shim.c) and the driver's (shim_driver.c) each turn
+ * no error codes; the runtime's hook bodies (runtime_calls.c) and the driver's (driver_calls.c) each turn
  * the answer into their own (cudaError_t, CUresult). Depends on nothing but the C library;
  * inline, so that each caller's questions are inlined into its hot path.
  *

@@ -188,7 +188,7 @@ static inline void *rt_pool(const void *c_, int dev)
 static const struct gp_route_ask rt_ask = {rt_capturing, rt_device, rt_pool};
 
 /* ---- memory gpupool does not pool, counted against the limit (unpooled.h) ---------------
- * As the driver layer's (shim_driver.c): the budget's take before the real call (past the
+ * As the driver layer's (driver_calls.c): the budget's take before the real call (past the
  * limit: cudaErrorMemoryAllocation, left as the last error, no call), the real call marked as
  * gpupool's (backend_guard.h: a runtime that reaches the driver through gpupool's entry
  * points is not counted twice), the reclaim step where the device itself is full, and the
@@ -891,7 +891,7 @@ cudaError_t gp_calls_device_reset(void)
 	gp_cuda_device_reset_begin(r->rt, dev);
 	cudaError_t e = fn();
 	if (e == cudaSuccess) {
-		/* inside the reset gate (shim_driver.c's reset_end says why) */
+		/* inside the reset gate (driver_calls.c's reset_end says why) */
 		gp_budget_pool_gone(dev);
 		gp_unpooled_device_reset(dev);
 		gp_cuda_device_reset_done(dev);

@@ -1,4 +1,4 @@
-/* The hooks' bodies (shim.c): each function is the body of one exported CUDA entry point
+/* The hooks' bodies (runtime_calls.c): each function is the body of one exported CUDA entry point
  * or gpupool_* call of hooks.c and speaks cudaError_t (or the public API's errno). Each
  * initialises gpupool on the first call of the process (registry.h). Only hooks.c includes
  * this header; nothing here may be needed by the layers below. */

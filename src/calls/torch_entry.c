@@ -1,6 +1,6 @@
 /* PyTorch's entry points (torch_entry.h) over the registry's pools: the pluggable allocator's
  * malloc and free, and the peak reset behind torch.cuda.reset_peak_memory_stats. Must not
- * depend on the hook bodies (shim.c): these are the other way in, beside them, not through them. */
+ * depend on the hook bodies (runtime_calls.c): these are the other way in, beside them, not through them. */
 #include "torch_entry.h"
 
 #include <errno.h>

@@ -34,7 +34,7 @@ struct gp_registry {
 	const atomic_int *captures;  /* stream captures in progress (capture.h) */
 	atomic_bool exiting;         /* exit has begun: the runtime is being torn down */
 	bool tracing;
-	bool drv_off;                /* the driver hooks serve nothing (shim_driver.c): disabled, no
+	bool drv_off;                /* the driver hooks serve nothing (driver_calls.c): disabled, no
 				      * runtime nor driver, or one that lacks what the pool needs */
 	/* The pool stream key of cudaMalloc and cudaFree (and cuMemAlloc, cuMemFree): GP_NO_STREAM,
 	 * a free waits for a fence; or, with legacy_stream:1 until the program makes a stream
@@ -61,7 +61,7 @@ static inline struct gpupool_device_stats *gp_registry_slot(const struct gp_regi
  * another thread was initialising initialises again (glibc's pthread_once). */
 const struct gp_registry *gp_registry_get(void);
 
-/* The registry as the driver hooks (shim_driver.c) see it: like gp_registry_get, but settled
+/* The registry as the driver hooks (driver_calls.c) see it: like gp_registry_get, but settled
  * over the driver (libcuda.h) when the process has no CUDA runtime, with the pools' backend
  * over the driver (backend_driver.h); r->drv_off says whether the driver layer serves
  * anything. A runtime loaded later joins the same pools (the backend stays the driver's).
