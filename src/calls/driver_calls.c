@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend_cuda.h"
@@ -226,7 +227,7 @@ static CUresult mempool_alloc(const struct gp_driver *D, CUdeviceptr *dptr, size
 			      enum gp_drv_call call, int dev, bool from_pool)
 {
 	const struct gp_mempool_ops ops = drv_pool_ops(D);
-	size_t taken;
+	struct gp_mempool_take taken;
 	if (gp_unpooled_mempool_begin(dev, pool, size, &ops, &taken) != 0)
 		return refused(from_pool ? "cuMemAllocFromPoolAsync" : "cuMemAllocAsync (the program's pool)", dev, size);
 	CUresult e;
@@ -243,7 +244,7 @@ static CUresult mempool_alloc(const struct gp_driver *D, CUdeviceptr *dptr, size
 		if (e != CUDA_ERROR_OUT_OF_MEMORY || tries || !gp_reclaim_before_oom(dev, size))
 			break;
 	}
-	gp_unpooled_mempool_end(dev, pool, size, taken, e == CUDA_SUCCESS ? (uintptr_t)*dptr : 0, &ops);
+	gp_unpooled_mempool_end(dev, pool, size, &taken, e == CUDA_SUCCESS ? (uintptr_t)*dptr : 0, &ops);
 	return e;
 }
 
@@ -312,7 +313,7 @@ CUresult gp_calls_driver_mem_create(CUmemGenericAllocationHandle *handle, size_t
 	if (e == CUDA_ERROR_OUT_OF_MEMORY && gp_reclaim_before_oom(dev, size))
 		e = D->cuMemCreate(handle, size, prop, flags);
 	if (e == CUDA_SUCCESS) {
-		struct gp_unpooled_rec rec = {(uint64_t)*handle, dev, GP_BUDGET_VMM, size, 0};
+		struct gp_unpooled_rec rec = {(uint64_t)*handle, dev, GP_BUDGET_VMM, size, 0, NULL};
 		if (!gp_unpooled_vmm_created(&rec))
 			return e; /* not counted (logged) */
 	}
@@ -393,30 +394,47 @@ CUresult gp_calls_driver_mem_address_free(CUdeviceptr ptr, size_t size)
 }
 
 /* A handle exported (to another process, or imported back into this one) gives its memory
- * holders gpupool cannot follow: counted until the process ends. */
+ * holders gpupool cannot follow: counted until the process ends, once the export succeeded
+ * (a failed one, such as a handle type the allocation was not made for, exported nothing). */
 CUresult gp_calls_driver_mem_export(void *shareable, CUmemGenericAllocationHandle handle, CUmemAllocationHandleType type,
 				   unsigned long long flags)
 {
 	const struct gp_driver *D = gp_libcuda_get();
 	if (!D || !D->cuMemExportToShareableHandle)
 		return absent(D);
-	if (!gp_backend_guard_inside())
-		gp_unpooled_vmm_pin((uint64_t)handle);
-	return D->cuMemExportToShareableHandle(shareable, handle, type, flags);
+	struct gp_vmm_alloc *a = gp_backend_guard_inside() ? NULL : gp_unpooled_vmm_pin_begin((uint64_t)handle);
+	CUresult e = D->cuMemExportToShareableHandle(shareable, handle, type, flags);
+	gp_unpooled_vmm_pin_end(a, e == CUDA_SUCCESS);
+	return e;
 }
 
 /* A sparse array's mapping holds the memory of its handle until an unmap that names the array
- * and the place, not the handle: counted until the process ends. */
+ * and the place, not the handle: counted until the process ends, once mapped. A call that
+ * failed mapped nothing where it had one entry; with several, the entries before the one that
+ * failed may be mapped (the driver does not say which): each of them is kept counted. */
+#define GP_MAP_ARRAY_STACK 16
 CUresult gp_calls_driver_mem_map_array(CUarrayMapInfo *list, unsigned count, CUstream s, bool ptsz)
 {
 	const struct gp_driver *D = gp_libcuda_get();
 	__typeof__(D->cuMemMapArrayAsync) fn = !D ? NULL : ptsz ? D->cuMemMapArrayAsync_ptsz : D->cuMemMapArrayAsync;
 	if (!fn)
 		return absent(D);
-	for (unsigned i = 0; list && !gp_backend_guard_inside() && i < count; i++)
-		if (list[i].memOperationType == CU_MEM_OPERATION_TYPE_MAP && list[i].memHandleType == CU_MEM_HANDLE_TYPE_GENERIC)
-			gp_unpooled_vmm_pin((uint64_t)list[i].memHandle.memHandle);
-	return fn(list, count, s);
+	if (!list || !count || gp_backend_guard_inside())
+		return fn(list, count, s);
+	struct gp_vmm_alloc *stack[GP_MAP_ARRAY_STACK], **held = stack;
+	if (count > GP_MAP_ARRAY_STACK && !(held = calloc(count, sizeof *held)))
+		return CUDA_ERROR_OUT_OF_MEMORY; /* no host memory to follow the mappings: not made uncounted */
+	for (unsigned i = 0; i < count; i++)
+		held[i] = list[i].memOperationType == CU_MEM_OPERATION_TYPE_MAP &&
+					  list[i].memHandleType == CU_MEM_HANDLE_TYPE_GENERIC
+				  ? gp_unpooled_vmm_pin_begin((uint64_t)list[i].memHandle.memHandle)
+				  : NULL;
+	CUresult e = fn(list, count, s);
+	for (unsigned i = 0; i < count; i++)
+		gp_unpooled_vmm_pin_end(held[i], e == CUDA_SUCCESS || count > 1);
+	if (held != stack)
+		free(held);
+	return e;
 }
 
 /* cuMemAllocManaged and cuMemAllocPitch: counted against the current context's device. */
@@ -440,7 +458,7 @@ CUresult gp_calls_driver_mem_alloc_managed(CUdeviceptr *dptr, size_t size, unsig
 	if (e == CUDA_ERROR_OUT_OF_MEMORY && gp_reclaim_before_oom(dev, size))
 		e = D->cuMemAllocManaged(dptr, size, flags);
 	if (e == CUDA_SUCCESS) {
-		struct gp_unpooled_rec rec = {(uint64_t)*dptr, dev, GP_BUDGET_MANAGED, size, 0};
+		struct gp_unpooled_rec rec = {(uint64_t)*dptr, dev, GP_BUDGET_MANAGED, size, 0, NULL};
 		if (!gp_unpooled_ptr_add(&rec))
 			return e;
 	}
@@ -483,7 +501,7 @@ CUresult gp_calls_driver_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_
 			gp_budget_give(dev, guess - bytes, GP_BUDGET_PITCHED);
 	}
 	if (e == CUDA_SUCCESS) {
-		struct gp_unpooled_rec rec = {(uint64_t)*dptr, dev, GP_BUDGET_PITCHED, bytes, 0};
+		struct gp_unpooled_rec rec = {(uint64_t)*dptr, dev, GP_BUDGET_PITCHED, bytes, 0, NULL};
 		if (!gp_unpooled_ptr_add(&rec))
 			return e;
 	}

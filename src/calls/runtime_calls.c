@@ -261,7 +261,7 @@ static cudaError_t mempool_alloc(const struct gp_registry *r, void **ptr, size_t
 				 bool from_pool, cudaStream_t s, enum gp_call call, int dev)
 {
 	const struct gp_mempool_ops ops = rt_pool_ops(r->rt);
-	size_t taken;
+	struct gp_mempool_take taken;
 	if (gp_unpooled_mempool_begin(dev, pool, size, &ops, &taken) != 0)
 		return refused(r, from_pool ? "cudaMallocFromPoolAsync" : "cudaMallocAsync (the program's pool)", dev,
 			       size);
@@ -279,7 +279,7 @@ static cudaError_t mempool_alloc(const struct gp_registry *r, void **ptr, size_t
 			break;
 	}
 	gp_backend_guard_leave();
-	gp_unpooled_mempool_end(dev, pool, size, taken, e == cudaSuccess ? (uintptr_t)*ptr : 0, &ops);
+	gp_unpooled_mempool_end(dev, pool, size, &taken, e == cudaSuccess ? (uintptr_t)*ptr : 0, &ops);
 	return e;
 }
 
@@ -315,7 +315,7 @@ static cudaError_t unpooled_alloc(const struct gp_registry *r, int dev, size_t g
 	else if (bytes < guess)
 		gp_budget_give(dev, guess - bytes, kind);
 	if (e == cudaSuccess) {
-		struct gp_unpooled_rec rec = {(uint64_t)(uintptr_t)u->ptr(u->arg), dev, kind, bytes, 0};
+		struct gp_unpooled_rec rec = {(uint64_t)(uintptr_t)u->ptr(u->arg), dev, kind, bytes, 0, NULL};
 		if (!gp_unpooled_ptr_add(&rec))
 			return e; /* not counted (logged) */
 	}

@@ -1,5 +1,6 @@
 /* Memory held outside the pools (unpooled.h): the records of each unpooled allocation in
- * two uthash tables under one mutex (the virtual memory API's: unpooled_vmm.c) (a leaf: no CUDA call and no other lock under it), the
+ * two uthash tables under one mutex (the virtual memory API's: unpooled_vmm.c) (a leaf: no CUDA call and no other lock under it),
+ * a destroyed program pool's record kept by its live allocations, the
  * budget's takes and gives around the hooks' real calls, and the page's unpooled_* figures,
  * written as the slot's one writer (under its pool's lock, gp_pool_slot_write). Must not
  * depend on the hook bodies. */
@@ -28,16 +29,23 @@ struct entry {
 	UT_hash_handle hh;
 };
 
-struct mempool {
+/* A memory pool the program made. cuMemPoolDestroy with allocations from it still live
+ * returns at once, and the driver keeps the pool's memory until the last of them is freed
+ * (cuda.h): the record leaves `mempools` (the handle may be handed out again) and stays,
+ * counted, while anything holds it. */
+struct gp_mempool {
 	uintptr_t pool;
 	int dev;
-	uint64_t counted; /* its reserved bytes as last read, counted in the budget */
+	uint64_t counted;  /* its reserved bytes as last read (or when destroyed), in the budget */
+	unsigned refs;     /* under lock: `mempools`' (until destroyed), one per live allocation
+			    * recorded from it, one per allocation call in flight */
+	bool destroyed;    /* under lock: out of `mempools`; its reserved bytes are not read again */
 	UT_hash_handle hh;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct entry *ptrs;           /* under lock */
-static struct mempool *mempools;     /* under lock */
+static struct gp_mempool *mempools;  /* under lock: the live ones, by handle */
 static _Atomic size_t nptrs;         /* records in ptrs: frees skip the lock while 0 */
 _Atomic uintptr_t gp_unpooled_dev_pool[GPUPOOL_MAX_DEVICES];
 
@@ -119,7 +127,8 @@ static void note(int dev, unsigned allocs, unsigned frees, unsigned refusals)
 /* The take, and past the limit the device's pool's cached segments given back first (as a
  * pooled allocation's ladder does before it fails), then the take once more. An earlier
  * waiter on the GPU needing the memory (the gate: -EBUSY): this allocation waits in line
- * behind it (waitq.h), then takes. */
+ * behind it (waitq.h), then takes. 0; -ENOMEM: refused by the limit, the group or the
+ * figure's range; -EBUSY: refused by the gate when the wait ended. */
 static int take_or_release(int dev, size_t bytes, enum gp_budget_kind kind)
 {
 	GP_REGISTRY_READER;
@@ -138,18 +147,21 @@ static int take_or_release(int dev, size_t bytes, enum gp_budget_kind kind)
 	/* a fence and a release only where the pool caches anything (free or pending blocks) */
 	const struct gp_registry *r = gp_registry_get_driver();
 	const struct gpupool_device_stats *st = dev >= 0 && dev < r->ndev ? gp_registry_slot(r, dev) : NULL;
-	if (st && __atomic_load_n(&st->cached_bytes, __ATOMIC_RELAXED) && gp_registry_release(dev) > 0 &&
-	    gp_budget_take(dev, bytes, kind) == 0)
-		return 0;
-	return -ENOMEM;
+	if (st && __atomic_load_n(&st->cached_bytes, __ATOMIC_RELAXED) && gp_registry_release(dev) > 0)
+		rc = gp_budget_take(dev, bytes, kind);
+	return rc == 0 ? 0 : rc == -EBUSY ? -EBUSY : -ENOMEM;
 }
 
 int gp_unpooled_take(int dev, size_t bytes, enum gp_budget_kind kind)
 {
-	if (take_or_release(dev, bytes, kind) == 0)
+	int rc = take_or_release(dev, bytes, kind);
+	if (rc == 0)
 		return 0;
-	if (!gp_budget_capped(dev))
-		return -ERANGE; /* more than a figure can count, and nothing to cap: CUDA's own answer */
+	/* more than a figure can count, and nothing to cap: CUDA's own answer. Never for the
+	 * gate's refusal: a wait that ended without the memory is an out of memory, as a pooled
+	 * allocation's is, not a call passed uncounted */
+	if (rc == -ENOMEM && !gp_budget_capped(dev))
+		return -ERANGE;
 	note(dev, 0, 0, 1);
 	return -ENOMEM;
 }
@@ -160,6 +172,32 @@ void gp_unpooled_taken(int dev, size_t bytes, enum gp_budget_kind kind, bool ok)
 }
 
 /* ---- records ------------------------------------------------------------------------------ */
+
+/* Drops one reference of a program pool's record (any lock but the table's held, or none);
+ * the last gives what it counted back. */
+static void mempool_unref(struct gp_mempool *m)
+{
+	if (!m)
+		return;
+	table_lock();
+	bool last = --m->refs == 0;
+	table_unlock();
+	if (!last)
+		return;
+	if (m->counted)
+		note_give(m->dev, 0, 0, GP_BUDGET_MEMPOOL, m->counted);
+	free(m);
+}
+
+/* A record that leaves the table without a free (replaced, or no host memory to keep it):
+ * what it counted goes back (a program-pool allocation: its hold on its pool). */
+static void dropped(const struct gp_unpooled_rec *rec)
+{
+	if (rec->kind == GP_BUDGET_MEMPOOL)
+		mempool_unref(rec->owner);
+	else
+		gp_budget_give(rec->dev, rec->bytes, rec->kind);
+}
 
 static bool add(struct entry **t, const struct gp_unpooled_rec *rec)
 {
@@ -184,8 +222,7 @@ static bool add(struct entry **t, const struct gp_unpooled_rec *rec)
 	if (old) {
 		gp_log(GP_LOG_WARN, "device %d: 0x%llx recorded twice (freed outside gpupool's view?); counting the new "
 				    "one", old->rec.dev, (unsigned long long)old->rec.key);
-		if (old->rec.kind != GP_BUDGET_MEMPOOL)
-			gp_budget_give(old->rec.dev, old->rec.bytes, old->rec.kind);
+		dropped(&old->rec);
 		free(old);
 	}
 	if (!ok)
@@ -217,8 +254,7 @@ static void put_back(struct entry **t, const struct gp_unpooled_rec *rec)
 {
 	if (!add(t, rec)) {
 		/* no host memory to keep it: uncounted from now on rather than counted forever */
-		if (rec->kind != GP_BUDGET_MEMPOOL)
-			gp_budget_give(rec->dev, rec->bytes, rec->kind);
+		dropped(rec);
 		note(rec->dev, 0, 0, 0);
 	}
 }
@@ -228,8 +264,7 @@ bool gp_unpooled_ptr_add(const struct gp_unpooled_rec *rec)
 	if (add(&ptrs, rec))
 		return true;
 	gp_log(GP_LOG_WARN, "out of host memory recording an allocation: its %zu bytes are not counted", rec->bytes);
-	if (rec->kind != GP_BUDGET_MEMPOOL)
-		gp_budget_give(rec->dev, rec->bytes, rec->kind);
+	dropped(rec);
 	return false;
 }
 
@@ -241,25 +276,32 @@ void gp_unpooled_ptr_put(const struct gp_unpooled_rec *rec) { put_back(&ptrs, re
 
 void gp_unpooled_pool_made(uintptr_t pool, int dev)
 {
-	struct mempool *m = calloc(1, sizeof *m);
+	struct gp_mempool *m = calloc(1, sizeof *m);
 	if (!m) {
 		gp_log(GP_LOG_WARN, "out of host memory recording a memory pool: its memory is not counted");
 		return;
 	}
 	m->pool = pool;
 	m->dev = dev;
+	m->refs = 1;
 	table_lock();
 	table_oom = 0;
-	struct mempool *old = NULL;
+	struct gp_mempool *old = NULL;
 	HASH_FIND(hh, mempools, &pool, sizeof pool, old);
-	if (old)
+	if (old) { /* destroyed behind gpupool's back: what it counted goes back now */
 		HASH_DEL(mempools, old);
+		old->destroyed = true;
+	}
 	HASH_ADD(hh, mempools, pool, sizeof m->pool, m);
 	bool ok = !table_oom;
+	uint64_t was = old ? old->counted : 0;
+	if (old)
+		old->counted = 0;
 	table_unlock();
 	if (old) {
-		gp_budget_give(old->dev, old->counted, GP_BUDGET_MEMPOOL);
-		free(old);
+		if (was)
+			note_give(old->dev, 0, 0, GP_BUDGET_MEMPOOL, was);
+		mempool_unref(old);
 	}
 	if (!ok)
 		free(m);
@@ -268,7 +310,7 @@ void gp_unpooled_pool_made(uintptr_t pool, int dev)
 int gp_unpooled_pool_device(uintptr_t pool)
 {
 	table_lock();
-	struct mempool *m = NULL;
+	struct gp_mempool *m = NULL;
 	HASH_FIND(hh, mempools, &pool, sizeof pool, m);
 	int dev = m ? m->dev : -1;
 	table_unlock();
@@ -278,10 +320,12 @@ int gp_unpooled_pool_device(uintptr_t pool)
 void gp_unpooled_pool_destroyed(uintptr_t pool)
 {
 	table_lock();
-	struct mempool *m = NULL;
+	struct gp_mempool *m = NULL;
 	HASH_FIND(hh, mempools, &pool, sizeof pool, m);
-	if (m)
+	if (m) {
 		HASH_DEL(mempools, m);
+		m->destroyed = true;
+	}
 	table_unlock();
 	if (!m)
 		return;
@@ -289,8 +333,8 @@ void gp_unpooled_pool_destroyed(uintptr_t pool)
 		uintptr_t want = pool;
 		atomic_compare_exchange_strong(&gp_unpooled_dev_pool[d], &want, 0);
 	}
-	note_give(m->dev, 0, 0, GP_BUDGET_MEMPOOL, m->counted);
-	free(m);
+	/* what it counted goes back now, or with the last of its allocations still live */
+	mempool_unref(m);
 }
 
 void gp_unpooled_device_pool_set(int dev, uintptr_t pool)
@@ -309,7 +353,7 @@ static void mempool_sync(uintptr_t pool, const struct gp_mempool_ops *ops)
 	if (!ops || ops->reserved(ops->api, pool, &now) != 0)
 		return;
 	table_lock();
-	struct mempool *m = NULL;
+	struct gp_mempool *m = NULL;
 	HASH_FIND(hh, mempools, &pool, sizeof pool, m);
 	int dev = m ? m->dev : -1;
 	uint64_t was = m ? m->counted : 0;
@@ -324,9 +368,24 @@ static void mempool_sync(uintptr_t pool, const struct gp_mempool_ops *ops)
 		note_give(dev, 0, 0, GP_BUDGET_MEMPOOL, was - now);
 }
 
-int gp_unpooled_mempool_begin(int dev, uintptr_t pool, size_t size, const struct gp_mempool_ops *ops, size_t *taken)
+/* The record of `pool`, held for an allocation call (NULL: not one of the program's pools
+ * gpupool knows). */
+static struct gp_mempool *mempool_hold(uintptr_t pool)
 {
-	*taken = 0;
+	table_lock();
+	struct gp_mempool *m = NULL;
+	HASH_FIND(hh, mempools, &pool, sizeof pool, m);
+	if (m)
+		m->refs++;
+	table_unlock();
+	return m;
+}
+
+int gp_unpooled_mempool_begin(int dev, uintptr_t pool, size_t size, const struct gp_mempool_ops *ops,
+			      struct gp_mempool_take *t)
+{
+	t->bytes = 0;
+	t->held = NULL;
 	/* Whether the pool grows is the driver's choice: unused reserved memory as large as the
 	 * request may still be the wrong shape (chunks of other sizes), so a share is always
 	 * taken, and given back once the pool's growth is read. */
@@ -334,10 +393,12 @@ int gp_unpooled_mempool_begin(int dev, uintptr_t pool, size_t size, const struct
 	size_t want = size > SIZE_MAX - GP_MEMPOOL_GRANULE ? size
 							   : (size + GP_MEMPOOL_GRANULE - 1) / GP_MEMPOOL_GRANULE *
 								     GP_MEMPOOL_GRANULE;
-	if (take_or_release(dev, want, GP_BUDGET_MEMPOOL) != 0) {
-		if (!gp_budget_capped(dev))
-			return 0; /* more than a figure can count, and nothing to cap: CUDA answers, and
-				   * what the pool grows by is read afterwards */
+	int rc = take_or_release(dev, want, GP_BUDGET_MEMPOOL);
+	if (rc == -ENOMEM && !gp_budget_capped(dev)) {
+		/* more than a figure can count, and nothing to cap: CUDA answers, and what the pool
+		 * grows by is read afterwards */
+		want = 0;
+	} else if (rc != 0) {
 		/* the program's pool's own unused memory next: trimmed, then counted again */
 		if (ops->trim(ops->api, pool, 0) == 0)
 			mempool_sync(pool, ops);
@@ -346,26 +407,37 @@ int gp_unpooled_mempool_begin(int dev, uintptr_t pool, size_t size, const struct
 			return -ENOMEM;
 		}
 	}
-	*taken = want;
+	t->bytes = want;
+	t->held = mempool_hold(pool); /* a destroy racing with the call leaves it counted */
 	return 0;
 }
 
-void gp_unpooled_mempool_end(int dev, uintptr_t pool, size_t size, size_t taken, uintptr_t ptr,
+void gp_unpooled_mempool_end(int dev, uintptr_t pool, size_t size, const struct gp_mempool_take *t, uintptr_t ptr,
 			     const struct gp_mempool_ops *ops)
 {
 	/* the growth counted before the share goes: for a moment both are, never neither */
 	mempool_sync(pool, ops);
 	if (ptr) {
-		struct gp_unpooled_rec rec = {ptr, dev, GP_BUDGET_MEMPOOL, size, pool};
+		/* the call's hold on the pool's record passes to the allocation */
+		struct gp_unpooled_rec rec = {ptr, dev, GP_BUDGET_MEMPOOL, size, pool, t->held};
 		(void)gp_unpooled_ptr_add(&rec);
+	} else {
+		mempool_unref(t->held);
 	}
-	note_give(dev, ptr != 0, 0, GP_BUDGET_MEMPOOL, taken);
+	note_give(dev, ptr != 0, 0, GP_BUDGET_MEMPOOL, t->bytes);
 }
 
 void gp_unpooled_freed(const struct gp_unpooled_rec *rec, const struct gp_mempool_ops *ops)
 {
 	if (rec->kind == GP_BUDGET_MEMPOOL) {
-		mempool_sync(rec->pool, ops);
+		/* a destroyed pool's reserved bytes are not read again (its handle may be another
+		 * pool's now): it stays counted as it was until its last allocation is freed */
+		table_lock();
+		bool live = !rec->owner || !rec->owner->destroyed;
+		table_unlock();
+		if (live)
+			mempool_sync(rec->pool, ops);
+		mempool_unref(rec->owner);
 		note(rec->dev, 0, 1, 0);
 	} else {
 		note_give(rec->dev, 0, 1, rec->kind, rec->bytes);

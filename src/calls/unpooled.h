@@ -18,21 +18,25 @@
 #include "gpupool/stats.h"
 
 /* ---- around one allocation --------------------------------------------------------------
- * gp_unpooled_take before the real call (0, or -ENOMEM: refused at the limit, the refusal
- * counted; the caller answers out of memory; or -ERANGE: more bytes than a figure can count
- * on a device nothing caps, which no device has: the caller passes the call to CUDA for its
- * own answer, uncounted), gp_unpooled_taken after it: `ok` counts the allocation, else the
- * bytes go back. */
+ * gp_unpooled_take before the real call (0, or -ENOMEM: refused at the limit, or by the
+ * wait queue's gate when the wait for an earlier waiter ended without the memory, the
+ * refusal counted; the caller answers out of memory; or -ERANGE: more bytes than a figure
+ * can count on a device nothing caps, which no device has: the caller passes the call to
+ * CUDA for its own answer, uncounted), gp_unpooled_taken after it: `ok` counts the
+ * allocation, else the bytes go back. */
 int gp_unpooled_take(int dev, size_t bytes, enum gp_budget_kind kind);
 void gp_unpooled_taken(int dev, size_t bytes, enum gp_budget_kind kind, bool ok);
 
 /* ---- records -----------------------------------------------------------------------------*/
+struct gp_mempool; /* unpooled.c's record of a memory pool the program made */
 struct gp_unpooled_rec {
 	uint64_t key;          /* the handle (cuMemCreate) or the address */
 	int dev;
 	enum gp_budget_kind kind;
 	size_t bytes;          /* counted bytes (GP_BUDGET_MEMPOOL: the bytes asked, not counted) */
 	uintptr_t pool;        /* GP_BUDGET_MEMPOOL: the program's pool it came from */
+	struct gp_mempool *owner; /* GP_BUDGET_MEMPOOL: that pool's record, held while the
+				   * allocation is recorded (NULL: a pool gpupool did not know) */
 };
 
 /* ---- virtual memory (unpooled_vmm.c) ------------------------------------------------------
@@ -66,12 +70,15 @@ void gp_unpooled_vmm_unmap_end(struct gp_vmm_map *list, bool ok);
 /* Around cuMemRetainAllocationHandle(&handle, addr): a reference more where it succeeded. */
 struct gp_vmm_alloc *gp_unpooled_vmm_retain_begin(uintptr_t addr);
 void gp_unpooled_vmm_retain_end(struct gp_vmm_alloc *a, uint64_t handle, bool ok);
-/* Before a call that gives `handle`'s memory a holder gpupool cannot follow: an export
+/* Around a call that gives `handle`'s memory a holder gpupool cannot follow: an export
  * (cuMemExportToShareableHandle: any importer, another process or this one, whose imported
  * handle is another value, may map it the moment the export returns) or a sparse array's
- * mapping (cuMemMapArrayAsync, undone by array and place, not by handle). It stays counted
- * until the process ends, whether the call succeeds or not. */
-void gp_unpooled_vmm_pin(uint64_t handle);
+ * mapping (cuMemMapArrayAsync, undone by array and place, not by handle). begin holds the
+ * allocation for the call (NULL: not gpupool's); end, where the call succeeded, keeps it
+ * counted until the process ends; where it failed (nothing exported or mapped), it is
+ * counted as before. */
+struct gp_vmm_alloc *gp_unpooled_vmm_pin_begin(uint64_t handle);
+void gp_unpooled_vmm_pin_end(struct gp_vmm_alloc *a, bool ok);
 /* In a forked child: no records. */
 void gp_unpooled_vmm_after_fork(void);
 
@@ -101,7 +108,9 @@ struct gp_mempool_ops {
 void gp_unpooled_pool_made(uintptr_t pool, int dev);
 /* Its device, or -1 when it is not one the program made through gpupool. */
 int gp_unpooled_pool_device(uintptr_t pool);
-/* It is destroyed: what it counted goes back. */
+/* It is destroyed: what it counted goes back, at once where no allocation from it is live;
+ * else the driver keeps its memory until the last of them is freed, and it stays counted
+ * until then (its reserved bytes as last read). */
 void gp_unpooled_pool_destroyed(uintptr_t pool);
 /* The program set `pool` as `dev`'s current pool (cuDeviceSetMemPool, cudaDeviceSetMemPool):
  * kept when it is one the program made, else (the default pool back) cleared. */
@@ -118,11 +127,19 @@ static inline uintptr_t gp_unpooled_device_pool(int dev)
 /* Before an allocation of `size` bytes from `pool` (on `dev`): the most it may grow the pool
  * (`size` rounded up to the 2 MiB granule) is taken from the budget; past the limit the
  * device's cached segments go back, then the program's pool is trimmed (its unused memory
- * goes back to the device), and the take is tried again. 0 and *taken (give it to gp_unpooled_mempool_end), or -ENOMEM (the refusal counted). */
-int gp_unpooled_mempool_begin(int dev, uintptr_t pool, size_t size, const struct gp_mempool_ops *ops, size_t *taken);
-/* After it: `taken` goes back, the pool's reserved bytes are read again and counted, and a
- * successful allocation (ptr != 0) is recorded for its free. */
-void gp_unpooled_mempool_end(int dev, uintptr_t pool, size_t size, size_t taken, uintptr_t ptr,
+ * goes back to the device), and the take is tried again. 0 and *t (what was taken, and the
+ * pool's record held for the call: give it to gp_unpooled_mempool_end), or -ENOMEM (the
+ * refusal counted; nothing to give). */
+struct gp_mempool_take {
+	size_t bytes;             /* taken from the budget */
+	struct gp_mempool *held;  /* the pool's record, held for the call (NULL: none) */
+};
+int gp_unpooled_mempool_begin(int dev, uintptr_t pool, size_t size, const struct gp_mempool_ops *ops,
+			      struct gp_mempool_take *t);
+/* After it: the bytes taken go back, the pool's reserved bytes are read again and counted,
+ * and a successful allocation (ptr != 0) is recorded for its free, holding its pool's record
+ * until then. */
+void gp_unpooled_mempool_end(int dev, uintptr_t pool, size_t size, const struct gp_mempool_take *t, uintptr_t ptr,
 			     const struct gp_mempool_ops *ops);
 
 /* A device reset destroyed the device's managed and pitched allocations: their records go

@@ -24,8 +24,9 @@ struct gp_vmm_alloc {
 	struct gp_unpooled_rec rec; /* key: the handle (the same value every retain hands out) */
 	unsigned refs, maps, busy;
 	bool in_handles;            /* in `handles`: refs > 0 */
-	bool exported;              /* gp_unpooled_vmm_pin: held where gpupool cannot follow (an
-				     * importer, a sparse array), so never gone while the process lives */
+	bool exported;              /* gp_unpooled_vmm_pin_end of a call that succeeded: held where
+				     * gpupool cannot follow (an importer, a sparse array), so never
+				     * gone while the process lives */
 	struct gp_vmm_alloc *next_pinned; /* `pinned`'s link, once exported */
 	UT_hash_handle hh;
 };
@@ -311,16 +312,31 @@ void gp_unpooled_vmm_retain_end(struct gp_vmm_alloc *a, uint64_t handle, bool ok
 		gone_give(a);
 }
 
-void gp_unpooled_vmm_pin(uint64_t handle)
+struct gp_vmm_alloc *gp_unpooled_vmm_pin_begin(uint64_t handle)
 {
 	table_lock();
 	struct gp_vmm_alloc *a = handle_find(handle);
-	if (a && !a->exported) {
+	if (a)
+		a->busy++; /* a release and unmap racing with the call cannot give it back meanwhile */
+	table_unlock();
+	return a;
+}
+
+void gp_unpooled_vmm_pin_end(struct gp_vmm_alloc *a, bool ok)
+{
+	if (!a)
+		return;
+	table_lock();
+	a->busy--;
+	if (ok && !a->exported) {
 		a->exported = true;
 		a->next_pinned = pinned;
 		pinned = a;
 	}
+	bool g = gone(a);
 	table_unlock();
+	if (g)
+		gone_give(a);
 }
 
 void gp_unpooled_vmm_after_fork(void)

@@ -290,10 +290,16 @@ void gp_registry_oom_log(int dev, const char *msg)
 void gp_registry_limit_refused_log(int dev, const char *what, size_t size, const char *returning)
 {
 	char msg[256];
-	snprintf(msg, sizeof msg, "device %d: %s of %zu bytes refused: the limit (%llu bytes) would be passed (held: %llu "
-				  "bytes, pooled and not); returning %s",
-		 dev, what, size, (unsigned long long)gp_budget_limit(dev),
-		 (unsigned long long)gp_budget_held(dev, GP_BUDGET_KINDS), returning);
+	if (!gp_budget_refused_last()) /* the gate's refusal: the calling thread's last take */
+		snprintf(msg, sizeof msg, "device %d: %s of %zu bytes refused: an earlier waiter on the GPU needs the memory "
+					  "and the wait behind it ended without it (held: %llu bytes, pooled and not); "
+					  "returning %s",
+			 dev, what, size, (unsigned long long)gp_budget_held(dev, GP_BUDGET_KINDS), returning);
+	else
+		snprintf(msg, sizeof msg, "device %d: %s of %zu bytes refused: the limit (%llu bytes) would be passed "
+					  "(held: %llu bytes, pooled and not); returning %s",
+			 dev, what, size, (unsigned long long)gp_budget_limit(dev),
+			 (unsigned long long)gp_budget_held(dev, GP_BUDGET_KINDS), returning);
 	gp_registry_oom_log(dev, msg);
 }
 

@@ -12,7 +12,10 @@
  * take and give virtual, managed and pooled memory at once: the limit holds at every moment,
  * every refusal is CUDA_ERROR_OUT_OF_MEMORY, and the figures come back to zero. "reset": a
  * reset of the primary context gives back the pool's segments and the managed memory it
- * destroyed; cuMemCreate's memory survives it and stays counted and shown. */
+ * destroyed; cuMemCreate's memory survives it and stays counted and shown. "destroy-live":
+ * cuMemPoolDestroy of a pool whose allocation is still live returns at once and the driver
+ * keeps the memory (cuda.h): it stays counted, so a new pool cannot take the limit again,
+ * until the last allocation from the destroyed pool is freed. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -194,6 +197,52 @@ static int reset(void)
 	return 0;
 }
 
+static int destroy_live(void)
+{
+	size_t (*used)(int) = NULL;
+	E2E_FN(used, dlsym(d.handle, "gpfakecu_used"));
+	CUmemPoolProps props;
+	memset(&props, 0, sizeof props);
+	props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	props.location.id = 0;
+	for (int round = 0; round < 3; round++) {
+		CUmemoryPool pool, other;
+		CUdeviceptr p = 0, x = 0;
+		CU(f.PoolCreate(&pool, &props));
+		CU(f.AllocFromPool(&p, 48 * MB, pool, 0));
+		CU(d.StreamSynchronize(0));
+		CU(f.PoolDestroy(pool)); /* p is still live: the driver keeps the pool's memory */
+		struct gpupool_device_stats st = stats();
+		CHECK(st.unpooled_mempool_bytes == 48 * MB && st.unpooled_bytes == 48 * MB);
+		size_t fr = 0, tot = 0;
+		CU(d.MemGetInfo(&fr, &tot));
+		CHECK(tot == 64 * MB && fr == 16 * MB);
+		CU(f.PoolCreate(&other, &props));
+		REFUSED(f.AllocFromPool(&x, 48 * MB, other, 0), "cuMemAllocFromPoolAsync"); /* 48 + 48 */
+		CU(f.PoolDestroy(other));
+		CU(d.MemFree(p)); /* the last allocation of the destroyed pool: its memory goes */
+		st = stats();
+		CHECK(st.unpooled_mempool_bytes == 0 && st.unpooled_bytes == 0 && used(0) == 0);
+	}
+	/* two allocations, freed the stream-ordered way: counted until the later free */
+	CUmemoryPool pool;
+	CUdeviceptr p1 = 0, p2 = 0;
+	CU(f.PoolCreate(&pool, &props));
+	CU(f.AllocFromPool(&p1, 16 * MB, pool, 0));
+	CU(f.AllocFromPool_ptsz(&p2, 16 * MB, pool, 0));
+	CU(d.StreamSynchronize(0));
+	CU(f.PoolDestroy(pool));
+	CU(d.MemFreeAsync(p1, 0));
+	CU(d.StreamSynchronize(0));
+	CHECK(stats().unpooled_mempool_bytes == 32 * MB);
+	CU(d.MemFreeAsync(p2, 0));
+	CU(d.StreamSynchronize(0));
+	struct gpupool_device_stats st = stats();
+	CHECK(st.unpooled_mempool_bytes == 0 && st.unpooled_bytes == 0 && st.unpooled_allocs == st.unpooled_frees);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	e2e_shm_dir();
@@ -204,6 +253,8 @@ int main(int argc, char **argv)
 		return threads();
 	if (!strcmp(argv[1], "reset"))
 		return reset();
+	if (!strcmp(argv[1], "destroy-live"))
+		return destroy_live();
 	struct gpupool_device_stats st;
 
 	/* virtual memory: physical memory counts from creation to release; mapping passes */

@@ -36,12 +36,26 @@
  *   e2e_drv_vmmcap late   from an exit handler that runs after gpupool's (limit:64M): cuMemAlloc
  *                        and cuMemCreate still count against the cap until the process ends
  *                        (a failure ends the process with status 3).
+ *   e2e_drv_vmmcap export-fails  an export that fails (a handle type the fake does not export,
+ *                        as NCCL's and PyTorch's FABRIC probes meet it; rounds 0, 2, 3) and a
+ *                        sparse array's mapping that fails (its first call fails: FAKECU_FAIL;
+ *                        round 1) under a 64 MiB cap: nothing was exported or mapped, so after
+ *                        the unmap and the release the memory is no longer counted; a limit's
+ *                        worth again and again never runs out.
+ *   e2e_drv_vmmcap gate   no cap, on a machine-wide device where another process waits in
+ *                        the GPU's line (e2e_gate.sh): takes 2 MiB (its pool, a member of the
+ *                        line), prints "ready", and on SIGUSR1 asks cuMemCreate and
+ *                        cuMemAllocPitch for 64 MiB each, which the line's gate holds back:
+ *                        each ends in CUDA_ERROR_OUT_OF_MEMORY or is counted, never made
+ *                        uncounted.
  * Every mode runs through the exported names and through cuGetProcAddress_v2. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "e2e_drv.h"
 
@@ -475,6 +489,79 @@ static int range(bool native)
 	return wrong ? 1 : 0;
 }
 
+static int export_fails(void)
+{
+	for (int round = 0; round < 4; round++) {
+		CUmemGenericAllocationHandle h;
+		CU(v.Create(&h, 32 * MB, &prop, 0));
+		int fd = -1;
+		if (round != 1)
+			CHECK(v.Export(&fd, h, CU_MEM_HANDLE_TYPE_FABRIC, 0) != CUDA_SUCCESS);
+		CUarrayMapInfo mi;
+		memset(&mi, 0, sizeof mi);
+		mi.resourceType = CU_RESOURCE_TYPE_ARRAY;
+		mi.resource.array = (CUarray)(uintptr_t)0x5000;
+		mi.subresourceType = CU_ARRAY_SPARSE_SUBRESOURCE_TYPE_SPARSE_LEVEL;
+		mi.memOperationType = CU_MEM_OPERATION_TYPE_MAP;
+		mi.memHandleType = CU_MEM_HANDLE_TYPE_GENERIC;
+		mi.memHandle.memHandle = h;
+		if (round == 1)
+			CHECK(v.MapArray(&mi, 1, 0) != CUDA_SUCCESS); /* FAKECU_FAIL: the first call */
+		CUdeviceptr va = mapped(h, 32 * MB);
+		CU(v.Unmap(va, 32 * MB));
+		CU(v.Release(h));
+		CU(v.Free(va, 32 * MB));
+		printf("round %d: the device holds %zu MiB, %llu MiB counted\n", round, v.used(0) / MB,
+		       (unsigned long long)(vmm_bytes() / MB));
+		CHECK(v.used(0) == 0 && vmm_bytes() == 0 && info_free() == CAP);
+	}
+	/* the cap's worth once more: nothing was left counted */
+	CUmemGenericAllocationHandle a, b;
+	CU(v.Create(&a, 32 * MB, &prop, 0));
+	CU(v.Create(&b, 32 * MB, &prop, 0));
+	CU(v.Release(a));
+	CU(v.Release(b));
+	return 0;
+}
+
+static volatile sig_atomic_t gate_go;
+static void on_gate_go(int sig) { (void)sig, gate_go = 1; }
+
+static int gate(void)
+{
+	CUresult (*pitch_fn)(CUdeviceptr *, size_t *, size_t, size_t, unsigned) = NULL;
+	E2E_FN(pitch_fn, dlsym(d.handle, "cuMemAllocPitch_v2"));
+	CHECK(pitch_fn != NULL);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_gate_go;
+	CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+	CUdeviceptr p;
+	CU(d.MemAlloc(&p, 2 * MB)); /* the pool and its page: a member of the GPU's line */
+	printf("ready\n");
+	fflush(stdout);
+	for (int i = 0; i < 20000 && !gate_go; i++)
+		usleep(1000);
+	CHECK(gate_go);
+	CUmemGenericAllocationHandle h;
+	CUresult e = v.Create(&h, 64 * MB, &prop, 0);
+	printf("cuMemCreate(64 MiB): %d, %llu MiB counted\n", (int)e, (unsigned long long)(vmm_bytes() / MB));
+	fflush(stdout);
+	CHECK(e == CUDA_ERROR_OUT_OF_MEMORY || (e == CUDA_SUCCESS && vmm_bytes() == 64 * MB));
+	if (e == CUDA_SUCCESS)
+		CU(v.Release(h));
+	CUdeviceptr q = 0;
+	size_t pitch = 0;
+	e = pitch_fn(&q, &pitch, 8 * MB, 8, 4);
+	uint64_t pitched = e2e_stats(0).unpooled_pitched_bytes;
+	printf("cuMemAllocPitch(8 MiB x 8): %d, %llu MiB counted\n", (int)e, (unsigned long long)(pitched / MB));
+	CHECK(e == CUDA_ERROR_OUT_OF_MEMORY || (e == CUDA_SUCCESS && pitched == pitch * 8));
+	if (e == CUDA_SUCCESS)
+		CU(d.MemFree(q));
+	CU(d.MemFree(p));
+	return 0;
+}
+
 static void late_expect(bool ok, const char *what)
 {
 	if (!ok) {
@@ -520,6 +607,10 @@ int main(int argc, char **argv)
 		return threads();
 	if (!strcmp(argv[1], "late"))
 		return late();
+	if (!strcmp(argv[1], "export-fails"))
+		return export_fails();
+	if (!strcmp(argv[1], "gate"))
+		return gate();
 	if (!strcmp(argv[1], "retain") || !strcmp(argv[1], "retain-native"))
 		return retain(!strcmp(argv[1], "retain-native"));
 	if (!strcmp(argv[1], "range") || !strcmp(argv[1], "range-native"))

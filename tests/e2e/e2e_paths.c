@@ -5,7 +5,10 @@
  * unpooled_* figures while held, refused past the limit with cudaErrorMemoryAllocation (left
  * as the last error, the runtime not called), and share the limit with the pool both ways;
  * cudaMemGetInfo leaves them out of free. "name": the entry points as the program links them;
- * "dlsym": looked up with dlsym(RTLD_DEFAULT), as a framework loading CUDA at run time does. */
+ * "dlsym": looked up with dlsym(RTLD_DEFAULT), as a framework loading CUDA at run time does.
+ * "destroy-live": cudaMemPoolDestroy of a pool whose allocation is still live returns at once
+ * and the memory stays (cuda.h): it stays counted, so a new pool cannot take the limit again,
+ * until the last allocation from the destroyed pool is freed. */
 #include <cuda_runtime_api.h>
 
 #include "e2e_util.h"
@@ -96,6 +99,49 @@ static void json_shows(uint64_t managed, uint64_t pitched)
 	CHECK(strstr(out, want[0]) != NULL && strstr(out, want[1]) != NULL);
 }
 
+static int destroy_live(const struct rt *f)
+{
+	struct cudaMemPoolProps props;
+	memset(&props, 0, sizeof props);
+	props.allocType = cudaMemAllocationTypePinned;
+	props.location.type = cudaMemLocationTypeDevice;
+	props.location.id = 0;
+	for (int round = 0; round < 3; round++) {
+		cudaMemPool_t pool, other;
+		void *p = NULL, *x = NULL;
+		CK(f->MemPoolCreate(&pool, &props));
+		CK(f->MallocFromPoolAsync(&p, 48 * MB, pool, 0));
+		CK(cudaStreamSynchronize(0));
+		CK(f->MemPoolDestroy(pool)); /* p is still live: the runtime keeps the pool's memory */
+		struct gpupool_device_stats st = e2e_stats(0);
+		CHECK(st.unpooled_mempool_bytes == 48 * MB && st.unpooled_bytes == 48 * MB);
+		size_t fr = 0, tot = 0;
+		CK(cudaMemGetInfo(&fr, &tot));
+		CHECK(tot == 64 * MB && fr == 16 * MB);
+		CK(f->MemPoolCreate(&other, &props));
+		REFUSED(f->MallocFromPoolAsync(&x, 48 * MB, other, 0), "cudaMallocFromPoolAsync"); /* 48 + 48 */
+		CK(f->MemPoolDestroy(other));
+		CK(f->Free(p)); /* the last allocation of the destroyed pool: its memory goes */
+		st = e2e_stats(0);
+		CHECK(st.unpooled_mempool_bytes == 0 && st.unpooled_bytes == 0);
+		CHECK(gpfake_used(0) == 0);
+	}
+	/* two allocations: counted until the later free */
+	cudaMemPool_t pool;
+	void *p1 = NULL, *p2 = NULL;
+	CK(f->MemPoolCreate(&pool, &props));
+	CK(f->MallocFromPoolAsync(&p1, 16 * MB, pool, 0));
+	CK(f->MallocFromPoolAsync(&p2, 16 * MB, pool, 0));
+	CK(cudaStreamSynchronize(0));
+	CK(f->MemPoolDestroy(pool));
+	CK(f->Free(p1));
+	CHECK(e2e_stats(0).unpooled_mempool_bytes == 32 * MB);
+	CK(f->Free(p2));
+	struct gpupool_device_stats st = e2e_stats(0);
+	CHECK(st.unpooled_mempool_bytes == 0 && st.unpooled_bytes == 0 && st.unpooled_allocs == st.unpooled_frees);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	e2e_shm_dir();
@@ -103,6 +149,8 @@ int main(int argc, char **argv)
 	struct rt f;
 	load(&f, !strcmp(argv[1], "dlsym"));
 	CK(cudaFree(0));
+	if (!strcmp(argv[1], "destroy-live"))
+		return destroy_live(&f);
 	struct gpupool_device_stats st;
 
 	/* managed: counted by its size while held */
