@@ -31,7 +31,7 @@ ready a
 start g "reclaim_wait_ms:500" "$drv" gate procaddr
 ready g
 start w "reclaim_wait_ms:8000" "$prog" ask 512
-sleep 1.5 # W's ticket heard by the others
+sleep 3 # W's ticket heard by the others (W waits 8 s: time for a slow start under the sanitizers)
 kill -USR1 "$pid_g"
 wait "$pid_g"
 grc=$?
