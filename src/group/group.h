@@ -121,9 +121,9 @@ int gp_group_recover(struct gp_group *g);
 /* Gives back everything this process holds, frees its slot and unmaps the file. */
 void gp_group_leave(struct gp_group *g);
 
-/* At exit, while other threads may still take and give: returns everything this process
- * holds and frees its slot, but keeps the mapping; its later takes fail with -EIDRM (and
- * change nothing), its later gives give nothing. */
+/* As the process ends, while other threads may still take and give: returns everything
+ * this process holds and frees its slot, but keeps the mapping; its later takes fail with
+ * -EIDRM (and change nothing), its later gives give nothing. */
 void gp_group_retire(struct gp_group *g);
 
 /* In a child after fork: forgets the parent's membership without touching the file. */
