@@ -1,16 +1,15 @@
-/* The group behind the budget (group_budget.h): joining the group file once, each device's
- * slot by its UUID, and what a process says about both (one line each). Lock-free but for
- * the join, which one thread does while the others wait for it (it touches only this
- * process's state and the file: no other process can hold it up). What it knows of a device
- * (its UUID, its size) the registry tells it (gp_group_budget_install). Must not depend on the
- * registry or the call bodies. */
+/* The group behind the budget (group_budget.h): joining the group file once, leaving it as
+ * the process ends, each device's slot by its UUID, and what a process says about both (one
+ * line each). Lock-free but for the join, which one thread does while the others wait for it
+ * (it touches only this process's state and the file: no other process can hold it up). What
+ * it knows of a device (its UUID, its size) the registry tells it (gp_group_budget_install).
+ * Must not depend on the registry or the call bodies. */
 #include "group_budget.h"
 
 #include <errno.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "budget.h"
@@ -27,8 +26,8 @@ static const struct gp_config *cfg; /* the process's, set once by the initialisa
 static gp_group_budget_facts facts;
 static struct gp_group group;
 static atomic_int state = JOIN_NONE;
-static atomic_bool lost;
-static atomic_bool retired; /* the process is exiting and has left the group */
+static atomic_bool lost; /* not counted in the group any more: every take refused */
+static atomic_bool retired; /* the process is ending and has left the group (lost too) */
 static atomic_int slot[GPUPOOL_MAX_DEVICES];
 static atomic_bool slots_set;
 /* Bytes taken on a device before its UUID could be read (a runtime that loads the driver
@@ -44,12 +43,20 @@ static void reset_slots(void)
 	atomic_store_explicit(&slots_set, true, memory_order_release);
 }
 
-/* At exit: the process's share goes back at once (threads still running find their takes
- * refused by the group layer, and pass: the process is going). No CUDA, no lock. */
-static void leave_at_exit(void)
+/* As the process ends: its share goes back to the group. A destructor of libgpupool.so, not
+ * an exit handler: the C library runs the objects' destructors after every exit handler
+ * (atexit), wherever it was registered, so what the program's handlers allocate is counted
+ * until they are done. Whatever is asked after this (a thread still running, a destructor of
+ * a library that ends after gpupool) is refused: the process is not counted any more, and a
+ * take it passed would be memory the group never sees. Never leaves at a fork's or an exec's
+ * image change (no destructor runs); a killed process's share is returned by the next
+ * member that looks (group.h). No CUDA, no lock. */
+__attribute__((destructor)) static void leave_at_end(void)
 {
-	if (atomic_load(&state) == JOIN_DONE && !atomic_exchange(&retired, true))
+	if (atomic_load(&state) == JOIN_DONE && !atomic_exchange(&retired, true)) {
+		atomic_store(&lost, true); /* before the share goes: a take from now on is refused */
 		gp_group_retire(&group);
+	}
 }
 
 /* Joins once; true when this process is a member (false: no group, or it could not join:
@@ -74,9 +81,6 @@ static bool joined(void)
 			       cfg->group, why);
 		else
 			gp_log(GP_LOG_INFO, "group %s: joined (member slot %u)", cfg->group, group.me);
-		static bool atexit_set; /* once per process image: a forked child keeps its parent's */
-		if (!rc && !atexit_set)
-			atexit_set = atexit(leave_at_exit) == 0;
 		atomic_store_explicit(&state, rc ? JOIN_OFF : JOIN_DONE, memory_order_release);
 		return rc == 0;
 	}
@@ -151,7 +155,7 @@ static int slot_of(int device)
 	if (__builtin_expect(!cfg || !cfg->group[0], 1) || device < 0 || device >= GPUPOOL_MAX_DEVICES)
 		return SLOT_NONE;
 	if (!joined())
-		return atomic_load(&retired) ? SLOT_NONE : SLOT_REFUSE; /* at exit everything passes */
+		return SLOT_REFUSE; /* not counted: it could not join, was taken for dead, or has left */
 	int s = device_slot(device);
 	return s == SLOT_NONE ? SLOT_REFUSE : s;
 }
@@ -177,7 +181,7 @@ int gp_group_budget_take(int device, size_t bytes)
 	int rc = gp_group_take(&group, s, bytes);
 	if (rc == -EIDRM) {
 		slot_lost();
-		return atomic_load(&retired) ? 0 : -ENOMEM; /* no longer counted: nothing more taken */
+		return -ENOMEM; /* no longer counted: nothing more taken, as the process ends too */
 	}
 	return rc;
 }
@@ -238,6 +242,10 @@ size_t gp_group_budget_describe(int device, char *buf, size_t cap)
 		return 0;
 	int s = atomic_load(&state) == JOIN_DONE && !atomic_load(&lost) ? atomic_load_explicit(&slot[device], memory_order_acquire)
 									 : SLOT_REFUSE;
+	if (atomic_load(&retired)) {
+		int n = snprintf(buf, cap, "group %s: this process left it as it ended, so it takes nothing more", cfg->group);
+		return n > 0 ? (size_t)n : 0;
+	}
 	if (s == SLOT_REFUSE || s == SLOT_NONE) {
 		int n = snprintf(buf, cap, "group %s: this process is not counted in it (the error above), so it takes nothing",
 				 cfg->group);

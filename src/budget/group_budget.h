@@ -1,6 +1,7 @@
 /* The group behind the per-device budget (budget.h): this process's membership of the group
- * file that the knob `group` names (group.h), joined at the first take, and each device's
- * slot in it, found by the device's UUID. The budget calls these (through the table
+ * file that the knob `group` names (group.h), joined at the first take and left as the
+ * process ends (after the program's exit handlers), and each device's slot in it, found by
+ * the device's UUID. The budget calls these (through the table
  * gp_group_budget_install gives it) after its own limit check; with no group, nothing is
  * installed. Must not depend on the hook bodies. */
 #ifndef GP_GROUP_BUDGET_H
@@ -11,9 +12,11 @@
 
 #include "config.h"
 
-/* Takes `bytes` of device `device`'s group budget: 0 (also with no group, or a device the
- * group cannot hold), or -ENOMEM when the group would pass its budget. Any thread, any lock
- * held: the first call joins the group (opens and maps its file once). */
+/* Takes `bytes` of device `device`'s group budget: 0 (also with no group), or -ENOMEM when
+ * the group would pass its budget or this process is not counted in it (it could not join,
+ * another member took it for dead, the file has no slot for the device, or it has left the
+ * group as it ends: a take is never passed uncounted). Any thread, any lock held: the first
+ * call joins the group (opens and maps its file once). */
 int gp_group_budget_take(int device, size_t bytes);
 
 /* Counts `bytes` without the check (memory the device already handed out). */

@@ -213,22 +213,35 @@ static void say_layout(const struct gp_group_file *f, char *why, size_t cap)
 			 GP_GROUP_VERSION, FILE_SIZE, GP_GROUP_DEVICES, GP_GROUP_MEMBERS);
 }
 
-/* What is wrong with an opened file for a member: -EINVAL not a regular file, -EACCES
- * writable by every user, -EPROTO a size that is neither 0 (new) nor the layout's. */
-static int check_stat(const struct stat *st, bool empty_ok, char *why, size_t cap)
+/* What is wrong with an opened file: -EINVAL not a regular file, -EMLINK (a writer only)
+ * other hard links, -EACCES writable by every user, -EPROTO a size that is neither the
+ * layout's nor, for a writer, 0 (new). A writer grows and lays out what it joins: through
+ * another name of the same file it would write whatever that name is (a configuration file
+ * of root's, linked into a sticky directory where fs.protected_hardlinks is 0), as the
+ * report and trace files refuse (base/outfile.c). A reader writes nothing. */
+static int check_stat(const struct stat *st, bool writer, char *why, size_t cap)
 {
 	if (!S_ISREG(st->st_mode)) {
 		say(why, cap, "%s", "it is not a regular file");
 		return -EINVAL;
 	}
+	if (writer && st->st_nlink > 1) {
+		if (cap)
+			snprintf(why, cap,
+				 "it has %llu hard links: joining would grow and lay out the file under its other "
+				 "name too, so it is not joined (a group file has one name: remove the other links, "
+				 "or name a new file)",
+				 (unsigned long long)st->st_nlink);
+		return -EMLINK;
+	}
 	if (st->st_mode & S_IWOTH) {
 		say(why, cap, "%s", "it is writable by every user (chmod o-w it: 0660 for a Unix group, 0600 for one user)");
 		return -EACCES;
 	}
-	if ((st->st_size != 0 || !empty_ok) && (size_t)st->st_size != FILE_SIZE) {
+	if ((st->st_size != 0 || !writer) && (size_t)st->st_size != FILE_SIZE) {
 		if (cap)
 			snprintf(why, cap, "not a gpupool group file: %lld bytes, expected %zu%s", (long long)st->st_size,
-				 FILE_SIZE, empty_ok ? " (or an empty file)" : "");
+				 FILE_SIZE, writer ? " (or an empty file)" : "");
 		return -EPROTO;
 	}
 	return 0;
@@ -294,9 +307,31 @@ static int check_name(const struct stat *dir, const struct stat *st, bool writer
 	return writer ? check_owner(dir, st, why, cap) : 0;
 }
 
+static void (*open_hook)(const char *path); /* tests only: gp_group_set_open_hook */
+
+void gp_group_set_open_hook(void (*hook)(const char *path)) { open_hook = hook; }
+
+/* After a writer's checks of the descriptor: the name `base` in `dfd` names the file opened,
+ * and that file has one link, both in one look. The descriptor's own count is not enough:
+ * another user may link someone else's file at the name just before the open (which, with
+ * O_CREAT, opens what is there) and remove that link before the descriptor is looked at,
+ * leaving the file opened with one link, its own name elsewhere. A name that names the file
+ * opened, of one link, is that file's only name. -ESTALE, or 0. */
+static int check_same(int dfd, const char *base, const struct stat *st, char *why, size_t cap)
+{
+	struct stat now;
+	if (fstatat(dfd, base, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_dev == st->st_dev && now.st_ino == st->st_ino &&
+	    now.st_nlink == 1)
+		return 0;
+	say(why, cap, "%s", "its name was removed, replaced or linked elsewhere while it was being opened, so it is not "
+			    "joined (look at who else writes that directory)");
+	return -ESTALE;
+}
+
 /* Opens `path` without following a symbolic link or blocking on a fifo, and checks it; a
  * writer (a member) checks its owner too, before the open (so that the line says why where
- * the kernel's fs.protected_regular would refuse the open) and on the descriptor. */
+ * the kernel's fs.protected_regular would refuse the open) and on the descriptor, and that
+ * the name names the file it opened, of one link (check_same). */
 static int open_checked(const char *path, bool writer, char *why, size_t cap, struct stat *st)
 {
 	struct stat dir;
@@ -311,10 +346,14 @@ static int open_checked(const char *path, bool writer, char *why, size_t cap, st
 		say(why, cap, "%s", rc == -ELOOP ? "it is a symbolic link (not followed)" : strerror(-rc));
 	}
 	if (fd >= 0) {
+		if (writer && open_hook)
+			open_hook(path);
 		rc = fstat(fd, st) != 0 ? -errno : check_stat(st, writer, why, cap);
 		if (!rc && writer)
 			rc = check_owner(&dir, st, why, cap);
-		if (rc && rc != -EINVAL && rc != -EACCES && rc != -EPROTO)
+		if (!rc && writer)
+			rc = check_same(dfd, base, st, why, cap);
+		if (rc && rc != -EINVAL && rc != -EACCES && rc != -EPROTO && rc != -EMLINK && rc != -ESTALE)
 			say(why, cap, "%s", strerror(-rc));
 	}
 	close(dfd);

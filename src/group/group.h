@@ -76,20 +76,25 @@ struct gp_group {
 };
 
 /* Joins the group of the file at `path`: opens it (created 0600 when missing; never through
- * a symbolic link; a regular file only, not writable by every user, and in a sticky
- * directory others may write only this user's or the directory owner's), lays out an empty
- * one, checks the layout of any other (its size, magic, version and shape), maps it, takes a
- * member slot and returns the share of every dead member it finds. 0, or a negative errno
- * with one line in why (cap bytes) saying what is wrong with the file: -ELOOP a symbolic
- * link, -EINVAL not a regular file, -EACCES writable by every user, another user's in a
- * sticky directory (or open's own), -EPROTO not a group file of this layout, -ENOSPC every
- * member slot held by a live process, else open's, posix_fallocate's or mmap's. On failure g
- * is not a member. */
+ * a symbolic link; a regular file only, of one name (no other hard link), not writable by
+ * every user, and in a sticky directory others may write only this user's or the directory
+ * owner's), lays out an empty one, checks the layout of any other (its size, magic, version
+ * and shape), maps it, takes a member slot and returns the share of every dead member it
+ * finds. 0, or a negative errno with one line in why (cap bytes) saying what is wrong with
+ * the file: -ELOOP a symbolic link, -EINVAL not a regular file, -EMLINK other hard links,
+ * -ESTALE its name changed while it was opened, -EACCES writable by every user, another
+ * user's in a sticky directory (or open's own), -EPROTO not a group file of this layout,
+ * -ENOSPC every member slot held by a live process, else open's, posix_fallocate's or mmap's.
+ * On failure g is not a member. */
 int gp_group_join(struct gp_group *g, const char *path, char *why, size_t cap);
 
 /* Tests only: `hook` (NULL: none) is called by gp_group_join between finding the file's magic
  * 0 and laying the file out, so that a test can make another joiner win that race there. */
 void gp_group_set_join_hook(void (*hook)(const char *path));
+
+/* Tests only: `hook` (NULL: none) is called by gp_group_join right after it opened the file,
+ * before it checks what it opened, so that a test can change the name meanwhile. */
+void gp_group_set_open_hook(void (*hook)(const char *path));
 
 /* The slot of the device with this UUID (16 bytes), made on first use. `budget` (bytes; 0:
  * none) becomes the device's budget when it has none yet; the file's wins over it otherwise.
@@ -121,9 +126,9 @@ int gp_group_recover(struct gp_group *g);
 /* Gives back everything this process holds, frees its slot and unmaps the file. */
 void gp_group_leave(struct gp_group *g);
 
-/* At exit, while other threads may still take and give: returns everything this process
- * holds and frees its slot, but keeps the mapping; its later takes fail with -EIDRM (and
- * change nothing), its later gives give nothing. */
+/* As the process ends, while other threads may still take and give: returns everything
+ * this process holds and frees its slot, but keeps the mapping; its later takes fail with
+ * -EIDRM (and change nothing), its later gives give nothing. */
 void gp_group_retire(struct gp_group *g);
 
 /* In a child after fork: forgets the parent's membership without touching the file. */

@@ -289,17 +289,23 @@ void gp_registry_oom_log(int dev, const char *msg)
 
 void gp_registry_limit_refused_log(int dev, const char *what, size_t size, const char *returning)
 {
-	char msg[256];
+	char msg[512], group[320]; /* a log line is at most 512 bytes (log.c) */
+	uint64_t limit = gp_budget_limit(dev), held = gp_budget_held(dev, GP_BUDGET_KINDS);
 	if (!gp_budget_refused_last()) /* the gate's refusal: the calling thread's last take */
 		snprintf(msg, sizeof msg, "device %d: %s of %zu bytes refused: an earlier waiter on the GPU needs the memory "
 					  "and the wait behind it ended without it (held: %llu bytes, pooled and not); "
 					  "returning %s",
-			 dev, what, size, (unsigned long long)gp_budget_held(dev, GP_BUDGET_KINDS), returning);
+			 dev, what, size, (unsigned long long)held, returning);
+	/* the budget asks the group after the process's own limit (budget.c): a refusal the
+	 * limit (0: none) does not explain is the group's, named with its figures */
+	else if ((!limit || (held <= limit && size <= limit - held)) && gp_group_budget_describe(dev, group, sizeof group))
+		snprintf(msg, sizeof msg, "device %d: %s of %zu bytes refused by its group's budget (%s); returning %s", dev,
+			 what, size, group, returning);
 	else
-		snprintf(msg, sizeof msg, "device %d: %s of %zu bytes refused: the limit (%llu bytes) would be passed "
-					  "(held: %llu bytes, pooled and not); returning %s",
-			 dev, what, size, (unsigned long long)gp_budget_limit(dev),
-			 (unsigned long long)gp_budget_held(dev, GP_BUDGET_KINDS), returning);
+		snprintf(msg, sizeof msg,
+			 "device %d: %s of %zu bytes refused: the limit (%llu bytes) would be passed (held: %llu "
+			 "bytes, pooled and not); returning %s",
+			 dev, what, size, (unsigned long long)limit, (unsigned long long)held, returning);
 	gp_registry_oom_log(dev, msg);
 }
 

@@ -150,7 +150,8 @@ void gp_registry_oom_message(char *buf, size_t cap, int dev, size_t size);
 void gp_registry_oom_log(int dev, const char *msg);
 /* gp_registry_oom_log of the limit refusing `size` bytes of memory held outside the pools
  * (`what`: "cuMemCreate", "managed memory", ...) on `dev`, with the limit and what is held,
- * and the error the call returns (`returning`: "cudaErrorMemoryAllocation"); or, where the
+ * or of the group's budget with the group's figures where the limit does not explain it, and
+ * the error the call returns (`returning`: "cudaErrorMemoryAllocation"); or, where the
  * calling thread's last take was refused by the wait queue's gate (gp_budget_refused_last),
  * that an earlier waiter on the GPU needs the memory. */
 void gp_registry_limit_refused_log(int dev, const char *what, size_t size, const char *returning);

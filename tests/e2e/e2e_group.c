@@ -15,6 +15,8 @@
  *   e2e_group full DIR     the 257th member: every slot held by a live process, a process
  *                          naming the group cannot join it, and every allocation it makes is
  *                          refused (not run without the group's cap).
+ *   e2e_group line DIR     a refusal under the group alone (no limit of the process's own)
+ *                          names the group's budget, not a limit of 0 bytes.
  *   e2e_group sched MIB    the process's limit is MIB MiB: CUDA_DEVICE_MEMORY_LIMIT_0 (a
  *                          scheduler's), or gpupool's own limit, which wins over it.
  * This process never calls CUDA in `run`: it reads the file with the group layer's reader and
@@ -310,6 +312,36 @@ static int refused_member(void)
 	return 0;
 }
 
+/* Holds 48 MiB of the group's 64, then asks for 32 MiB of managed memory (counted, never
+ * pooled): refused, and the line says the group's budget refused it, with its figures. */
+static int line_member(void)
+{
+	void *a = NULL, *b = NULL;
+	CK(cudaMalloc(&a, 48 * MB));
+	struct e2e_stderr c = e2e_stderr_begin();
+	cudaError_t e = cudaMallocManaged(&b, 32 * MB, cudaMemAttachGlobal);
+	char log[2048], want[1024];
+	e2e_stderr_end(c, log, sizeof log);
+	fputs(log, stderr);
+	CHECK(e == cudaErrorMemoryAllocation);
+	snprintf(want, sizeof want,
+		 "device 0: cudaMallocManaged of 33554432 bytes refused by its group's budget (group %s: budget 64.0 MiB, "
+		 "the group holds 48.0 MiB, this process 48.0 MiB); returning cudaErrorMemoryAllocation",
+		 path);
+	CHECK(strstr(log, want) != NULL);
+	CHECK(strstr(log, "limit (0 bytes)") == NULL);
+	CK(cudaFree(a));
+	return 0;
+}
+
+static int line(const char *self, const char *ondriver)
+{
+	unlink(path);
+	fit_member(self, ondriver, "64M", "line1");
+	unlink(path);
+	return 0;
+}
+
 /* The 257th member: this process holds every member slot (its own id in each: a live process
  * that maps the file), so a process that names the group cannot join it, and takes nothing
  * rather than run without the group's cap. */
@@ -363,7 +395,7 @@ int main(int argc, char **argv)
 	 * call (the fake one loads it at its first allocation): it names the device by UUID */
 	if (strcmp(argv[1], "hammer") == 0 || strcmp(argv[1], "hold") == 0 || strcmp(argv[1], "fill") == 0 ||
 	    strcmp(argv[1], "exec1") == 0 || strcmp(argv[1], "twelve") == 0 || strcmp(argv[1], "two") == 0 ||
-	    strcmp(argv[1], "refused") == 0)
+	    strcmp(argv[1], "refused") == 0 || strcmp(argv[1], "line1") == 0)
 		CHECK(dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL) != NULL);
 	if (strcmp(argv[1], "twelve") == 0)
 		return twelve();
@@ -371,6 +403,8 @@ int main(int argc, char **argv)
 		return two();
 	if (strcmp(argv[1], "refused") == 0)
 		return refused_member();
+	if (strcmp(argv[1], "line1") == 0)
+		return line_member();
 	if (strcmp(argv[1], "hammer") == 0 && argc == 3)
 		return hammer((unsigned)atoi(argv[2]));
 	if (strcmp(argv[1], "fill") == 0 && argc == 3)
@@ -392,8 +426,10 @@ int main(int argc, char **argv)
 		return full("/proc/self/exe", argv[2]);
 	if (strcmp(argv[1], "fit") == 0 && argc == 3)
 		return fit("/proc/self/exe", argv[2]);
+	if (strcmp(argv[1], "line") == 0 && argc == 3)
+		return line("/proc/self/exe", argv[2]);
 	if (strcmp(argv[1], "sched") == 0 && argc == 3)
 		return sched((size_t)atoi(argv[2]));
-	fprintf(stderr, "usage: e2e_group run|percent ONDRIVER_DIR | sched MIB\n");
+	fprintf(stderr, "usage: e2e_group run|exec|percent|fit|full|line ONDRIVER_DIR | sched MIB\n");
 	return 2;
 }

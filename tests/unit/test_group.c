@@ -1,6 +1,7 @@
 /* Tests of the group file (group.h) in a private directory: layout and refusals (junk, another
  * layout, a symbolic link, a fifo, a file every user may write, another user's file in a
- * sticky directory), device slots and budgets, take and give at the budget from many threads
+ * sticky directory, a file with another hard link, one linked at the name only while it was
+ * opened), device slots and budgets, take and give at the budget from many threads
  * and from several processes while a sampler checks that the group never holds more than its
  * budget, the share of a member killed with -9 returned (and of a slot whose pid now names
  * another process), and the reader. */
@@ -274,6 +275,75 @@ static void test_planted_file(void **state)
 	assert_int_equal(chown(at("theirs"), 65534, 65534), 0);
 	assert_int_equal(gp_group_join(&g, at("theirs"), why, sizeof why), 0);
 	gp_group_leave(&g);
+}
+
+/* A file with another hard link is not joined, under either name, and is left as it was:
+ * joining would grow and lay out the file its other name names (a configuration file of
+ * root's, linked into a sticky directory where fs.protected_hardlinks is 0). Linked here by
+ * its owner, which the kernel allows whatever the sysctl says. With one name left it is
+ * joined as any empty file. */
+static void test_hard_link(void **state)
+{
+	(void)state;
+	struct gp_group g;
+	struct stat st;
+	write_file(at("victim.conf"), "", 0, 0600);
+	assert_int_equal(link(at("victim.conf"), at("linked")), 0);
+	assert_int_equal(gp_group_join(&g, at("linked"), why, sizeof why), -EMLINK);
+	assert_non_null(strstr(why, "it has 2 hard links"));
+	assert_null(strchr(why, '\n'));
+	assert_null(g.f);
+	assert_int_equal(gp_group_join(&g, at("victim.conf"), why, sizeof why), -EMLINK);
+	assert_int_equal(stat(at("victim.conf"), &st), 0);
+	assert_int_equal(st.st_size, 0);
+	assert_int_equal(st.st_nlink, 2);
+	assert_int_equal(unlink(at("linked")), 0);
+	assert_int_equal(gp_group_join(&g, at("victim.conf"), why, sizeof why), 0);
+	gp_group_leave(&g);
+}
+
+/* The race a count of links alone loses, made to happen every time (the open hook): the
+ * name is a second link of another file when it is opened, and that link is removed before
+ * the descriptor is looked at, which then has one link, its own name elsewhere. Not joined,
+ * and the file is left as it was; and so for a name replaced by another file meanwhile. */
+static void unlink_after_open(const char *path)
+{
+	gp_group_set_open_hook(NULL); /* once */
+	assert_int_equal(unlink(path), 0);
+}
+
+static void replace_after_open(const char *path)
+{
+	gp_group_set_open_hook(NULL);
+	assert_int_equal(unlink(path), 0);
+	write_file(path, "", 0, 0600);
+}
+
+static void test_link_race(void **state)
+{
+	(void)state;
+	struct gp_group g;
+	struct stat st;
+	write_file(at("victim2.conf"), "", 0, 0600);
+	assert_int_equal(link(at("victim2.conf"), at("raced")), 0);
+	gp_group_set_open_hook(unlink_after_open);
+	int rc = gp_group_join(&g, at("raced"), why, sizeof why);
+	gp_group_set_open_hook(NULL);
+	assert_int_equal(rc, -ESTALE);
+	assert_non_null(strstr(why, "while it was being opened"));
+	assert_null(g.f);
+	assert_int_equal(stat(at("victim2.conf"), &st), 0);
+	assert_int_equal(st.st_size, 0);
+
+	assert_int_equal(link(at("victim2.conf"), at("replaced")), 0);
+	gp_group_set_open_hook(replace_after_open);
+	rc = gp_group_join(&g, at("replaced"), why, sizeof why);
+	gp_group_set_open_hook(NULL);
+	assert_int_equal(rc, -ESTALE);
+	assert_int_equal(stat(at("victim2.conf"), &st), 0);
+	assert_int_equal(st.st_size, 0);
+	assert_int_equal(stat(at("replaced"), &st), 0);
+	assert_int_equal(st.st_size, 0);
 }
 
 /* Device slots by UUID: the same UUID the same slot, the first budget wins, a full table. */
@@ -732,6 +802,8 @@ int main(void)
 		cmocka_unit_test(test_refused_files),
 		cmocka_unit_test(test_refused_kinds),
 		cmocka_unit_test(test_planted_file),
+		cmocka_unit_test(test_hard_link),
+		cmocka_unit_test(test_link_race),
 		cmocka_unit_test(test_devices),
 		cmocka_unit_test(test_take_give),
 		cmocka_unit_test(test_slot_lost),
