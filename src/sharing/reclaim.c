@@ -241,10 +241,9 @@ size_t gp_reclaim_give(int dev, size_t short_bytes, int pid, unsigned uid, uint6
 		}
 	}
 	(void)device_free(p, &freed);
-	/* a framework's memory outside the pool (PyTorch's expandable segments) goes to the
-	 * driver directly: what the GPU gained counts too */
-	if (freed > free0 && freed - free0 > given)
-		given = freed - free0;
+	/* only what the pool gave counts here: a framework's memory outside the pool (PyTorch's
+	 * expandable segments) goes to the driver on the framework's thread, which counts it
+	 * (framework_done); the GPU's gain meanwhile is also that thread's, or others' */
 	if (given) {
 		COUNT(dev, reclaims_served, 1);
 		COUNT(dev, reclaim_given_bytes, given);

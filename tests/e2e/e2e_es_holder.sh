@@ -86,8 +86,11 @@ start_a GPUPOOL_REPORT="$dir/a.json" -- 768 256 && {
 	[ $brc = 0 ] || abad "in use: B failed ($brc)"
 	stop_a
 	grep -q "emptied=1 reserved=$((256 << 20)) allocated=$((256 << 20))" "$a_out" || abad "in use: A's pages in use"
-	[ "$(json "$dir/a.json" "d['reclaim_given_bytes'] == 512 << 20 and d['unpooled_vmm_bytes'] == 256 << 20")" = True ] ||
-		abad "in use: A gave more than its idle pages"
+	# its idle pages, and whatever its own pool held idle (a second ask may come before the
+	# framework's thread has emptied the cache: a whole free segment goes with it), never a
+	# page in use
+	[ "$(json "$dir/a.json" "512 << 20 <= d['reclaim_given_bytes'] <= (512 << 20) + d['reserved_bytes_peak'] and d['unpooled_vmm_bytes'] == 256 << 20")" = True ] ||
+		abad "in use: A gave more than its idle memory ($(json "$dir/a.json" "d['reclaim_given_bytes'], d['reserved_bytes_peak'], d['unpooled_vmm_bytes'], d['reclaims_served']"))"
 }
 
 # cap: limit:512M, A takes 64 MiB tensors until PyTorch's own error
