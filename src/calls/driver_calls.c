@@ -185,6 +185,10 @@ static const struct gp_route_ask drv_ask = {drv_capturing, drv_device, drv_pool}
  * begun changes nothing: the caps hold until the process ends. */
 static inline bool counting(const struct gp_registry *r) { return !r->drv_off; }
 
+/* The layer is off, and a cap is set that it cannot apply (init.c): every allocation of
+ * memory gpupool would count is refused, as a bad cap's is. */
+static inline bool off_refused(const struct gp_registry *r) { return __builtin_expect(r->drv_off && r->refuse, 0); }
+
 static __attribute__((noinline, cold)) CUresult refused(const char *what, int dev, size_t size)
 {
 	if (gp_registry_get_driver()->refuse) /* strict mode, or a cap that cannot be applied: said at the start */
@@ -297,6 +301,8 @@ CUresult gp_calls_driver_mem_create(CUmemGenericAllocationHandle *handle, size_t
 	if (gp_backend_guard_inside())
 		return D->cuMemCreate(handle, size, prop, flags);
 	const struct gp_registry *r = gp_registry_get_driver();
+	if (off_refused(r))
+		return refused("cuMemCreate", 0, size);
 	/* device memory only: a host or host-NUMA location is not the GPU's */
 	int dev = counting(r) && handle && size && prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
 			  prop->location.id >= 0 && prop->location.id < r->ndev
@@ -446,6 +452,8 @@ CUresult gp_calls_driver_mem_alloc_managed(CUdeviceptr *dptr, size_t size, unsig
 		return absent(D);
 	const struct gp_registry *r = gp_registry_get_driver();
 	bool primary;
+	if (off_refused(r))
+		return refused("cuMemAllocManaged", 0, size);
 	int dev = gp_backend_guard_inside() || !counting(r) || !dptr || !size ? -1 : current_device(D, r, &primary);
 	if (dev < 0)
 		return D->cuMemAllocManaged(dptr, size, flags);
@@ -479,6 +487,8 @@ CUresult gp_calls_driver_mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_
 	const struct gp_registry *r = gp_registry_get_driver();
 	size_t guess;
 	bool primary;
+	if (off_refused(r))
+		return refused("cuMemAllocPitch", 0, width);
 	int dev = gp_backend_guard_inside() || !counting(r) || !dptr || !pitch || !width || !height ||
 				  width > SIZE_MAX - 511 || __builtin_mul_overflow((width + 511) / 512 * 512, height, &guess)
 			  ? -1
@@ -553,6 +563,8 @@ CUresult gp_calls_driver_mem_alloc_from_pool(CUdeviceptr *dptr, size_t size, CUm
 	if (!fn)
 		return absent(D);
 	const struct gp_registry *r = gp_registry_get_driver();
+	if (off_refused(r))
+		return refused("cuMemAllocFromPoolAsync", 0, size);
 	if (gp_backend_guard_inside() || !counting(r) || !dptr || !size || !pool)
 		return fn(dptr, size, pool, s); /* the driver's own answer */
 	/* a pool made through gpupool knows its device; another (a device's default pool, one
@@ -599,7 +611,7 @@ CUresult gp_calls_driver_mem_alloc(CUdeviceptr *dptr, size_t size, CUstream s, e
 		return late_alloc(D, r, dptr, size, s, call);
 	bool off = r->drv_off;
 	const struct gp_route_facts f = {
-		.off = off,
+		.off = off && !r->refuse, /* off with a cap set that it cannot apply: refused */
 		.has_entry = off || call == GP_DRV_SYNC ||
 			     (call == GP_DRV_ASYNC ? D->cuMemAllocAsync : D->cuMemAllocAsync_ptsz),
 		.refuse = r->refuse,

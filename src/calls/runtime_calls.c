@@ -194,6 +194,10 @@ static const struct gp_route_ask rt_ask = {rt_capturing, rt_device, rt_pool};
  * points is not counted twice), the reclaim step where the device itself is full, and the
  * record its free finds. */
 
+/* The layer is off, and a cap is set that it cannot apply (init.c): every allocation of
+ * memory gpupool would count is refused, as a bad cap's is. */
+static inline bool off_refused(const struct gp_registry *r) { return __builtin_expect(r->off && r->refuse, 0); }
+
 static __attribute__((noinline, cold)) cudaError_t refused(const struct gp_registry *r, const char *what, int dev,
 							 size_t size)
 {
@@ -345,6 +349,8 @@ cudaError_t gp_calls_malloc_managed(void **ptr, size_t size, unsigned flags)
 	cudaError_t (*fn)(void **, size_t, unsigned) = RT_FN(r, MallocManaged);
 	if (!fn)
 		return absent(r);
+	if (off_refused(r))
+		return refused(r, "cudaMallocManaged", 0, size);
 	int dev = !ptr || !size ? -1 : counted_device(r);
 	if (dev < 0)
 		return fn(ptr, size, flags);
@@ -389,6 +395,8 @@ cudaError_t gp_calls_malloc_pitch(void **ptr, size_t *pitch, size_t width, size_
 	if (!fn)
 		return absent(r);
 	size_t guess = 0;
+	if (off_refused(r))
+		return refused(r, "cudaMallocPitch", 0, width);
 	int dev = !ptr || !pitch || !pitch_guess(width, height, &guess) ? -1 : counted_device(r);
 	if (dev < 0)
 		return fn(ptr, pitch, width, height); /* the runtime's own answer */
@@ -427,6 +435,8 @@ cudaError_t gp_calls_malloc_3d(struct cudaPitchedPtr *out, struct cudaExtent ext
 	if (!fn)
 		return absent(r);
 	size_t rows, guess = 0;
+	if (off_refused(r))
+		return refused(r, "cudaMalloc3D", 0, extent.width);
 	int dev = !out || __builtin_mul_overflow(extent.height, extent.depth, &rows) ||
 				  !pitch_guess(extent.width, rows, &guess)
 			  ? -1
@@ -447,6 +457,8 @@ cudaError_t gp_calls_malloc_from_pool(void **ptr, size_t size, cudaMemPool_t poo
 		r->rt ? variant(r->rt, call)->MallocFromPoolAsync : NULL;
 	if (!fn)
 		return absent(r);
+	if (off_refused(r))
+		return refused(r, "cudaMallocFromPoolAsync", 0, size);
 	if (r->off || gp_backend_guard_inside() || !ptr || !size || !pool)
 		return fn(ptr, size, pool, s); /* the runtime's own answer */
 	/* a pool made through gpupool knows its device; another (a device's default pool, one
@@ -545,7 +557,7 @@ cudaError_t gp_calls_malloc(void **ptr, size_t size, cudaStream_t s, enum gp_cal
 		return late_malloc(r, ptr, size, s, call);
 	bool off = r->off;
 	const struct gp_route_facts f = {
-		.off = off,
+		.off = off && !r->refuse, /* off with a cap set that it cannot apply: refused */
 		.has_entry = off || call == GP_CALL_SYNC || variant(r->rt, call)->MallocAsync,
 		.refuse = r->refuse,
 		.args_ok = ptr && size,

@@ -67,7 +67,7 @@ static void init_once(void)
 	gp_group_budget_install(&R.cfg, group_facts);
 	/* strict mode with a bad value, or a cap that cannot be applied as asked: refused, every
 	 * path (the pools' by the routing decision, the unpooled ones by the budget) */
-	R.refuse = rc != 0 || R.cfg.cap_refused;
+	R.refuse = !R.cfg.disable && (rc != 0 || R.cfg.cap_refused);
 	if (R.refuse)
 		gp_budget_close(-1);
 	R.captures = gp_capture_counter();
@@ -94,16 +94,22 @@ static bool capped(const struct gp_config *c)
 	return any;
 }
 
-static void say_off(const char *api, const char *lacks, const char *what)
+/* CUDA lacks `lacks`: gpupool is off for that API. Where no other layer applies the caps
+ * set (caps_lost), every allocation is refused rather than run without them. */
+static void say_off(const char *api, const char *lacks, const char *what, bool caps_lost)
 {
-	if (capped(&R.cfg))
-		gp_log(GP_LOG_ERROR, "the CUDA %s lacks %s, which the pool needs; gpupool is off: every %s goes to it "
-				     "unchanged, and the caps set (limit, group) are NOT applied",
+	if (caps_lost && capped(&R.cfg)) {
+		R.refuse = true; /* a cap that cannot be applied as asked is not dropped */
+		gp_budget_close(-1);
+		gp_log(GP_LOG_ERROR, "the CUDA %s lacks %s, which the pool needs, so the caps set (limit, group) cannot "
+				     "be applied: every allocation fails (cudaErrorInvalidValue, CUDA_ERROR_INVALID_VALUE); "
+				     "every other %s goes to it unchanged",
 		       api, lacks, what);
-	else
+	} else {
 		gp_log(GP_LOG_WARN, "the CUDA %s lacks %s, which the pool needs; gpupool is off: every %s goes to it "
 				    "unchanged",
 		       api, lacks, what);
+	}
 }
 
 /* The runtime is found: R gets it and what depends on it. Once, under runtime_lock. */
@@ -121,7 +127,7 @@ static void use_runtime(const struct gp_runtime *rt)
 	const char *lacks = gp_runtime_lacks(rt);
 	R.off = R.cfg.disable || lacks || (over_driver && R.drv_off);
 	if (lacks && !R.cfg.disable)
-		say_off("runtime", lacks, "call");
+		say_off("runtime", lacks, "call", !over_driver || R.drv_off);
 	if (!over_driver)
 		R.drv_off = R.off;
 	if (!R.off)
@@ -149,7 +155,7 @@ static void use_driver(const struct gp_driver *d)
 	const char *lacks = gp_libcuda_lacks(d);
 	R.drv_off = R.cfg.disable || lacks;
 	if (lacks && !R.cfg.disable)
-		say_off("driver", lacks, "driver call");
+		say_off("driver", lacks, "driver call", true);
 	if (R.drv_off)
 		return;
 	gp_driver_backend_init(&backend, d);

@@ -29,7 +29,10 @@ struct gp_registry {
 	bool off;                    /* no pool: disabled, no runtime, or the runtime lacks an entry
 				      * point the pool needs (gp_runtime_lacks); every call goes to
 				      * the runtime's own entry point */
-	bool refuse;                 /* strict mode with a bad knob: allocations fail */
+	bool refuse;                 /* strict mode with a bad knob, or a cap that cannot be applied
+				      * as asked (a bad value; a layer off, CUDA lacking what the
+				      * pool needs): every allocation fails, off or not; never with
+				      * GPUPOOL_DISABLE */
 	int ndev;
 	const atomic_int *captures;  /* stream captures in progress (capture.h) */
 	atomic_bool exiting;         /* exit has begun: the runtime is being torn down */

@@ -4,7 +4,8 @@
  *           are still pooled; the missing calls answer cudaErrorNotSupported; every other
  *           hooked call reaches the runtime as usual;
  *  nosync   no cudaDeviceSynchronize (the pool's fences): gpupool is off, and every hooked
- *           call reaches the runtime unchanged; no page. */
+ *           call reaches the runtime unchanged; no page;
+ *  nosync-capped  the same under a limit: every allocation refused (nosync_capped). */
 #include <cuda_runtime_api.h>
 
 #include "e2e_util.h"
@@ -83,6 +84,33 @@ static void nosync(void)
 	CHECK(e2e_count_pages() == 0);
 }
 
+/* nosync under a limit (nosync-capped): off, and the cap it cannot apply is not dropped:
+ * every allocation is refused (cudaErrorInvalidValue) without reaching the runtime; every
+ * other hooked call reaches it unchanged. */
+static void nosync_capped(void)
+{
+	CHECK(!runtime_has("cudaDeviceSynchronize"));
+	REACHES("cudaFree", cudaFree(NULL));
+	unsigned long m = gpfake_calls("cudaMalloc"), a = gpfake_calls("cudaMallocAsync");
+	void *p = NULL;
+	size_t pitch = 0;
+	CKE(cudaMalloc(&p, 4096), cudaErrorInvalidValue);
+	CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+	CKE(cudaMallocManaged(&p, 4096, cudaMemAttachGlobal), cudaErrorInvalidValue);
+	CKE(cudaMallocPitch(&p, &pitch, 512, 8), cudaErrorInvalidValue);
+	cudaStream_t s;
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CKE(cudaMallocAsync(&p, 4096, s), cudaErrorInvalidValue);
+	/* nothing reached the runtime but the one failing call of each refusal that leaves its
+	 * error as the last one (last_error.c: cudaMalloc(NULL, 0)); no memory was taken */
+	CHECK(gpfake_calls("cudaMalloc") == m + 4 && gpfake_calls("cudaMallocAsync") == a);
+	size_t fr = 0, tot = 0;
+	REACHES("cudaMemGetInfo", cudaMemGetInfo(&fr, &tot));
+	CHECK(fr == tot);
+	REACHES("cudaStreamDestroy", cudaStreamDestroy(s));
+	(void)cudaGetLastError();
+}
+
 int main(int argc, char **argv)
 {
 	e2e_shm_dir();
@@ -91,6 +119,8 @@ int main(int argc, char **argv)
 		noasync();
 	else if (!strcmp(mode, "nosync"))
 		nosync();
+	else if (!strcmp(mode, "nosync-capped"))
+		nosync_capped();
 	else
 		CHECK(!"mode: noasync or nosync");
 	printf("%s: ok\n", mode);

@@ -16,12 +16,18 @@ variant noasync || bad "noasync: exit status $?"
 variant nosync || bad "nosync: exit status $?"
 [ "$(wc -l <"$err")" -eq 1 ] || bad "nosync: expected one line on stderr"
 grep -q "the CUDA runtime lacks cudaDeviceSynchronize.*gpupool is off" "$err" || bad "nosync: the line does not say why"
-grep -q "NOT applied" "$err" && bad "nosync: a cap named though none is set"
+grep -q "cannot be applied" "$err" && bad "nosync: a cap named though none is set"
 
-# the same under a limit: the line is an error that says the cap is not applied
-GPUPOOL_CONF=limit:64M variant nosync || bad "nosync under a limit: exit status $?"
-grep -q "error: the CUDA runtime lacks cudaDeviceSynchronize.*the caps set (limit, group) are NOT applied" "$err" ||
-	bad "nosync under a limit: the line does not say the cap is not applied: $(cat "$err")"
+# the same under a limit: a cap that cannot be applied is not dropped: every allocation is
+# refused, after one error line that says why
+LD_LIBRARY_PATH=$fake/nosync GPUPOOL_REPORT=none FAKECUDA_DEVICES=1 GPUPOOL_CONF=limit:64M run "$prog" nosync-capped ||
+	bad "nosync under a limit: exit status $?"
+[ "$(wc -l <"$err")" -eq 1 ] || bad "nosync under a limit: expected one line on stderr"
+grep -q "error: the CUDA runtime lacks cudaDeviceSynchronize.*the caps set (limit, group) cannot be applied: every allocation fails" "$err" ||
+	bad "nosync under a limit: the line does not say the cap is not applied"
+# and with GPUPOOL_DISABLE, on purpose: no cap, nothing refused
+LD_LIBRARY_PATH=$fake/nosync GPUPOOL_REPORT=none FAKECUDA_DEVICES=1 GPUPOOL_CONF=limit:64M GPUPOOL_DISABLE=1 run "$prog" nosync ||
+	bad "nosync disabled under a limit: exit status $?"
 
 [ -z "$(ls -A "$dir")" ] || bad "pages left behind: $(ls -A "$dir")"
 exit $fail
