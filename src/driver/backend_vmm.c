@@ -190,8 +190,12 @@ static int vm_unmap(void *ctx, int device, uintptr_t addr, size_t size, bool syn
 	if (vm_granularity(NULL, device, &g) != 0)
 		return -EIO;
 	/* the memory may be in a graph being captured, or in work a synchronize would have to
-	 * wait for inside a capture: not now, as for segment frees */
-	if (!gp_capture_gate_enter())
+	 * wait for inside a capture: not now, as for segment frees. Only a synchronize needs the
+	 * gate itself (no capture may begin during it); an unmap alone needs no capture in
+	 * progress, and one that begins meanwhile cannot use this memory (free in the pool, which
+	 * serves nothing inside a capture), so it does not wait for the gate, which a device
+	 * synchronize of another device may hold for as long as that device's work runs */
+	if (sync ? !gp_capture_gate_enter() : gp_capture_count() > 0)
 		return -EBUSY;
 	const struct gp_driver *d = vm_enter(device, &m);
 	int rc = -EIO;
@@ -207,7 +211,8 @@ static int vm_unmap(void *ctx, int device, uintptr_t addr, size_t size, bool syn
 		}
 		vm_leave(d, m);
 	}
-	gp_capture_gate_leave();
+	if (sync)
+		gp_capture_gate_leave();
 	*unmapped = n;
 	return rc;
 }

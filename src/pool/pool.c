@@ -864,6 +864,29 @@ void gp_pool_abandon(gp_pool *p, struct gpupool_device_stats *sink)
 	entry_close(p, ENTRY_LOCK);
 }
 
+size_t gp_pool_drop_vmm(gp_pool *p)
+{
+	(void)entry_open(p, ENTRY_LOCK);
+	/* as after a broken invariant: every entry point answers without its lists (a free, a
+	 * release, a fence do nothing; an allocation goes to the backend, which refuses a killed
+	 * pool), so no path reaches a dropped chunk again */
+	__atomic_store_n(&p->broken, 1, __ATOMIC_RELAXED);
+	gp_stats_begin(p->st);
+	size_t dropped = 0;
+	for (struct gp_segment *s = p->segs; s; s = s->next) {
+		if (!s->vmm || s->dropped)
+			continue;
+		gp_vmm_segment_destroy(p, s);
+		s->dropped = true;
+		dropped += s->mapped;
+		GP_GAUGE_SUB(p->st, reserved_bytes, s->mapped);
+		s->mapped = 0;
+	}
+	gp_stats_end(p->st);
+	entry_close(p, ENTRY_LOCK);
+	return dropped;
+}
+
 void gp_pool_destroy(gp_pool *p)
 {
 	if (!p)
@@ -875,9 +898,9 @@ void gp_pool_destroy(gp_pool *p)
 	while (p->segs) {
 		struct gp_segment *s = p->segs;
 		p->segs = s->next;
-		if (s->vmm)
+		if (s->vmm && !s->dropped)
 			gp_vmm_segment_destroy(p, s);
-		else
+		else if (!s->vmm)
 			(void)p->be->segment_free(p->be->ctx, p->device, s->addr, s->size);
 		GP_COUNT(p->st, segment_frees, 1);
 		GP_GAUGE_SUB(p->st, reserved_bytes, s->mapped);

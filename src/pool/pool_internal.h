@@ -43,6 +43,8 @@ struct gp_segment {
 	size_t size;               /* bytes tiled by blocks: the allocation, or the reservation */
 	size_t mapped;             /* bytes with memory behind them: size, less the holes */
 	bool vmm;                  /* a virtual-memory segment */
+	bool dropped;              /* vmm: its chunks and reservation given back while the pool
+				    * lives on, killed by a reset (gp_pool_drop_vmm) */
 	struct gp_block *tail;     /* vmm: the hole that ends the reservation, or NULL */
 	int small;                 /* made for a request of at most small_max bytes */
 	bool used;                 /* a block was handed out since the last decay pass */

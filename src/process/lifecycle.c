@@ -208,8 +208,8 @@ static uint64_t pb_now_ns(void *ctx)
 /* Virtual memory. Memory from cuMemCreate outlives a reset (its context's allocations die
  * with it, not this): a killed pool's chunks and reservations are still the process's, still
  * counted (GP_BUDGET_CHUNKS: gp_budget_pool_gone leaves them), and given back through the
- * budget, without the gate (the reset ended the work that used them), once the killed pool is
- * freed: soon after the reset (gp_registry_reclaim_parked). */
+ * budget, without the gate (the reset ended the work that used them), as the killed pool is
+ * retired (gp_pool_drop_vmm), before the reset returns. */
 static int pb_vmm_granularity(void *ctx, int device, size_t *bytes)
 {
 	struct pool_be *b = ctx; /* no device object: not gated */
@@ -515,6 +515,9 @@ void gp_registry_retire_killed(int dev)
 	while (b) {
 		struct pool_be *next = b->next;
 		gp_pool_abandon(b->pool, &b->sink);
+		/* its chunks go back now, whatever keeps the pool itself parked (a thread inside
+		 * it, the fence thread busy elsewhere, no membarrier) */
+		(void)gp_pool_drop_vmm(b->pool);
 		b->next = parked_head;
 		parked_head = b;
 		atomic_store(&parked_any, true);
@@ -578,9 +581,9 @@ void gp_registry_reset_end(int dev, bool done)
 	gp_registry_retire_killed(dev);
 	gp_registry_unlock();
 	/* Natively the reset returns with the device's memory free. The killed pool's
-	 * virtual-memory chunks outlive it and still count (GP_BUDGET_CHUNKS): they go back
-	 * before the reset returns, once the fence thread is out of the pool, or a thread still
-	 * inside it (some other thread's allocation) has left, for 1 s at most. */
+	 * virtual-memory chunks outlive it and still count (GP_BUDGET_CHUNKS): retiring it gave
+	 * them back (gp_pool_drop_vmm); this waits, 1 s at most, only for one a thread inside
+	 * the pool was mapping at that moment. */
 	for (int i = 0; i < 10000 && atomic_load(&parked_any) && gp_budget_held(dev, GP_BUDGET_CHUNKS); i++) {
 		usleep(100);
 		gp_registry_reclaim_parked();
