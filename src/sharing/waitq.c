@@ -36,6 +36,8 @@
 #define TELL_EVERY_NS (1000 * MS) /* a waiter tells again (processes started since, lost datagrams) */
 #define SLICE_NS (250 * MS)       /* a waiter's look round when nothing wakes it */
 #define HEARD_NS (100 * MS)       /* nobody on the GPU answered with memory held: nothing to wait for */
+#define BUSY_NS (1000 * MS)       /* ... unless a peer's queue was full when told: it may hold memory
+				   * and answer once it catches up (told again each slice), this long */
 #define QUICK_NS (200 * MS)       /* a quick wait: what others give at once */
 #define HEAD_TAKE_NS (1000 * MS)  /* a head that leaves what it waits for unused loses its place
 				   * (more than a waiter's look round and its telling again) */
@@ -266,8 +268,11 @@ static void tell(struct gp_wait *w)
 	struct gp_share_msg m = gp_share_msg_make(GP_SHARE_WAIT, w->ticket, w->uuid);
 	m.bytes = w->need;
 	m.held = w->deadline;
+	w->busy = 0;
 	for (int i = 0; i < n; i++) {
-		if (gp_share_send(w->fd, pids[i], &m) != 0)
+		int rc = gp_share_send(w->fd, pids[i], &m);
+		w->busy += rc == -EAGAIN;
+		if (rc != 0)
 			continue;
 		bool known = false; /* told is sorted: pids come in pid order */
 		for (int k = 0; k < w->ntold && !known; k++)
@@ -505,7 +510,7 @@ bool gp_waitq_next(struct gp_wait *w)
 			/* nobody on the GPU holds anything that could come back; unless the GPU has
 			 * what this waiter needs and only earlier waiters hold it back, which take it
 			 * or lose their place */
-			if (!anyone_holds(w, now) && now - w->t0 >= HEARD_NS &&
+			if (!anyone_holds(w, now) && now - w->t0 >= HEARD_NS && (!w->busy || now - w->t0 >= BUSY_NS) &&
 			    (device_free(w->dev, &free_b) != 0 || free_b < w->need || now - w->t0 >= BLOCKED_NS)) {
 				w->why = END_NOBODY;
 				return false;
@@ -519,7 +524,7 @@ bool gp_waitq_next(struct gp_wait *w)
 		}
 		/* about once a second: processes started since, lost datagrams, and the holders
 		 * ask this process's status again (SEEN_NS) */
-		if (now - w->last_told >= TELL_EVERY_NS)
+		if (now - w->last_told >= (w->busy ? SLICE_NS : TELL_EVERY_NS))
 			tell(w);
 		struct gp_share_msg m;
 		struct gp_share_peer from;

@@ -46,6 +46,7 @@ struct gp_wait {
 	int *told;            /* the processes told, for the DONE */
 	int ntold;
 	unsigned heard, waiting_holders, gifts;
+	unsigned busy;        /* peers whose queue was full at the last telling (told again) */
 	struct {
 		int pid;
 		uint64_t held;  /* what it holds on the GPU (its last answer) */

@@ -15,10 +15,12 @@
  * destroyed; cuMemCreate's memory survives it and stays counted and shown. "destroy-live":
  * cuMemPoolDestroy of a pool whose allocation is still live returns at once and the driver
  * keeps the memory (cuda.h): it stays counted, so a new pool cannot take the limit again,
- * until the last allocation from the destroyed pool is freed. */
+ * until the last allocation from the destroyed pool is freed, a device reset between
+ * (which such memory survives) included. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "e2e_drv.h"
@@ -240,6 +242,31 @@ static int destroy_live(void)
 	CU(d.StreamSynchronize(0));
 	struct gpupool_device_stats st = stats();
 	CHECK(st.unpooled_mempool_bytes == 0 && st.unpooled_bytes == 0 && st.unpooled_allocs == st.unpooled_frees);
+	/* a reset with an allocation still live, its pool destroyed before it or after: the
+	 * allocation survives the reset, as a memory pool's do (cuda_runtime_api.h), and stays
+	 * counted until it is freed */
+	for (int round = 0; round < 4; round++) {
+		bool destroy_first = round % 2 == 0;
+		CUdeviceptr q = 0, r = 0, x = 0;
+		CU(f.PoolCreate(&pool, &props));
+		CU(f.AllocFromPool(&q, 40 * MB, pool, 0));
+		CU(d.StreamSynchronize(0));
+		if (destroy_first)
+			CU(f.PoolDestroy(pool));
+		CU(d.PrimaryReset(0));
+		CU(d.CtxSetCurrent(d.primary[0]));
+		CHECK(used(0) == 40 * MB);
+		CU(d.MemAlloc(&r, 16 * MB)); /* 40 + 16 fit the cap (and make the device's new pool) */
+		CHECK(d.MemAlloc(&x, 16 * MB) == CUDA_ERROR_OUT_OF_MEMORY); /* 40 + 16 + 16 do not */
+		st = stats();
+		CHECK(st.unpooled_mempool_bytes == 40 * MB);
+		CU(d.MemFree(q)); /* after the reset, as the program may */
+		if (!destroy_first)
+			CU(f.PoolDestroy(pool));
+		st = stats();
+		CHECK(st.unpooled_mempool_bytes == 0 && st.unpooled_bytes == 0);
+		CU(d.MemFree(r));
+	}
 	return 0;
 }
 

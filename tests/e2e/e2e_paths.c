@@ -139,6 +139,27 @@ static int destroy_live(const struct rt *f)
 	CK(f->Free(p2));
 	struct gpupool_device_stats st = e2e_stats(0);
 	CHECK(st.unpooled_mempool_bytes == 0 && st.unpooled_bytes == 0 && st.unpooled_allocs == st.unpooled_frees);
+	/* cudaDeviceReset with an allocation live, its pool destroyed before or after: the
+	 * allocation survives the reset (cuda_runtime_api.h) and stays counted until it is freed */
+	for (int round = 0; round < 4; round++) {
+		void *q = NULL, *r = NULL, *y = NULL;
+		CK(f->MemPoolCreate(&pool, &props));
+		CK(f->MallocFromPoolAsync(&q, 40 * MB, pool, 0));
+		CK(cudaStreamSynchronize(0));
+		if (round % 2 == 0)
+			CK(f->MemPoolDestroy(pool));
+		CK(cudaDeviceReset());
+		CK(cudaMalloc(&r, 16 * MB)); /* 40 + 16 fit the cap */
+		CHECK(cudaMalloc(&y, 16 * MB) == cudaErrorMemoryAllocation); /* 40 + 16 + 16 do not */
+		(void)cudaGetLastError();
+		CHECK(e2e_stats(0).unpooled_mempool_bytes == 40 * MB);
+		CK(f->Free(q));
+		if (round % 2 != 0)
+			CK(f->MemPoolDestroy(pool));
+		st = e2e_stats(0);
+		CHECK(st.unpooled_mempool_bytes == 0 && st.unpooled_bytes == 0);
+		CK(cudaFree(r));
+	}
 	return 0;
 }
 

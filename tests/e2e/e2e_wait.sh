@@ -89,10 +89,11 @@ stop $kpid
 
 # fair
 wait_empty
-WAITREADY=1 bg a -- keep 768 1.0 && {
-	bg b -- ask 512
+WAITREADY=1 bg a -- keep 768 1.0 && WAITREADY=1 bg b -- holdask 0 512 && WAITREADY=1 bg c -- holdask 0 512 && {
+	# both started (a slow start, as under the sanitizers, cannot reorder them): B asks, then C
+	kill -USR1 $pid_b
 	sleep 0.2
-	bg c -- ask 512
+	kill -USR1 $pid_c
 	sleep 0.1
 	bg d GPUPOOL_REPORT="$dir/d.json" -- churn 128 64 1.5 20
 	wait $pid_b

@@ -420,10 +420,13 @@ static void fc_release(struct alloc *a)
 	}
 }
 
+/* A context's end frees its allocations, but not those of memory pools, which are the
+ * device's (cuda_runtime_api.h: a reset "will not destroy memory allocations by
+ * cudaMallocAsync() and cudaMallocFromPoolAsync()"). */
 static void fc_release_ctx(struct CUctx_st *c)
 {
 	for (size_t i = g_nallocs; i-- > 0;)
-		if (g_allocs[i].ctx == c)
+		if (g_allocs[i].ctx == c && !g_allocs[i].pool)
 			fc_release(&g_allocs[i]);
 }
 
@@ -797,7 +800,7 @@ FC_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 	pthread_mutex_lock(&g_lock);
 	fc_wait_device(dev);
 	fc_release_ctx(&g_primary[dev]);
-	fp_reset(dev); /* what the device's pools keep goes with the context (their allocations went above) */
+	fp_reset(dev); /* the device's pools give back what they hold unused; their allocations stay */
 	pthread_mutex_unlock(&g_lock);
 	return CUDA_SUCCESS;
 }

@@ -1754,8 +1754,11 @@ FK_API cudaError_t cudaDeviceReset(void)
 	}
 	pthread_mutex_lock(&g_lock);
 	fk_wait_device(t_device);
+	/* cudaMallocAsync's and cudaMallocFromPoolAsync's memory survives it (cuda_runtime_api.h:
+	 * "cudaDeviceReset() will not destroy memory allocations by cudaMallocAsync() and
+	 * cudaMallocFromPoolAsync()"); the pools give back only what they hold unused */
 	for (size_t i = g_nallocs; i-- > 0;)
-		if (g_allocs[i]->device == t_device && !g_allocs[i]->busy)
+		if (g_allocs[i]->device == t_device && !g_allocs[i]->busy && !g_allocs[i]->pool)
 			fk_alloc_release(g_allocs[i]);
 	fp_reset(t_device);
 	for (struct CUevent_st *ev = g_events, *next; ev; ev = next) {

@@ -103,7 +103,8 @@ FP_FN enum fp_err fp_set(const void *handle, enum fp_attr attr, const void *valu
 FP_FN enum fp_err fp_trim_to(const void *handle, size_t keep);
 /* The release threshold of `device`'s pools, applied when it synchronizes. */
 FP_FN void fp_settle(int device);
-/* What `device`'s pools keep goes (a reset; the fake has freed their allocations). */
+/* A reset: what `device`'s pools hold unused goes; their allocations survive it, as CUDA's
+ * do (cuda_runtime_api.h), and a destroyed pool goes with its last one. */
 FP_FN void fp_reset(int device);
 /* At exit, with no allocation left: every pool's memory goes. */
 FP_FN void fp_fini(void);

@@ -635,7 +635,9 @@ static void test_pools(void **state)
 	assert_int_equal(pool_attr(def, cudaMemPoolAttrReservedMemCurrent), 0);
 	assert_int_equal(gpfake_used(0), 0);
 
-	/* a reset takes the pools' allocations and what they keep */
+	/* a reset leaves the pools' allocations (cuda_runtime_api.h: cudaDeviceReset "will not
+	 * destroy memory allocations by cudaMallocAsync() and cudaMallocFromPoolAsync()") and
+	 * takes what they keep unused */
 	assert_int_equal(cudaMemPoolSetAttribute(def, cudaMemPoolAttrReleaseThreshold, &th), cudaSuccess);
 	assert_int_equal(cudaMallocFromPoolAsync(&p, 100, def, s), cudaSuccess);
 	assert_int_equal(cudaMallocFromPoolAsync(&q, 100, def, s), cudaSuccess);
@@ -643,9 +645,12 @@ static void test_pools(void **state)
 	assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
 	assert_int_equal(gpfake_used(0), 4 * MiB);
 	assert_int_equal(cudaDeviceReset(), cudaSuccess);
-	assert_int_equal(gpfake_used(0), 0);
-	assert_int_equal(pool_attr(def, cudaMemPoolAttrReservedMemCurrent), 0);
+	assert_int_equal(gpfake_used(0), 2 * MiB);
+	assert_int_equal(pool_attr(def, cudaMemPoolAttrReservedMemCurrent), 2 * MiB);
 	assert_int_equal(cudaMemPoolSetAttribute(def, cudaMemPoolAttrReleaseThreshold, &zero), cudaSuccess);
+	assert_int_equal(cudaFree(p), cudaSuccess); /* after the reset, as the program may */
+	assert_int_equal(cudaDeviceSynchronize(), cudaSuccess); /* the threshold applies */
+	assert_int_equal(gpfake_used(0), 0);
 
 	assert_int_equal(cudaMemPoolDestroy(other), cudaSuccess);
 	assert_int_equal(cudaStreamDestroy(s), cudaSuccess);

@@ -147,7 +147,9 @@ def make():
 
 def shape(text):
     """The text up to the figures: the JSON version kept, numbers as N and their byte units
-    as U (the writer's figures move), runs of blanks as one."""
+    as U (the writer's figures move), runs of blanks as one, and JSON's lines cut at commas
+    joined again (where a line is cut moves with the figures' digits)."""
+    text = re.sub(r",\n ", ",", text)
     text = re.sub(r'"version":(\d+)', lambda m: '"version":#' + m.group(1).translate(str.maketrans(
         "0123456789", "abcdefghij")), text)
     text = re.sub(r"\d+(\.\d+)?", "N", text)
