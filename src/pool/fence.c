@@ -100,11 +100,13 @@ int gp_fence_locked(gp_pool *p, enum gp_fence_scope scope)
 {
 	uint64_t k = ++p->issued;
 	gp_stats_end(p->st);
+	p->unlocked++;
 	gp_lock_give(&p->lock);
 	uint64_t t0 = clock_ns(p);
 	int rc = p->be->device_sync(p->be->ctx, p->device);
 	uint64_t t1 = clock_ns(p);
 	gp_lock_take(&p->lock);
+	p->unlocked--;
 	gp_stats_begin(p->st);
 	p->last_fence_ns = t1 - t0;
 	if (rc == 0) {
@@ -242,11 +244,13 @@ static int marks_wait(gp_pool *p, unsigned i, enum gp_fence_scope scope)
 	uint64_t k = m->k, token = m->token, at = m->at_ns;
 	m->waiters++;
 	gp_stats_end(p->st);
+	p->unlocked++;
 	gp_lock_give(&p->lock);
 	uint64_t t0 = clock_ns(p);
 	int rc = p->be->fence_wait(p->be->ctx, p->device, token);
 	uint64_t t1 = clock_ns(p);
 	gp_lock_take(&p->lock);
+	p->unlocked--;
 	gp_stats_begin(p->st);
 	for (unsigned j = 0; j < p->nmarks; j++) {
 		if (p->marks[j].k == k) {

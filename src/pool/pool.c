@@ -582,6 +582,17 @@ static inline __attribute__((always_inline)) bool entry_open(gp_pool *p, enum en
 	return true;
 }
 
+static void drop_vmm_locked(gp_pool *p);
+
+/* A frame's end: a drop of the chunks that waited for it (gp_pool_drop_vmm) is done by the
+ * last frame to close while no thread waits inside one with the lock dropped. */
+static inline __attribute__((always_inline)) void frame_end(gp_pool *p)
+{
+	if (__builtin_expect(p->drop_wanted, 0) && !p->unlocked)
+		drop_vmm_locked(p);
+	gp_lock_give(&p->lock);
+}
+
 /* Closes the frame entry_open(p, kind) opened (it answered true). */
 static inline __attribute__((always_inline)) void entry_close(gp_pool *p, enum entry kind)
 {
@@ -589,14 +600,14 @@ static inline __attribute__((always_inline)) void entry_close(gp_pool *p, enum e
 		GP_CHECK_AFTER(p);
 		gp_stats_end(p->st);
 	}
-	gp_lock_give(&p->lock);
+	frame_end(p);
 }
 
 /* Closes the frame of an entry point whose pool is broken (entry_open answered false) and
  * answers `answer`, computed under the lock. */
 static inline int entry_broken(gp_pool *p, int answer)
 {
-	gp_lock_give(&p->lock);
+	frame_end(p);
 	return answer;
 }
 
@@ -864,27 +875,36 @@ void gp_pool_abandon(gp_pool *p, struct gpupool_device_stats *sink)
 	entry_close(p, ENTRY_LOCK);
 }
 
-size_t gp_pool_drop_vmm(gp_pool *p)
+/* The drop itself (pool lock held, no thread waiting inside a frame with it dropped). */
+static void drop_vmm_locked(gp_pool *p)
 {
-	(void)entry_open(p, ENTRY_LOCK);
+	p->drop_wanted = false;
 	/* as after a broken invariant: every entry point answers without its lists (a free, a
 	 * release, a fence do nothing; an allocation goes to the backend, which refuses a killed
 	 * pool), so no path reaches a dropped chunk again */
 	__atomic_store_n(&p->broken, 1, __ATOMIC_RELAXED);
 	gp_stats_begin(p->st);
-	size_t dropped = 0;
 	for (struct gp_segment *s = p->segs; s; s = s->next) {
 		if (!s->vmm || s->dropped)
 			continue;
 		gp_vmm_segment_destroy(p, s);
 		s->dropped = true;
-		dropped += s->mapped;
 		GP_GAUGE_SUB(p->st, reserved_bytes, s->mapped);
 		s->mapped = 0;
 	}
 	gp_stats_end(p->st);
+}
+
+void gp_pool_drop_vmm(gp_pool *p)
+{
+	(void)entry_open(p, ENTRY_LOCK);
+	/* a thread waiting inside a frame with the lock dropped (a fence) resumes that frame,
+	 * which may still map or unmap: the last frame to close drops the chunks then */
+	if (p->unlocked)
+		p->drop_wanted = true;
+	else
+		drop_vmm_locked(p);
 	entry_close(p, ENTRY_LOCK);
-	return dropped;
 }
 
 void gp_pool_destroy(gp_pool *p)

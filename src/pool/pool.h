@@ -93,11 +93,13 @@ void gp_pool_destroy(gp_pool *p);
 void gp_pool_abandon(gp_pool *p, struct gpupool_device_stats *sink);
 
 /* An abandoned pool: every chunk of its virtual-memory segments unmapped and each
- * reservation given back now (memory of cuMemCreate outlives a reset, and the reset ended
- * the work that used it), its blocks kept as host records only. From then on the pool pools
- * nothing (an allocation fails, a free, a release or a fence does nothing) and holds no
- * device memory; gp_pool_destroy frees its host memory later. Bytes unmapped. */
-size_t gp_pool_drop_vmm(gp_pool *p);
+ * reservation given back (memory of cuMemCreate outlives a reset, and the reset ended the
+ * work that used it), its blocks kept as host records only: now, or, while a thread waits
+ * inside one of the pool's calls with its lock dropped (a fence), as the last such call
+ * returns. From then on the pool pools nothing (an allocation fails, a free, a release or a
+ * fence does nothing) and holds no device memory; gp_pool_destroy frees its host memory
+ * later. */
+void gp_pool_drop_vmm(gp_pool *p);
 
 /* Allocates `size` bytes. stream == GP_NO_STREAM for cudaMalloc, else the stream of
  * cudaMallocAsync. Returns 0, -EINVAL (size 0 or too large), -ENOMEM after

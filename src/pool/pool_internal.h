@@ -82,6 +82,11 @@ struct gp_mark {
 struct gp_pool {
 	gp_lock lock;
 	int broken;                /* the checker found an invariant broken: bypass.h (set once) */
+	int unlocked;              /* under the lock: threads inside an entry point that waits with
+				    * the lock dropped (fence.c); the frame they resume may still use
+				    * the pool's chunks */
+	bool drop_wanted;          /* gp_pool_drop_vmm came while unlocked > 0: the last frame to
+				    * close with none left drops the chunks (pool.c) */
 	int device;
 	struct gp_pool_params prm;
 	const struct gp_backend *be;
