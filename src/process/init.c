@@ -94,11 +94,12 @@ static bool capped(const struct gp_config *c)
 	return any;
 }
 
-/* CUDA lacks `lacks`: gpupool is off for that API. Where no other layer applies the caps
- * set (caps_lost), every allocation is refused rather than run without them. */
-static void say_off(const char *api, const char *lacks, const char *what, bool caps_lost)
+/* CUDA lacks `lacks`: gpupool is off for that API, and the caps set cannot be applied to
+ * it (a runtime's allocations need not reach the driver layer): every allocation is refused
+ * rather than run without them. */
+static void say_off(const char *api, const char *lacks, const char *what)
 {
-	if (caps_lost && capped(&R.cfg)) {
+	if (capped(&R.cfg)) {
 		R.refuse = true; /* a cap that cannot be applied as asked is not dropped */
 		gp_budget_close(-1);
 		gp_log(GP_LOG_ERROR, "the CUDA %s lacks %s, which the pool needs, so the caps set (limit, group) cannot "
@@ -127,7 +128,7 @@ static void use_runtime(const struct gp_runtime *rt)
 	const char *lacks = gp_runtime_lacks(rt);
 	R.off = R.cfg.disable || lacks || (over_driver && R.drv_off);
 	if (lacks && !R.cfg.disable)
-		say_off("runtime", lacks, "call", !over_driver || R.drv_off);
+		say_off("runtime", lacks, "call");
 	if (!over_driver)
 		R.drv_off = R.off;
 	if (!R.off)
@@ -155,7 +156,7 @@ static void use_driver(const struct gp_driver *d)
 	const char *lacks = gp_libcuda_lacks(d);
 	R.drv_off = R.cfg.disable || lacks;
 	if (lacks && !R.cfg.disable)
-		say_off("driver", lacks, "driver call", true);
+		say_off("driver", lacks, "driver call");
 	if (R.drv_off)
 		return;
 	gp_driver_backend_init(&backend, d);
