@@ -50,6 +50,8 @@
 #define ASK_NS (500 * MS)         /* its status is asked again at a telling this long after */
 #define HOLDER_NS (500 * MS)      /* a holder's word that its status has not backed keeps a waiter
 				   * waiting no longer */
+#define FRESH_NS (500 * MS)       /* a wait just heard of holds its place while its status is asked
+				   * (the answer may be slow to come), this long */
 #define BLOCKED_NS (3000 * MS)    /* a waiter the GPU has the room for, held back by earlier ones
 				   * while nobody holds anything, waits no longer: they take the memory
 				   * or lose their place well before (HEAD_TAKE_NS, LATE_NS) */
@@ -69,6 +71,7 @@ struct entry {
 	uint64_t place;       /* its place in line: the ticket, or no earlier than LATE_NS before
 			       * this process first heard of it */
 	uint64_t seen;        /* another process's: when its status last said it waits (0: not yet) */
+	uint64_t heard;       /* another process's: when this process first heard of it */
 	uint64_t avail_since; /* the head: since when the GPU has had what it waits for */
 	bool woken;           /* woken by this process: it is taking what it got (its DONE is on the
 			       * way), and nothing more is given for it until it tells again */
@@ -117,11 +120,13 @@ static void remove_locked(int i)
 }
 
 /* The entry holds a place in the line (the gate, the order, the head), its end not passed:
- * this process's own waiters; another's while its status says it waits and it has not lost
- * its place. Entries that hold none are still served (given idle memory, woken), last. */
+ * this process's own waiters; another's while its status says it waits (or, just heard of,
+ * for FRESH_NS while its status is asked) and it has not lost its place. Entries that hold
+ * none are still served (given idle memory, woken), last. */
 static bool in_line_now(const struct entry *e, uint64_t now)
 {
-	return e->deadline > now && (e->self || (!e->lost && e->seen && now - e->seen <= SEEN_NS));
+	return e->deadline > now &&
+	       (e->self || (!e->lost && (e->seen ? now - e->seen <= SEEN_NS : now - e->heard <= FRESH_NS)));
 }
 
 /* What the waiters in line on `dev` before `place` wait for (bytes). */
@@ -779,7 +784,8 @@ static void on_wait(int fd, const struct gp_share_msg *m, const struct gp_share_
 		if (ntab < MAX_ENTRIES) {
 			uint64_t place = now > LATE_NS && m->id < now - LATE_NS ? now - LATE_NS : m->id;
 			struct entry e = {.pid = from->pid, .uid = from->uid, .dev = dev, .ticket = m->id,
-					  .place = place, .bytes = m->bytes, .deadline = m->held, .to = *from};
+					  .place = place, .bytes = m->bytes, .deadline = m->held, .to = *from,
+					  .heard = now};
 			add_locked(&e);
 			kept = true;
 		}
