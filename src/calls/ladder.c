@@ -5,11 +5,13 @@
 #include "ladder.h"
 
 #include "backend_cuda.h"
+#include "budget.h"
 #include "backend_driver.h"
 #include "framework.h"
 #include "proc.h"
 #include "registry_internal.h"
 #include "release_thread.h"
+#include "unpooled.h"
 #include "waitq.h"
 
 int gp_ladder_device_error(bool *driver)
@@ -41,6 +43,13 @@ __attribute__((cold)) int gp_ladder_short(int dev, size_t size, gp_stream key, i
 	if (!p)
 		return -ENOMEM;
 	int rc = -ENOMEM;
+	/* under a cap, first: the program's own memory pools may have given memory back since
+	 * their figures were read (a synchronize past their release threshold): room, once */
+	if (gp_budget_capped(dev) && gp_unpooled_mempools_sync(dev)) {
+		rc = gp_registry_alloc_retry(p, dev, size, key, op, s, a);
+		if (rc == 0 || rc == -EIO)
+			return rc;
+	}
 	/* 7. reclaim and 8. wait: in the GPU's line, while the others give what they hold idle
 	 * and free what they use. A framework's first failure waits only for what they give at
 	 * once: it then empties its own cache (PyTorch, CuPy) and asks again, and that one

@@ -17,8 +17,10 @@
  *      a pending release request from gpupool-stat is answered; while tracing, the call is
  *      timed and written; a device reset that killed the pool mid-call is served by the
  *      device's new pool (gp_registry_alloc_again).
- * Here (ladder.c, out of line and cold; with no pool lock held), when the GPU itself is
- * short (not the limit: others cannot change that):
+ * Here (ladder.c, out of line and cold; with no pool lock held). Under a cap, first: the
+ * program's own memory pools' figures read again (a synchronize may have made them give
+ * memory back), and the pool asked once more where they went down. Then, when the GPU
+ * itself is short (not the limit: others cannot change that):
  *   7. reclaim:     the allocation takes a ticket in the GPU's line and tells every process
  *                   (src/sharing/waitq.c); the others give back what they hold idle
  *                   (src/sharing/reclaim.c) and wake it

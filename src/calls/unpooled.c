@@ -40,6 +40,8 @@ struct gp_mempool {
 	unsigned refs;     /* under lock: `mempools`' (until destroyed), one per live allocation
 			    * recorded from it, one per allocation call in flight */
 	bool destroyed;    /* under lock: out of `mempools`; its reserved bytes are not read again */
+	struct gp_mempool_ops ops; /* under lock: how its API reads it, from its last read (api NULL:
+				    * never read) */
 	UT_hash_handle hh;
 };
 
@@ -148,6 +150,10 @@ static int take_or_release(int dev, size_t bytes, enum gp_budget_kind kind)
 	const struct gp_registry *r = gp_registry_get_driver();
 	const struct gpupool_device_stats *st = dev >= 0 && dev < r->ndev ? gp_registry_slot(r, dev) : NULL;
 	if (st && __atomic_load_n(&st->cached_bytes, __ATOMIC_RELAXED) && gp_registry_release(dev) > 0)
+		rc = gp_budget_take(dev, bytes, kind);
+	/* the program's pools may have given memory back since their figures were read (a
+	 * synchronize past their release threshold, a reset) */
+	if (rc == -ENOMEM && gp_unpooled_mempools_sync(dev))
 		rc = gp_budget_take(dev, bytes, kind);
 	return rc == 0 ? 0 : rc == -EBUSY ? -EBUSY : -ENOMEM;
 }
@@ -357,8 +363,10 @@ static void mempool_sync(uintptr_t pool, const struct gp_mempool_ops *ops)
 	HASH_FIND(hh, mempools, &pool, sizeof pool, m);
 	int dev = m ? m->dev : -1;
 	uint64_t was = m ? m->counted : 0;
-	if (m)
+	if (m) {
 		m->counted = now;
+		m->ops = *ops;
+	}
 	table_unlock();
 	if (dev < 0)
 		return;
@@ -366,6 +374,34 @@ static void mempool_sync(uintptr_t pool, const struct gp_mempool_ops *ops)
 		gp_budget_charge(dev, now - was, GP_BUDGET_MEMPOOL);
 	else if (now < was)
 		note_give(dev, 0, 0, GP_BUDGET_MEMPOOL, was - now);
+}
+
+bool gp_unpooled_mempools_sync(int dev)
+{
+	if (dev < 0 || dev >= GPUPOOL_MAX_DEVICES)
+		return false;
+	uint64_t before = gp_budget_held(dev, GP_BUDGET_MEMPOOL);
+	if (!before)
+		return false;
+	struct {
+		uintptr_t pool;
+		struct gp_mempool_ops ops;
+	} v[64];
+	int n = 0;
+	table_lock();
+	struct gp_mempool *m, *t;
+	HASH_ITER(hh, mempools, m, t)
+	{
+		if (m->dev == dev && m->ops.api && n < (int)(sizeof v / sizeof v[0])) {
+			v[n].pool = m->pool;
+			v[n].ops = m->ops;
+			n++;
+		}
+	}
+	table_unlock();
+	for (int i = 0; i < n; i++)
+		mempool_sync(v[i].pool, &v[i].ops);
+	return gp_budget_held(dev, GP_BUDGET_MEMPOOL) < before;
 }
 
 /* The record of `pool`, held for an allocation call (NULL: not one of the program's pools
@@ -473,6 +509,7 @@ void gp_unpooled_refresh(int dev)
 	/* any figure may have changed (zeroed by the retirement, given back by the reset) */
 	GP_REGISTRY_READER;
 	const struct gp_registry *r = gp_registry_get_driver();
+	(void)gp_unpooled_mempools_sync(dev); /* what the reset took from the pools unused */
 	if (dev >= 0 && dev < r->ndev &&
 	    (atomic_load(&r->pools[dev]) || gp_budget_held(dev, GP_BUDGET_KINDS) >
 						  gp_budget_held(dev, GP_BUDGET_POOL) + gp_budget_held(dev, GP_BUDGET_CHUNKS)))

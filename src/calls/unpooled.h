@@ -104,6 +104,12 @@ struct gp_mempool_ops {
 	int (*trim)(const void *api, uintptr_t pool, size_t keep);
 };
 
+/* Reads the reserved bytes of the program's live pools on `dev` again (each with the calls of
+ * the API that last read it): a synchronize past a pool's release threshold, or a reset,
+ * gives memory back without a call gpupool sees. True when what they count went down. Not
+ * inside a reset's gate (it writes the page). */
+bool gp_unpooled_mempools_sync(int dev);
+
 /* A pool the program made (cuMemPoolCreate, cudaMemPoolCreate) on `dev`. */
 void gp_unpooled_pool_made(uintptr_t pool, int dev);
 /* Its device, or -1 when it is not one the program made through gpupool. */

@@ -267,6 +267,20 @@ static int destroy_live(void)
 		CHECK(st.unpooled_mempool_bytes == 0 && st.unpooled_bytes == 0);
 		CU(d.MemFree(r));
 	}
+	/* a pool that gives its memory back at a synchronize (release threshold 0, the default),
+	 * with no call gpupool sees: its figure is read again before a refusal at the cap (before:
+	 * 40 MiB counted that the device no longer held, and 48 MiB refused) */
+	for (int round = 0; round < 2; round++) {
+		CUdeviceptr q = 0, r = 0;
+		CU(f.PoolCreate(&pool, &props));
+		CU(f.AllocFromPool(&q, 40 * MB, pool, 0));
+		CU(d.MemFreeAsync(q, 0));
+		CU(d.StreamSynchronize(0)); /* the pool gives its 40 MiB back */
+		CU(round ? d.MemAlloc(&r, 48 * MB) : f.AllocManaged(&r, 48 * MB, CU_MEM_ATTACH_GLOBAL));
+		CU(d.MemFree(r));
+		CU(f.PoolDestroy(pool));
+		CHECK(stats().unpooled_mempool_bytes == 0);
+	}
 	return 0;
 }
 

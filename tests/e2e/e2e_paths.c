@@ -160,6 +160,19 @@ static int destroy_live(const struct rt *f)
 		CHECK(st.unpooled_mempool_bytes == 0 && st.unpooled_bytes == 0);
 		CK(cudaFree(r));
 	}
+	/* a pool that gives its memory back at a synchronize (release threshold 0): its figure is
+	 * read again before a refusal at the cap */
+	for (int round = 0; round < 2; round++) {
+		void *q = NULL, *r = NULL;
+		CK(f->MemPoolCreate(&pool, &props));
+		CK(f->MallocFromPoolAsync(&q, 40 * MB, pool, 0));
+		CK(cudaFreeAsync(q, 0));
+		CK(cudaStreamSynchronize(0)); /* the pool gives its 40 MiB back */
+		CK(round ? cudaMalloc(&r, 48 * MB) : cudaMallocManaged(&r, 48 * MB, cudaMemAttachGlobal));
+		CK(cudaFree(r));
+		CK(f->MemPoolDestroy(pool));
+		CHECK(e2e_stats(0).unpooled_mempool_bytes == 0);
+	}
 	return 0;
 }
 
