@@ -42,6 +42,8 @@ struct gp_mempool {
 	bool destroyed;    /* under lock: out of `mempools`; its reserved bytes are not read again */
 	struct gp_mempool_ops ops; /* under lock: how its API reads it, from its last read (api NULL:
 				    * never read) */
+	uint64_t read_seq;         /* under lock: tickets of the reads of its reserved bytes begun */
+	uint64_t counted_seq;      /* under lock: the ticket of the read `counted` is from */
 	UT_hash_handle hh;
 };
 
@@ -350,60 +352,6 @@ void gp_unpooled_device_pool_set(int dev, uintptr_t pool)
 	atomic_store(&gp_unpooled_dev_pool[dev], gp_unpooled_pool_device(pool) >= 0 ? pool : 0);
 }
 
-/* Reads the pool's reserved bytes and counts the change since the last read. Two threads
- * may read in either order: each counts its own difference against the last one counted
- * (under the lock), so the budget always holds the last figure counted. */
-static void mempool_sync(uintptr_t pool, const struct gp_mempool_ops *ops)
-{
-	uint64_t now = 0;
-	if (!ops || ops->reserved(ops->api, pool, &now) != 0)
-		return;
-	table_lock();
-	struct gp_mempool *m = NULL;
-	HASH_FIND(hh, mempools, &pool, sizeof pool, m);
-	int dev = m ? m->dev : -1;
-	uint64_t was = m ? m->counted : 0;
-	if (m) {
-		m->counted = now;
-		m->ops = *ops;
-	}
-	table_unlock();
-	if (dev < 0)
-		return;
-	if (now > was)
-		gp_budget_charge(dev, now - was, GP_BUDGET_MEMPOOL);
-	else if (now < was)
-		note_give(dev, 0, 0, GP_BUDGET_MEMPOOL, was - now);
-}
-
-bool gp_unpooled_mempools_sync(int dev)
-{
-	if (dev < 0 || dev >= GPUPOOL_MAX_DEVICES)
-		return false;
-	uint64_t before = gp_budget_held(dev, GP_BUDGET_MEMPOOL);
-	if (!before)
-		return false;
-	struct {
-		uintptr_t pool;
-		struct gp_mempool_ops ops;
-	} v[64];
-	int n = 0;
-	table_lock();
-	struct gp_mempool *m, *t;
-	HASH_ITER(hh, mempools, m, t)
-	{
-		if (m->dev == dev && m->ops.api && n < (int)(sizeof v / sizeof v[0])) {
-			v[n].pool = m->pool;
-			v[n].ops = m->ops;
-			n++;
-		}
-	}
-	table_unlock();
-	for (int i = 0; i < n; i++)
-		mempool_sync(v[i].pool, &v[i].ops);
-	return gp_budget_held(dev, GP_BUDGET_MEMPOOL) < before;
-}
-
 /* The record of `pool`, held for an allocation call (NULL: not one of the program's pools
  * gpupool knows). */
 static struct gp_mempool *mempool_hold(uintptr_t pool)
@@ -415,6 +363,88 @@ static struct gp_mempool *mempool_hold(uintptr_t pool)
 		m->refs++;
 	table_unlock();
 	return m;
+}
+
+/* Reads held record m's reserved bytes and counts the change since the last figure counted.
+ * Reads may overlap (an allocation's, a free's, a look before a refusal): each takes a ticket
+ * before it reads, and only a read with a later ticket than the last counted one is counted,
+ * so the figure kept is from the read that began last, which saw every change made before
+ * any earlier read began. A destroyed pool is not read again (its handle may be another's). */
+static void mempool_sync_held(struct gp_mempool *m, const struct gp_mempool_ops *ops)
+{
+	table_lock();
+	bool gone = m->destroyed;
+	uint64_t ticket = ++m->read_seq;
+	table_unlock();
+	uint64_t now = 0;
+	if (gone || !ops || ops->reserved(ops->api, m->pool, &now) != 0)
+		return;
+	table_lock();
+	uint64_t was = m->counted;
+	bool latest = !m->destroyed && ticket > m->counted_seq;
+	if (latest) {
+		m->counted = now;
+		m->counted_seq = ticket;
+		m->ops = *ops;
+	}
+	int dev = m->dev;
+	table_unlock();
+	if (!latest)
+		return;
+	if (now > was)
+		gp_budget_charge(dev, now - was, GP_BUDGET_MEMPOOL);
+	else if (now < was)
+		note_give(dev, 0, 0, GP_BUDGET_MEMPOOL, was - now);
+}
+
+static void mempool_sync(uintptr_t pool, const struct gp_mempool_ops *ops)
+{
+	struct gp_mempool *m = mempool_hold(pool);
+	if (!m)
+		return;
+	mempool_sync_held(m, ops);
+	mempool_unref(m);
+}
+
+bool gp_unpooled_mempools_sync(int dev)
+{
+	if (dev < 0 || dev >= GPUPOOL_MAX_DEVICES)
+		return false;
+	uint64_t before = gp_budget_held(dev, GP_BUDGET_MEMPOOL);
+	if (!before)
+		return false;
+	/* every live pool of the device, held (a destroy meanwhile leaves the record alive, and
+	 * a handle handed out again is another record) */
+	struct held {
+		struct gp_mempool *m;
+		struct gp_mempool_ops ops;
+	} *v = NULL;
+	size_t n = 0, cap = 0;
+	table_lock();
+	struct gp_mempool *m, *t;
+	HASH_ITER(hh, mempools, m, t)
+	{
+		if (m->dev != dev || !m->ops.api)
+			continue;
+		if (n == cap) {
+			size_t c = cap ? 2 * cap : 16;
+			struct held *more = realloc(v, c * sizeof *v);
+			if (!more)
+				break; /* no host memory: those held so far */
+			v = more;
+			cap = c;
+		}
+		m->refs++;
+		v[n].m = m;
+		v[n++].ops = m->ops;
+	}
+	table_unlock();
+	for (size_t i = 0; i < n; i++) {
+		mempool_sync_held(v[i].m, &v[i].ops);
+		mempool_unref(v[i].m);
+	}
+	free(v);
+	return gp_budget_held(dev, GP_BUDGET_MEMPOOL) < before;
 }
 
 int gp_unpooled_mempool_begin(int dev, uintptr_t pool, size_t size, const struct gp_mempool_ops *ops,
@@ -452,7 +482,10 @@ void gp_unpooled_mempool_end(int dev, uintptr_t pool, size_t size, const struct 
 			     const struct gp_mempool_ops *ops)
 {
 	/* the growth counted before the share goes: for a moment both are, never neither */
-	mempool_sync(pool, ops);
+	if (t->held)
+		mempool_sync_held(t->held, ops);
+	else
+		mempool_sync(pool, ops);
 	if (ptr) {
 		/* the call's hold on the pool's record passes to the allocation */
 		struct gp_unpooled_rec rec = {ptr, dev, GP_BUDGET_MEMPOOL, size, pool, t->held};
@@ -468,10 +501,9 @@ void gp_unpooled_freed(const struct gp_unpooled_rec *rec, const struct gp_mempoo
 	if (rec->kind == GP_BUDGET_MEMPOOL) {
 		/* a destroyed pool's reserved bytes are not read again (its handle may be another
 		 * pool's now): it stays counted as it was until its last allocation is freed */
-		table_lock();
-		bool live = !rec->owner || !rec->owner->destroyed;
-		table_unlock();
-		if (live)
+		if (rec->owner)
+			mempool_sync_held(rec->owner, ops); /* held by the record until the unref */
+		else
 			mempool_sync(rec->pool, ops);
 		mempool_unref(rec->owner);
 		note(rec->dev, 0, 1, 0);

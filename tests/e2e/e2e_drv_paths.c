@@ -281,6 +281,24 @@ static int destroy_live(void)
 		CU(f.PoolDestroy(pool));
 		CHECK(stats().unpooled_mempool_bytes == 0);
 	}
+	/* the same behind 80 other pools of the device (each read once), all read again */
+	CUmemoryPool many[80];
+	for (int i = 0; i < 80; i++) {
+		CUdeviceptr z = 0;
+		CU(f.PoolCreate(&many[i], &props));
+		CHECK(f.AllocFromPool(&z, 1024 * MB, many[i], 0) == CUDA_ERROR_OUT_OF_MEMORY); /* refused: read */
+	}
+	CUdeviceptr q = 0, r = 0;
+	CU(f.PoolCreate(&pool, &props));
+	CU(f.AllocFromPool(&q, 40 * MB, pool, 0));
+	CU(d.MemFreeAsync(q, 0));
+	CU(d.StreamSynchronize(0));
+	CU(d.MemAlloc(&r, 48 * MB));
+	CU(d.MemFree(r));
+	CU(f.PoolDestroy(pool));
+	for (int i = 0; i < 80; i++)
+		CU(f.PoolDestroy(many[i]));
+	CHECK(stats().unpooled_mempool_bytes == 0);
 	return 0;
 }
 
