@@ -303,12 +303,15 @@ void gp_unpooled_pool_made(uintptr_t pool, int dev)
 	HASH_ADD(hh, mempools, pool, sizeof m->pool, m);
 	bool ok = !table_oom;
 	uint64_t was = old ? old->counted : 0;
-	if (old)
+	if (old) {
 		old->counted = 0;
+		if (was) /* with the figure, under the lock (mempool_sync_held) */
+			gp_budget_give(old->dev, was, GP_BUDGET_MEMPOOL);
+	}
 	table_unlock();
 	if (old) {
 		if (was)
-			note_give(old->dev, 0, 0, GP_BUDGET_MEMPOOL, was);
+			note(old->dev, 0, 0, 0);
 		mempool_unref(old);
 	}
 	if (!ok)
@@ -382,19 +385,21 @@ static void mempool_sync_held(struct gp_mempool *m, const struct gp_mempool_ops 
 	table_lock();
 	uint64_t was = m->counted;
 	bool latest = !m->destroyed && ticket > m->counted_seq;
+	int dev = m->dev;
 	if (latest) {
 		m->counted = now;
 		m->counted_seq = ticket;
 		m->ops = *ops;
+		/* the budget changes with the figure, under the lock (lock-free figures): the
+		 * changes of overlapping reads reach it in the order their figures were set */
+		if (now > was)
+			gp_budget_charge(dev, now - was, GP_BUDGET_MEMPOOL);
+		else if (now < was)
+			gp_budget_give(dev, was - now, GP_BUDGET_MEMPOOL);
 	}
-	int dev = m->dev;
 	table_unlock();
-	if (!latest)
-		return;
-	if (now > was)
-		gp_budget_charge(dev, now - was, GP_BUDGET_MEMPOOL);
-	else if (now < was)
-		note_give(dev, 0, 0, GP_BUDGET_MEMPOOL, was - now);
+	if (latest && now < was)
+		note(dev, 0, 0, 0); /* the page's figures, once the lock is given */
 }
 
 static void mempool_sync(uintptr_t pool, const struct gp_mempool_ops *ops)
