@@ -64,7 +64,10 @@ static void table_unlock(void) { gp_mutex_unlock(&lock, GP_RANK_UNPOOLED); }
 /* One change of the figures. A give is made inside the slot's writer (under the pool lock):
  * the pool cannot grow into the room it leaves before the page shows it gone, so the page's
  * reserved_bytes + unpooled_bytes never passes the limit. Takes are made before the real
- * call, outside: the page shows them a moment late, never early. */
+ * call, outside: the page shows them a moment late, never early. A program pool's figure
+ * going down is given with the figure, under the table's lock (mempool_sync_held), and shown
+ * just after: a refusal in between finds the page behind and shows it first
+ * (gp_unpooled_mempools_sync), so the room is never refused for long. */
 struct note {
 	int dev;
 	unsigned allocs, frees, refusals;
@@ -411,13 +414,34 @@ static void mempool_sync(uintptr_t pool, const struct gp_mempool_ops *ops)
 	mempool_unref(m);
 }
 
+/* The page's unpooled_bytes is above the budget's figures: a give made under the table's
+ * lock (mempool_sync_held) that the page has not shown yet. */
+static bool page_behind(int dev)
+{
+	GP_REGISTRY_READER;
+	const struct gp_registry *r = gp_registry_get_driver();
+	const struct gpupool_device_stats *st = dev < r->ndev ? gp_registry_slot(r, dev) : NULL;
+	if (!st)
+		return false;
+	uint64_t sum = 0;
+	for (int k = 0; k < GP_BUDGET_KINDS; k++) {
+		uint64_t h = k == GP_BUDGET_POOL || k == GP_BUDGET_CHUNKS ? 0 : gp_budget_held(dev, (enum gp_budget_kind)k);
+		sum = h > UINT64_MAX - sum ? UINT64_MAX : sum + h;
+	}
+	return __atomic_load_n(&st->unpooled_bytes, __ATOMIC_RELAXED) > sum;
+}
+
 bool gp_unpooled_mempools_sync(int dev)
 {
 	if (dev < 0 || dev >= GPUPOOL_MAX_DEVICES)
 		return false;
 	uint64_t before = gp_budget_held(dev, GP_BUDGET_MEMPOOL);
+	/* the room a give left that the page does not show yet is room too: shown now */
+	bool behind = page_behind(dev);
+	if (behind)
+		note(dev, 0, 0, 0);
 	if (!before)
-		return false;
+		return behind;
 	/* every live pool of the device, held (a destroy meanwhile leaves the record alive, and
 	 * a handle handed out again is another record) */
 	struct held {
@@ -449,7 +473,7 @@ bool gp_unpooled_mempools_sync(int dev)
 		mempool_unref(v[i].m);
 	}
 	free(v);
-	return gp_budget_held(dev, GP_BUDGET_MEMPOOL) < before;
+	return behind || gp_budget_held(dev, GP_BUDGET_MEMPOOL) < before;
 }
 
 int gp_unpooled_mempool_begin(int dev, uintptr_t pool, size_t size, const struct gp_mempool_ops *ops,

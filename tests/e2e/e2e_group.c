@@ -117,6 +117,7 @@ static void members_env(const char *ondriver, const char *group_limit)
 	setenv("LD_LIBRARY_PATH", libs, 1);
 	snprintf(conf, sizeof conf, "group:%s,group_limit:%s", path, group_limit);
 	setenv("GPUPOOL_CONF", conf, 1);
+	setenv("FAKECUDA_HOST", "", 1); /* the fake's device UUIDs as this program writes them */
 }
 
 static int run(const char *self, const char *ondriver)

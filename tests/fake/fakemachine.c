@@ -312,15 +312,15 @@ FM_FN bool fm_open(const char *who, int *nphys, size_t cap[FM_MAXDEV])
 
 /* The machine's name in its GPUs' UUIDs: FNV-1a (32 bits) of the FAKECUDA_MACHINE path as
  * given. The same in every process that names the file, whichever opened it first, whether
- * or not it has opened it yet. Without one, of FAKECUDA_HOST, else of GPUPOOL_SHM_DIR (the
- * processes of one test share their page directory, those of two tests run at once do not:
- * their devices of their own are not taken for one GPU); 0 without any. */
+ * or not it has opened it yet. Without one, of FAKECUDA_HOST (set and empty: none), else of
+ * GPUPOOL_SHM_DIR (the processes of one test share their page directory, those of two tests
+ * run at once do not: their devices of their own are not taken for one GPU); 0 without any. */
 static uint32_t fm_machine_id(void)
 {
 	const char *path = getenv("FAKECUDA_MACHINE");
 	if (!path || !*path)
-		path = getenv("FAKECUDA_HOST");
-	if (!path || !*path)
+		path = getenv("FAKECUDA_HOST"); /* set and empty: none */
+	if (!path)
 		path = getenv("GPUPOOL_SHM_DIR");
 	if (!path || !*path)
 		return 0;
