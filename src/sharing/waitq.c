@@ -737,6 +737,42 @@ static int find_locked(int pid, uint64_t ticket, int dev, int *of_pid, bool *wai
 	return at;
 }
 
+/* The sender is process pid's listening socket (its release thread, telling another's
+ * waits: tell_own), not a waiting thread's own. */
+static bool from_listener(const struct gp_share_peer *from)
+{
+	char name[96];
+	int n = gp_share_name(from->pid, name, sizeof name);
+	return n > 0 && from->addrlen == (unsigned)n + 1 && from->addr[0] == '\0' &&
+	       memcmp(from->addr + 1, name, (size_t)n) == 0;
+}
+
+/* This process's own waits on `dev`, told to process pid (it waits too, and may have begun
+ * listening after they were told: a process's first allocation starts its release thread),
+ * so that its line has them before it takes memory they wait for. */
+static void tell_own(int fd, int dev, int pid)
+{
+	struct gp_share_msg w[8];
+	int n = 0;
+	uint64_t now = now_ns();
+	const unsigned char *uuid = NULL;
+	GP_REGISTRY_READER;
+	const struct gpupool_device_stats *st = gp_registry_slot(R, dev);
+	if (!st)
+		return;
+	uuid = (const unsigned char *)st->uuid;
+	lock_take();
+	for (int i = 0; i < ntab && n < 8; i++)
+		if (tab[i].self && tab[i].dev == dev && tab[i].deadline > now) {
+			w[n] = gp_share_msg_make(GP_SHARE_WAIT, tab[i].ticket, uuid);
+			w[n].bytes = tab[i].bytes;
+			w[n++].held = tab[i].deadline;
+		}
+	lock_give();
+	for (int i = 0; i < n; i++)
+		(void)gp_share_send(fd, pid, &w[i]);
+}
+
 static void on_wait(int fd, const struct gp_share_msg *m, const struct gp_share_peer *from)
 {
 	int dev = R->cfg.reclaim ? device_of(m->uuid) : -1;
@@ -774,7 +810,8 @@ static void on_wait(int fd, const struct gp_share_msg *m, const struct gp_share_
 	} else if (at >= 0) {
 		tab[at].deadline = m->held;
 		tab[at].bytes = m->bytes;
-		tab[at].to = *from;
+		if (!from_listener(from))
+			tab[at].to = *from; /* the waiting thread's own socket, where it is woken */
 		tab[at].woken = false; /* told again: still short */
 		kept = true;
 	} else if (mine < MAX_PER_PID) {
@@ -808,6 +845,8 @@ static void on_wait(int fd, const struct gp_share_msg *m, const struct gp_share_
 	if (waiting_here)
 		a.flags |= GP_SHARE_WAITING;
 	(void)gp_share_reply(fd, from, &a);
+	if (waiting_here)
+		tell_own(fd, dev, from->pid);
 	serve(fd, dev, false);
 }
 
