@@ -79,7 +79,8 @@ struct pool_be {
 	atomic_bool dead;
 	gp_pool *pool;
 	struct pool_be *next;   /* killed[], then the parked list */
-	uint64_t epoch;         /* the registry epoch its kill began (reclaim) */
+	_Atomic uint64_t epoch; /* the registry epoch its kill began (reclaim); UINT64_MAX until
+				 * it is set */
 	struct gpupool_device_stats sink; /* where it counts once retired (its own: no two pools
 					   * write one slot) */
 };
@@ -491,7 +492,8 @@ static void reclaim(void)
 	uint64_t passed = R->cfg.fence == GP_FENCE_THREAD ? atomic_load(&fence_passed) : UINT64_MAX;
 	for (struct pool_be **pp = &parked_head; *pp;) {
 		struct pool_be *b = *pp;
-		if (b->epoch > oldest || b->epoch > passed) {
+		uint64_t e = atomic_load(&b->epoch);
+		if (e > oldest || e > passed) {
 			pp = &b->next;
 			continue;
 		}
@@ -568,12 +570,17 @@ void gp_registry_reset_end(int dev, bool done)
 		 * then the epoch raised (gp_registry_alloc and reclaim rely on that order). */
 		struct pool_be *b = be_of(p);
 		atomic_store(&b->dead, true);
-		atomic_store(&R->pools[dev], NULL);
-		/* readers that saw an epoch below this one may hold p (reclaim) */
-		b->epoch = atomic_fetch_add(&gp_registry_epoch, 1) + 1;
+		/* on the killed list before it leaves the registry: a thread that finds the device
+		 * without a pool makes one only after retiring the killed ones, which zeroes the
+		 * slot its new pool writes to (else the retirement could zero the new pool's
+		 * figures); freed by no reclaim until its epoch is set, below */
+		atomic_store(&b->epoch, UINT64_MAX);
 		b->next = atomic_load(&killed[dev]);
 		while (!atomic_compare_exchange_weak(&killed[dev], &b->next, b))
 			;
+		atomic_store(&R->pools[dev], NULL);
+		/* readers that saw an epoch below this one may hold p (reclaim) */
+		atomic_store(&b->epoch, atomic_fetch_add(&gp_registry_epoch, 1) + 1);
 	}
 	pthread_rwlock_unlock(&gate[dev]);
 	gp_rank_give(GP_RANK_RESET_GATE);

@@ -344,6 +344,13 @@ static int slot_write(struct gpupool_page *pg, int device, size_t off, const voi
 	gp_stats_word w[GPUPOOL_DEVICE_NAME_LEN / sizeof(gp_stats_word)];
 	memcpy(w, src, len);
 	gp_stats_word *to = (gp_stats_word *)(void *)((char *)s + off);
+	/* the same again (a device's pool made anew after a reset): not written, so that the
+	 * threads that read it meanwhile, plainly, read a word nobody writes */
+	bool same = true;
+	for (size_t i = 0; i < len / sizeof w[0] && same; i++)
+		same = __atomic_load_n(&to[i], __ATOMIC_RELAXED) == w[i];
+	if (same)
+		return 0;
 	gp_stats_begin(s);
 	for (size_t i = 0; i < len / sizeof w[0]; i++)
 		__atomic_store_n(&to[i], w[i], __ATOMIC_RELAXED);
