@@ -845,8 +845,8 @@ static void on_wait(int fd, const struct gp_share_msg *m, const struct gp_share_
 	if (waiting_here)
 		a.flags |= GP_SHARE_WAITING;
 	(void)gp_share_reply(fd, from, &a);
-	if (waiting_here)
-		tell_own(fd, dev, from->pid);
+	if (waiting_here && !from_listener(from))
+		tell_own(fd, dev, from->pid); /* not in answer to another's tell_own: no ping-pong */
 	serve(fd, dev, false);
 }
 
