@@ -303,13 +303,43 @@ static int chunk_unmap(struct gp_fake_backend *fb, int device, uintptr_t a)
 	return 0;
 }
 
+/* The host time of `chunks` chunk calls, at once (as many wait_until of one each). */
+static void wait_chunks(struct gp_fake_backend *fb, size_t chunks, uint64_t *bill)
+{
+	uint64_t now = __atomic_load_n(&fb->now_ns, __ATOMIC_RELAXED), cost = 0;
+	if (__builtin_mul_overflow(fb->vmm_cost_ns, (uint64_t)chunks, &cost) || now + cost < now)
+		cost = UINT64_MAX - now;
+	wait_until(fb, now + cost, bill);
+}
+
+/* No failure asked for among the next `chunks` calls counted by `done` (at the call whose
+ * count is `at`): they may go at once. */
+static bool none_fails(uint64_t done, uint64_t at, size_t chunks)
+{
+	return !(at > done && at - done <= chunks);
+}
+
 static int fake_vmm_map(void *ctx, int device, uintptr_t addr, size_t size, size_t *mapped)
 {
 	struct gp_fake_backend *fb = ctx;
 	*mapped = 0;
 	if (!vmm_range_ok(fb, device, addr, size))
 		return vmm_violation(fb);
-	size_t g = fb->granularity, n = 0;
+	size_t g = fb->granularity, n = 0, chunks = size / g;
+	/* the whole range at once where chunk by chunk would map every chunk (a large range is
+	 * millions of chunks): the same checks, figures and time */
+	if (!fb->fail_maps && none_fails(fb->chunk_maps, fb->fail_map_at, chunks) &&
+	    range_holding(fb->resv, fb->nresv, addr, addr + size) && !range_overlaps(fb->mapped, fb->nmapped, addr, addr + size) &&
+	    (!fb->capacity || (size <= fb->capacity && fb->used[device] <= fb->capacity - size)) &&
+	    range_add(&fb->mapped, &fb->nmapped, &fb->capmapped, addr, addr + size, device)) {
+		fb->chunk_maps += chunks;
+		if (fb->vmm_cost_ns)
+			wait_chunks(fb, chunks, &fb->vmm_ns);
+		fb->used[device] += size;
+		fb->chunks_mapped += chunks;
+		*mapped = size;
+		return 0;
+	}
 	int rc = 0;
 	while (n < size && (rc = chunk_map(fb, device, addr + n)) == 0)
 		n += g;
@@ -337,7 +367,20 @@ static int fake_vmm_unmap(void *ctx, int device, uintptr_t addr, size_t size, bo
 		if (fb->latency_ns) /* cuMemUnmap after a synchronize: as cudaFree's wait */
 			wait_until(fb, __atomic_load_n(&fb->now_ns, __ATOMIC_RELAXED) + fb->latency_ns, &fb->free_waited_ns);
 	}
-	size_t g = fb->granularity, n = 0;
+	size_t g = fb->granularity, n = 0, chunks = size / g;
+	/* the whole range at once where it is one mapping of the device's and no unmap is to
+	 * fail (as fake_vmm_map) */
+	struct gp_fake_range *m = range_holding(fb->mapped, fb->nmapped, addr, addr + size);
+	if (m && m->device == device && none_fails(fb->chunk_unmaps, fb->fail_unmap_at, chunks) &&
+	    range_remove(&fb->mapped, &fb->nmapped, &fb->capmapped, addr, addr + size)) {
+		fb->chunk_unmaps += chunks;
+		if (fb->vmm_cost_ns)
+			wait_chunks(fb, chunks, &fb->vmm_ns);
+		fb->used[device] -= size;
+		fb->chunks_unmapped += chunks;
+		*unmapped = size;
+		return 0;
+	}
 	int rc = 0;
 	while (n < size && (rc = chunk_unmap(fb, device, addr + n)) == 0)
 		n += g;
