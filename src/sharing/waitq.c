@@ -599,44 +599,53 @@ void gp_waitq_end(struct gp_wait *w, bool served)
 
 /* ---- the holder (the release thread) ---------------------------------------------------- */
 
-/* a comes before b when the waiters are woken: those in line first, by place. */
-static bool before(const struct entry *a, const struct entry *b, uint64_t now)
+/* An entry of the line being woken: where it is in tab, and its order (those in line first,
+ * by place; tab's order between equals). */
+struct turn {
+	bool in_line;
+	uint64_t place;
+	int at;
+};
+
+static int turn_cmp(const void *pa, const void *pb)
 {
-	bool x = in_line_now(a, now), y = in_line_now(b, now);
-	return x != y ? x : a->place < b->place;
+	const struct turn *a = pa, *b = pb;
+	if (a->in_line != b->in_line)
+		return a->in_line ? -1 : 1;
+	if (a->place != b->place)
+		return a->place < b->place ? -1 : 1;
+	return (a->at > b->at) - (a->at < b->at);
 }
 
 /* Wakes the waiters of other processes on `dev`, first in line first: the first always, then
  * the next while what they wait for together fits in what the GPU has free; those that hold
  * no place in line (not yet) after them, and none woken already: a message costs a datagram
- * or two, however long the line. */
+ * or two, however long the line, and a sort of it (a full line is told about 256 times a
+ * second: nothing here goes over the line once per entry). */
 static void wake(int fd, int dev, size_t given)
 {
 	size_t free_b = 0;
 	(void)device_free(dev, &free_b);
+	const struct gpupool_device_stats *st = gp_registry_slot(R, dev);
+	if (!st)
+		return;
+	struct turn ord[MAX_ENTRIES];
 	struct entry line[MAX_ENTRIES];
 	int n = 0;
 	uint64_t now = now_ns();
 	lock_take();
 	for (int i = 0; i < ntab; i++)
 		if (tab[i].dev == dev && tab[i].deadline > now && !tab[i].lost)
-			line[n++] = tab[i];
-	lock_give();
-	/* in order (a few entries: insertion sort) */
-	for (int i = 1; i < n; i++)
-		for (int k = i; k > 0 && before(&line[k], &line[k - 1], now); k--) {
-			struct entry t = line[k];
-			line[k] = line[k - 1];
-			line[k - 1] = t;
-		}
-	const struct gpupool_device_stats *st = gp_registry_slot(R, dev);
-	if (!st)
-		return;
+			ord[n++] = (struct turn){in_line_now(&tab[i], now), tab[i].place, i};
+	qsort(ord, (size_t)n, sizeof *ord, turn_cmp);
 	/* how far it goes: the first always, then while what they wait for fits */
 	int end = 0;
 	uint64_t sum = 0;
-	while (end < n && (end == 0 || sum + line[end].bytes <= free_b))
-		sum += line[end++].bytes;
+	while (end < n && (end == 0 || sum + tab[ord[end].at].bytes <= free_b))
+		sum += tab[ord[end++].at].bytes;
+	for (int i = 0; i < end; i++)
+		line[i] = tab[ord[i].at];
+	lock_give();
 	/* what this process gave, credited up to each one's need, the later first and the rest
 	 * to the first: a claim ahead of a waiter is credited no more than it claims */
 	uint64_t share[MAX_ENTRIES], left = given;
@@ -653,21 +662,31 @@ static void wake(int fd, int dev, size_t given)
 	if (first >= 0)
 		share[first] += left;
 	sum = 0;
+	bool woke[MAX_ENTRIES];
 	for (int i = 0; i < end; i++) {
 		sum += line[i].bytes;
+		woke[i] = false;
 		if (line[i].self || line[i].woken)
 			continue;
 		struct gp_share_msg m = gp_share_msg_make(GP_SHARE_FREED, line[i].ticket, (const unsigned char *)st->uuid);
 		m.bytes = share[i];
 		(void)gp_share_reply(fd, &line[i].to, &m);
-		if (sum > free_b)
-			continue; /* woken to look, not yet with enough: given for again */
-		lock_take();
-		for (int k = 0; k < ntab; k++)
-			if (!tab[k].self && tab[k].pid == line[i].pid && tab[k].ticket == line[i].ticket)
-				tab[k].woken = true;
-		lock_give();
+		woke[i] = sum <= free_b; /* else woken to look, not yet with enough: given for again */
 	}
+	/* marked where each was, unless the line changed meanwhile (then looked for) */
+	lock_take();
+	for (int i = 0; i < end; i++) {
+		if (!woke[i])
+			continue;
+		int at = ord[i].at;
+		if (at >= ntab || tab[at].self || tab[at].pid != line[i].pid || tab[at].ticket != line[i].ticket)
+			for (at = 0; at < ntab; at++)
+				if (!tab[at].self && tab[at].pid == line[i].pid && tab[at].ticket == line[i].ticket)
+					break;
+		if (at < ntab)
+			tab[at].woken = true;
+	}
+	lock_give();
 }
 
 /* Gives what the other processes' waiters on `dev` lack, from what this process holds
@@ -916,6 +935,8 @@ int gp_waitq_tick(void)
 		if (!tab[i].self && tab[i].deadline <= now)
 			remove_locked(i); /* its wait is over, whatever it said */
 	for (int d = 0; d < GPUPOOL_MAX_DEVICES; d++) {
+		if (!atomic_load_explicit(&in_line[d], memory_order_relaxed))
+			continue; /* nobody waits on it (counted under the lock) */
 		int h = -1;
 		for (int i = 0; i < ntab; i++)
 			if (tab[i].dev == d && in_line_now(&tab[i], now) && (h < 0 || tab[i].place < tab[h].place))
