@@ -134,6 +134,20 @@ static CUdeviceptr mapped(CUmemGenericAllocationHandle h, size_t size)
 	return va;
 }
 
+/* A map of handle h into level 0 of a sparse array (the fake takes any array handle) */
+static CUarrayMapInfo array_map(CUmemGenericAllocationHandle h)
+{
+	CUarrayMapInfo mi;
+	memset(&mi, 0, sizeof mi);
+	mi.resourceType = CU_RESOURCE_TYPE_ARRAY;
+	mi.resource.array = (CUarray)(uintptr_t)0x5000;
+	mi.subresourceType = CU_ARRAY_SPARSE_SUBRESOURCE_TYPE_SPARSE_LEVEL;
+	mi.memOperationType = CU_MEM_OPERATION_TYPE_MAP;
+	mi.memHandleType = CU_MEM_HANDLE_TYPE_GENERIC;
+	mi.memHandle.memHandle = h;
+	return mi;
+}
+
 static uint64_t vmm_bytes(void) { return e2e_stats(0).unpooled_vmm_bytes; }
 
 static int cap(void)
@@ -233,14 +247,7 @@ static int cap(void)
 	/* mapped into a sparse array, released: the array holds the memory (its unmap names the
 	 * array, not the handle), so it is counted until the process ends */
 	CU(v.Create(&h, 16 * MB, &prop, 0));
-	CUarrayMapInfo mi;
-	memset(&mi, 0, sizeof mi);
-	mi.resourceType = CU_RESOURCE_TYPE_ARRAY;
-	mi.resource.array = (CUarray)(uintptr_t)0x5000;
-	mi.subresourceType = CU_ARRAY_SPARSE_SUBRESOURCE_TYPE_SPARSE_LEVEL;
-	mi.memOperationType = CU_MEM_OPERATION_TYPE_MAP;
-	mi.memHandleType = CU_MEM_HANDLE_TYPE_GENERIC;
-	mi.memHandle.memHandle = h;
+	CUarrayMapInfo mi = array_map(h);
 	CU(v.MapArray(&mi, 1, 0));
 	CU(v.Release(h));
 	CHECK(v.used(0) == 16 * MB && vmm_bytes() == 48 * MB);
@@ -497,14 +504,7 @@ static int export_fails(void)
 		int fd = -1;
 		if (round != 1)
 			CHECK(v.Export(&fd, h, CU_MEM_HANDLE_TYPE_FABRIC, 0) != CUDA_SUCCESS);
-		CUarrayMapInfo mi;
-		memset(&mi, 0, sizeof mi);
-		mi.resourceType = CU_RESOURCE_TYPE_ARRAY;
-		mi.resource.array = (CUarray)(uintptr_t)0x5000;
-		mi.subresourceType = CU_ARRAY_SPARSE_SUBRESOURCE_TYPE_SPARSE_LEVEL;
-		mi.memOperationType = CU_MEM_OPERATION_TYPE_MAP;
-		mi.memHandleType = CU_MEM_HANDLE_TYPE_GENERIC;
-		mi.memHandle.memHandle = h;
+		CUarrayMapInfo mi = array_map(h);
 		if (round == 1)
 			CHECK(v.MapArray(&mi, 1, 0) != CUDA_SUCCESS); /* FAKECU_FAIL: the first call */
 		CUdeviceptr va = mapped(h, 32 * MB);

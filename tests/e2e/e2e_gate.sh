@@ -8,6 +8,7 @@
 # driver with nothing counted).
 # Arguments: the preloaded library, e2e_reclaim, the page directory, e2e_drv_vmmcap.
 . "$(dirname "$0")/e2e_lib.sh"
+. "$(dirname "$0")/e2e_procs.sh"
 drv=$4
 export FAKECUDA_MACHINE=$dir/machine FAKECUDA_CAPACITY=1G FAKECUDA_DEVICES=1 GPUPOOL_REPORT=none
 start() { # NAME CONF ARGS...: in the background, its pid in pid_NAME
@@ -16,15 +17,6 @@ start() { # NAME CONF ARGS...: in the background, its pid in pid_NAME
 	env LD_PRELOAD="$preload" GPUPOOL_SHM_DIR="$dir" GPUPOOL_CONF="$conf" "$@" >"$dir/$name.out" 2>"$dir/$name.err" &
 	eval "pid_$name=$!"
 }
-ready() { # NAME
-	for _ in $(seq 200); do
-		grep -q '^ready' "$dir/$1.out" && return 0
-		sleep 0.05
-	done
-	bad "$1 did not start"
-	return 1
-}
-show() { for f in "$@"; do echo "--- $f.out"; tail -n 5 "$dir/$f.out"; echo "--- $f.err"; tail -n 12 "$dir/$f.err"; done; }
 
 start a "" "$prog" keep 896
 ready a

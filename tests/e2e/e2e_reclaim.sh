@@ -21,6 +21,7 @@
 #                its per-process budget, and still serves B
 # Arguments: the preloaded library, e2e_reclaim, the page directory, python3.
 . "$(dirname "$0")/e2e_lib.sh"
+. "$(dirname "$0")/e2e_procs.sh"
 py=$4
 here=$(cd "$(dirname "$0")" && pwd)
 pdir=$dir # the page directory of A and B
@@ -30,16 +31,6 @@ a_out=$(mktemp) a_err=$(mktemp)
 TMPS="$TMPS $a_out $a_err"
 # bad, with the holder's output too
 abad() { bad "$@"; echo "--- holder's stdout"; tail -n 20 "$a_out"; echo "--- holder's stderr"; tail -n 30 "$a_err"; }
-
-# The device empty again: the last scenario's processes have ended (a process's exit, its
-# handlers included, can outlast its signal under load). Asked of the fake alone, no library.
-wait_empty() {
-	for _ in $(seq 100); do
-		env -u LD_PRELOAD GPUPOOL_DISABLE=1 "$prog" ask 960 >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
-	echo "note: the device did not empty within 10 s"
-}
 
 # start_a ENV... -- CMD...: A in the background, with the library, until it prints "ready"
 start_a() {
@@ -64,8 +55,6 @@ stop_a() {
 	wait $apid
 	arc=$?
 }
-# json FILE EXPR: a figure of device 0 from an exit report (python expression over d)
-json() { "$py" -c "import json,sys; d=json.load(open(sys.argv[1]))['processes'][0]['devices'][0]; print($2)" "$1"; }
 # ask MIB ENV...: B, with the library, its report in $dir/b.json; status in $brc
 ask() {
 	local mib=$1

@@ -20,42 +20,10 @@
 #   gifts      eight rounds: B credits what A gave in every one
 # Arguments: the preloaded library, e2e_reclaim, the page directory, python3.
 . "$(dirname "$0")/e2e_lib.sh"
+. "$(dirname "$0")/e2e_procs.sh"
 py=$4
 export FAKECUDA_MACHINE=$dir/machine FAKECUDA_CAPACITY=1G FAKECUDA_DEVICES=1
 
-# The device empty again (asked of the fake alone, no library)
-wait_empty() {
-	for _ in $(seq 100); do
-		env -u LD_PRELOAD GPUPOOL_DISABLE=1 "$prog" ask 960 >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
-	echo "note: the device did not empty within 10 s"
-}
-# bg NAME ENV... -- ARGS...: a process with the library in the background, its pid in
-# pid_NAME, output in $dir/NAME.out and .err; waits for "ready" when WAITREADY=1
-bg() {
-	local name=$1
-	shift
-	local envs=()
-	while [ "$1" != -- ]; do envs+=("$1"); shift; done
-	shift
-	: >"$dir/$name.out"
-	env LD_PRELOAD="$preload" GPUPOOL_SHM_DIR="$dir" GPUPOOL_LOG=info "${envs[@]}" "$prog" "$@" \
-		>"$dir/$name.out" 2>"$dir/$name.err" &
-	eval "pid_$name=$!"
-	if [ "${WAITREADY:-0}" = 1 ]; then
-		for _ in $(seq 200); do
-			grep -q '^ready' "$dir/$name.out" && return 0
-			sleep 0.05
-		done
-		bad "$name did not start"
-		return 1
-	fi
-}
-show() { for f in "$@"; do echo "--- $f.out"; tail -n 5 "$dir/$f.out"; echo "--- $f.err"; tail -n 12 "$dir/$f.err"; done; }
-secs() { sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' "$dir/$1.out" | head -1; }
-stop() { for p in "$@"; do kill -INT "$p" 2>/dev/null; done; wait "$@" 2>/dev/null; }
-json() { "$py" -c "import json,sys; d=json.load(open(sys.argv[1]))['processes'][0]['devices'][0]; print($2)" "$1"; }
 
 # wait
 wait_empty

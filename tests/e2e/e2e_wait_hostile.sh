@@ -20,37 +20,13 @@
 #              nothing, then claiming to hold 1 GiB): V keeps its reserve:512M
 # Arguments: the preloaded library, e2e_reclaim, the page directory, python3.
 . "$(dirname "$0")/e2e_lib.sh"
+. "$(dirname "$0")/e2e_procs.sh"
 py=$4
 hostile=$(cd "$(dirname "$0")" && pwd)/e2e_wait_hostile.py
 pdir=$dir
-export FAKECUDA_MACHINE=$dir/machine FAKECUDA_CAPACITY=1G FAKECUDA_DEVICES=1
+export FAKECUDA_MACHINE=$dir/machine FAKECUDA_CAPACITY=1G FAKECUDA_DEVICES=1 GPUPOOL_REPORT=none
+WAITREADY=1 # every bg waits for its "ready"
 
-wait_empty() {
-	for _ in $(seq 100); do
-		env -u LD_PRELOAD GPUPOOL_DISABLE=1 "$prog" ask 960 >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
-	echo "note: the device did not empty within 10 s"
-}
-# bg NAME ENV... -- ARGS...: e2e_reclaim with the library in the background, its pid in
-# pid_NAME, output in $dir/NAME.out and .err, once it printed "ready"
-bg() {
-	local name=$1
-	shift
-	local envs=()
-	while [ "$1" != -- ]; do envs+=("$1"); shift; done
-	shift
-	: >"$dir/$name.out"
-	env LD_PRELOAD="$preload" GPUPOOL_SHM_DIR="$pdir" GPUPOOL_LOG=info GPUPOOL_REPORT=none "${envs[@]}" "$prog" "$@" \
-		>"$dir/$name.out" 2>"$dir/$name.err" &
-	eval "pid_$name=$!"
-	for _ in $(seq 200); do
-		grep -q '^ready' "$dir/$name.out" && return 0
-		sleep 0.05
-	done
-	bad "$name did not start"
-	return 1
-}
 # hostile NAME [AS...] -- ARGS...: e2e_wait_hostile.py in the background (AS: a command to
 # run it as another user), its pid in pid_NAME, once it printed "ready"
 hostile() {
@@ -62,18 +38,8 @@ hostile() {
 	: >"$dir/$name.out"
 	"${as[@]}" env GPUPOOL_SHM_DIR="$pdir" "$py" - "$@" <"$hostile" >"$dir/$name.out" 2>&1 &
 	eval "pid_$name=$!"
-	for _ in $(seq 200); do
-		grep -q '^ready' "$dir/$name.out" && return 0
-		sleep 0.05
-	done
-	bad "$name did not start"
-	return 1
+	ready "$name"
 }
-show() { for f in "$@"; do echo "--- $f.out"; tail -n 5 "$dir/$f.out"; echo "--- $f.err"; tail -n 12 "$dir/$f.err"; done; }
-secs() { sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' "$dir/$1.out" | head -1; }
-stop() { for p in "$@"; do kill -INT "$p" 2>/dev/null; done; wait "$@" 2>/dev/null; }
-# under SECONDS NAME: NAME's allocation took less than SECONDS
-under() { "$py" -c "import sys; sys.exit(0 if float(sys.argv[2] or 99) < float(sys.argv[1]) else 1)" "$1" "$(secs "$2")"; }
 
 # fill WHAT LISTEN [AS...]: H holds 768 MiB idle, V 64 MiB in use; the forgers (run by AS)
 # fill both lines, then V asks for 512 MiB
@@ -82,8 +48,7 @@ fill() {
 	shift 2
 	wait_empty
 	bg h -- hold 768 && bg v -- holdask 64 512 && hostile f "$@" -- fill "$listen" "$pid_h" "$pid_v" && {
-		kill -USR1 $pid_v
-		wait $pid_v
+		asks v
 		vrc=$?
 		[ $vrc = 0 ] || { bad "$what: V should be served beside a line full of forged claims ($vrc)"; show h v; }
 		# H gave to V: V's line names it, or (V's wait over before H's answer came, as
@@ -91,8 +56,7 @@ fill() {
 		grep -q "pid $pid_h gave" "$dir/v.err" || grep -q "to pid $pid_v " "$dir/h.err" ||
 			{ bad "$what: H should have given to V"; show h v; }
 	}
-	kill $pid_f 2>/dev/null
-	wait $pid_f 2>/dev/null
+	gone $pid_f
 	stop $pid_h
 }
 fill fill 0
@@ -111,13 +75,11 @@ fi
 # head: V holds 64 MiB and asks for 200 MiB while a forged claim for 900 MiB is told again
 wait_empty
 bg v -- holdask 64 200 && hostile f -- head $((900 << 20)) 0 "$pid_v" && {
-	kill -USR1 $pid_v
-	wait $pid_v
+	asks v
 	vrc=$?
 	[ $vrc = 0 ] && under 0.5 v || { bad "head: V should be served at once beside a forged claim ($vrc)"; show v; }
 }
-kill $pid_f 2>/dev/null
-wait $pid_f 2>/dev/null
+gone $pid_f
 
 # head-lost: the claim from a process that looks like a waiter; V asks 0.3 s after it came
 # (then it is first in line with the memory free), and V2 asks once it has lost its place
@@ -126,19 +88,16 @@ bg v -- holdask 64 200 && bg v2 -- holdask 64 200 && {
 	env GPUPOOL_SHM_DIR="$pdir" "$py" "$hostile" head $((800 << 20)) 1 "$pid_v" "$pid_v2" >"$dir/f.out" 2>&1 &
 	pid_f=$!
 	sleep 0.3
-	kill -USR1 $pid_v
-	wait $pid_v
+	asks v
 	vrc=$?
 	[ $vrc = 0 ] && under 3 v || { bad "head-lost: V should be served once the claim lost its place ($vrc)"; show v; }
 	grep -q "loses its place" "$dir/v.err" || { bad "head-lost: V's line about the claim"; show v; }
 	sleep 1.5
-	kill -USR1 $pid_v2
-	wait $pid_v2
+	asks v2
 	vrc=$?
 	[ $vrc = 0 ] && under 0.5 v2 || { bad "head-lost: V2 should be served at once: the claim lost its place ($vrc)"; show v2; }
 }
-kill $pid_f 2>/dev/null
-wait $pid_f 2>/dev/null
+gone $pid_f
 
 # liar: V's 768 MiB can come from nowhere (512 MiB in use outside gpupool)
 wait_empty
@@ -146,13 +105,12 @@ env -u LD_PRELOAD GPUPOOL_DISABLE=1 "$prog" keep 512 >"$dir/k.out" 2>&1 &
 kpid=$!
 for _ in $(seq 100); do grep -q ready "$dir/k.out" 2>/dev/null && break; sleep 0.05; done
 hostile l -- liar $((1 << 30)) && {
-	env LD_PRELOAD="$preload" GPUPOOL_SHM_DIR="$pdir" GPUPOOL_LOG=info GPUPOOL_REPORT=none "$prog" ask 768 \
+	env LD_PRELOAD="$preload" GPUPOOL_SHM_DIR="$pdir" GPUPOOL_LOG=info "$prog" ask 768 \
 		>"$dir/v.out" 2>"$dir/v.err"
 	vrc=$?
 	[ $vrc = 3 ] && under 1.5 v || { bad "liar: V should fail as it would alone, not wait for the liar ($vrc)"; show v; }
 }
-kill $pid_l $kpid 2>/dev/null
-wait $pid_l $kpid 2>/dev/null
+gone $pid_l $kpid
 
 # floor: the liar's floor, holding nothing and then claiming 1 GiB
 for held in 0 $((1 << 30)); do
@@ -162,8 +120,7 @@ for held in 0 $((1 << 30)); do
 		grep -q "reserve: .* refused" "$dir/v.err" && { bad "floor: V's reserve refused on a liar's word (held $held)"; show v; }
 		stop $pid_v
 	}
-	kill $pid_l 2>/dev/null
-	wait $pid_l 2>/dev/null
+	gone $pid_l
 done
 
 [ $fail = 0 ] && echo "wait-hostile: all scenarios pass"

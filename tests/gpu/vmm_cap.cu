@@ -23,6 +23,17 @@
 
 static bool shim_loaded(void) { return dlsym(RTLD_DEFAULT, "gpupool_version") != NULL; }
 
+/* Pinned memory on device 0, as cuMemCreate takes it */
+static CUmemAllocationProp device0_prop(void)
+{
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof prop);
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = 0;
+	return prop;
+}
+
 static int mode_cap(void)
 {
 	gp_require_gpu();
@@ -33,11 +44,7 @@ static int mode_cap(void)
 	CUdevice dev0 = 0;
 	CU(cuDeviceGet(&dev0, 0));
 	CU(cuDeviceTotalMem(&total, dev0));
-	CUmemAllocationProp prop;
-	memset(&prop, 0, sizeof prop);
-	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	prop.location.id = 0;
+	CUmemAllocationProp prop = device0_prop();
 	size_t gran = 0;
 	CU(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
 	const char *conf = getenv("GPUPOOL_CONF");
@@ -105,11 +112,7 @@ static int mode_poolrange(void)
 {
 	gp_require_gpu();
 	CK(cudaFree(0));
-	CUmemAllocationProp prop;
-	memset(&prop, 0, sizeof prop);
-	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	prop.location.id = 0;
+	CUmemAllocationProp prop = device0_prop();
 	size_t gran = 0;
 	CU(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
 	CUdeviceptr a = 0, b = 0;
