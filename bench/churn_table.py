@@ -70,6 +70,10 @@ def main():
             if c == check and (ooms[-1] > hws[-1] or not procs or min(p[0] for p in procs) == 0):
                 bad.append("%s, round %d: %d out of memory (%d of them hold and wait), rounds per process %s"
                            % (c, r, ooms[-1], hws[-1], per[-1]))
+                for e in sorted(glob.glob("%s/%s.%d.*.err" % (d, c, r))):  # each wait that did not end served
+                    with open(e, errors="replace") as f:
+                        bad += ["  %s: %s" % (e.rsplit(".", 2)[-2], line.strip()) for line in f
+                                if line.startswith("gpupool: info: reclaim: ") and "; " in line.rsplit(" after ", 1)[-1]]
         mid = sorted(range(rounds), key=lambda i: done[i])[rounds // 2]
         print("| %s | %s | %s | %s (%s) | %s / %s / %s |" % (c, med(done), ", ".join(map(str, per[mid])), med(ooms),
               med(hws), med(p50, "%.0f"), med(p99, "%.0f"), med(mx, "%.0f")))

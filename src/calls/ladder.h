@@ -20,7 +20,9 @@
  * Here (ladder.c, out of line and cold; with no pool lock held). Under a cap, first: the
  * program's own memory pools' figures read again (a synchronize may have made them give
  * memory back), and the pool asked once more where they went down. Then, when the GPU
- * itself is short (not the limit: others cannot change that):
+ * itself is short (not the limit: others cannot change that; where the GPU has the room
+ * again by now, freed since the pool gave up, and nobody waits, the pool is asked once more
+ * at once instead):
  *   7. reclaim:     the allocation takes a ticket in the GPU's line and tells every process
  *                   (src/sharing/waitq.c); the others give back what they hold idle
  *                   (src/sharing/reclaim.c) and wake it

@@ -343,7 +343,7 @@ int gp_reclaim_before_oom(int dev, size_t bytes)
 {
 	struct gp_wait w;
 	if (!gp_waitq_begin(&w, dev, bytes, false))
-		return 0;
+		return w.room; /* freed since the call failed: once more */
 	bool turn = gp_waitq_next(&w);
 	gp_waitq_end(&w, turn);
 	return turn;

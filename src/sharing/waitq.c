@@ -322,8 +322,10 @@ bool gp_waitq_begin(struct gp_wait *w, int dev, size_t bytes, bool quick)
 	 * line */
 	uint64_t earlier = earlier_need(dev, now);
 	bool room = w->free0 >= w->need && w->free0 - w->need >= earlier;
-	if (room && (gp_budget_refused_last() || !atomic_load_explicit(&in_line[dev], memory_order_relaxed)))
+	if (room && (gp_budget_refused_last() || !atomic_load_explicit(&in_line[dev], memory_order_relaxed))) {
+		w->room = !gp_budget_refused_last();
 		return false;
+	}
 	w->again = room;
 	w->fd = gp_share_asker();
 	if (w->fd < 0)

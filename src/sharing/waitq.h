@@ -38,6 +38,8 @@ struct gp_wait {
 	bool quick;           /* only what others give at once (a framework's first failure) */
 	bool tried;           /* the last gp_waitq_next said try: if it is called again, that failed */
 	bool again;           /* the GPU had the room when it began: try again at once */
+	bool room;            /* gp_waitq_begin said false: the GPU has the room now, and no cap
+				 * refused (freed since the allocation failed) */
 	int nagain;
 	uint64_t ticket, deadline, t0, last_told;
 	size_t need;          /* bytes it waits for (the segment the allocation needs) */
@@ -61,7 +63,9 @@ struct gp_wait {
 
 /* Begins the wait of an allocation of `bytes` on `dev` that the device could not serve:
  * false when there is nothing to wait for (reclaim off, no pool or UUID yet, exiting, or the
- * GPU has the room: the limit or the pool refused, which others cannot change). Otherwise
+ * GPU has the room: the limit or the pool refused, which others cannot change; or, with no
+ * cap refusing, the memory came back since the allocation failed: w->room, try once more).
+ * Otherwise
  * takes a ticket, tells every process on the machine (each keeps the GPU's line), and
  * returns true: then call gp_waitq_next until it returns false, and gp_waitq_end once.
  * `quick` waits only for what others give at once (about 0.2 s), for a framework that
