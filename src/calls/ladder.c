@@ -58,27 +58,24 @@ __attribute__((cold)) int gp_ladder_short(int dev, size_t size, gp_stream key, i
 	bool quick = cache_above && (!last_short_ns || now - last_short_ns >= AGAIN_NS) && gp_framework_present();
 	last_short_ns = now;
 	struct gp_wait w;
-	for (int round = 0; round < 2; round++) {
-		if (gp_waitq_begin(&w, dev, size, quick)) {
-			while (gp_waitq_next(&w)) {
-				p = atomic_load(&r->pools[dev]); /* a reset may have made another */
-				if (!p)
-					break;
-				rc = gp_registry_alloc_retry(p, dev, size, key, op, s, a);
-				if (rc == 0 || rc == -EIO)
-					break; /* served, or the device's own error: the answer either way */
-			}
-			gp_waitq_end(&w, rc == 0);
-			p = atomic_load(&r->pools[dev]);
-			break;
-		}
-		/* no wait: the GPU has the room, freed by another process since this allocation
-		 * failed (nobody in line, no cap refusing): once more at once, then in line */
-		if (!w.room || round)
-			break;
+	bool waits = gp_waitq_begin(&w, dev, size, quick);
+	/* no wait: the GPU has the room, freed by another process since this allocation failed
+	 * (nobody in line, no cap refusing): once more at once, then in line */
+	if (!waits && w.room) {
 		rc = gp_registry_alloc_retry(p, dev, size, key, op, s, a);
-		if (rc == 0 || rc == -EIO)
-			break;
+		waits = rc != 0 && rc != -EIO && gp_waitq_begin(&w, dev, size, quick);
+	}
+	if (waits) {
+		while (gp_waitq_next(&w)) {
+			p = atomic_load(&r->pools[dev]); /* a reset may have made another */
+			if (!p)
+				break;
+			rc = gp_registry_alloc_retry(p, dev, size, key, op, s, a);
+			if (rc == 0 || rc == -EIO)
+				break; /* served, or the device's own error: the answer either way */
+		}
+		gp_waitq_end(&w, rc == 0);
+		p = atomic_load(&r->pools[dev]);
 	}
 	/* 9. out of memory: the one count of it */
 	if (rc == -ENOMEM && p)

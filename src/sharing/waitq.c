@@ -322,8 +322,9 @@ bool gp_waitq_begin(struct gp_wait *w, int dev, size_t bytes, bool quick)
 	 * line */
 	uint64_t earlier = earlier_need(dev, now);
 	bool room = w->free0 >= w->need && w->free0 - w->need >= earlier;
-	if (room && (gp_budget_refused_last() || !atomic_load_explicit(&in_line[dev], memory_order_relaxed))) {
-		w->room = !gp_budget_refused_last();
+	bool capped = room && gp_budget_refused_last();
+	if (room && (capped || !atomic_load_explicit(&in_line[dev], memory_order_relaxed))) {
+		w->room = !capped;
 		return false;
 	}
 	w->again = room;
