@@ -4,7 +4,8 @@
 # back on a release, and step time and peak reserved memory against PyTorch's expandable
 # segments, interleaved. Parts, in this order (PARTS picks some, comma-separated):
 #   cost       bench/gpu/vmm_cost.py: host us per 2 MiB chunk mapped and unmapped, the
-#              figure gpupool-replay --vmm-cost-us models (OUTDIR/vmm_cost.log)
+#              figure gpupool-replay --vmm-cost-us models, then the same with handles of
+#              1, 4, 16, 64 and 256 chunks, interleaved (OUTDIR/vmm_cost.log)
 #   scattered  bench/gpu/scattered.py under gpupool as PyTorch's allocator (segments:auto and
 #              segments:whole, then gpupool.release()) and PyTorch's default and expandable
 #              segments (torch.cuda.empty_cache()): the share of the free cache given back
@@ -51,8 +52,8 @@ export GPUPOOL_LIB
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$O/smi.csv" 2>&1
 
 if has cost; then
-	timeout 120 python3 bench/gpu/vmm_cost.py >"$O/vmm_cost.log" 2>&1
-	echo "cost rc=$? $(tail -1 "$O/vmm_cost.log")"
+	timeout 300 python3 bench/gpu/vmm_cost.py --handle-chunks 1,4,16,64,256 >"$O/vmm_cost.log" 2>&1
+	echo "cost rc=$? $(grep -h '^vmm_cost ' "$O/vmm_cost.log")"
 fi
 if has scattered; then
 	for c in pluggable:auto pluggable:whole default: expandable:; do
@@ -77,5 +78,5 @@ fi
 echo
 [ -d "$O/steps" ] && python3 bench/gpu/steps_table.py "$O/steps"
 grep -h '^scattered' "$O"/scattered-*.log 2>/dev/null
-grep -h '^vmm_cost' "$O/vmm_cost.log" 2>/dev/null
+grep -h '^vmm_cost' "$O/vmm_cost.log" 2>/dev/null # both kinds of line
 exit 0

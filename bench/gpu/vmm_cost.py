@@ -4,14 +4,21 @@ made the way gpupool's virtual-memory segments make them (src/driver/backend_vmm
 cuMemCreate + cuMemMap + cuMemRelease, one cuMemSetAccess over the whole range, then per chunk
 cuMemUnmap. Through ctypes on libcuda.so.1, no torch.
 
-    python3 bench/gpu/vmm_cost.py [--chunks N] [--rounds R] [--device D]
+    python3 bench/gpu/vmm_cost.py [--chunks N] [--rounds R] [--device D] [--handle-chunks K,...]
 
 Prints one line per round and a last one, the medians over rounds:
     vmm_cost gran=BYTES chunks=N map_us=... access_us=... unmap_us=... reserve_us=...
 map_us: create + map + release per chunk; access_us: the one cuMemSetAccess divided by N;
 unmap_us: per chunk; reserve_us: cuMemAddressReserve + cuMemAddressFree of the range.
 gpupool-replay --vmm-cost-us C models C as map_us + access_us for a map and unmap_us for an
-unmap. Exit 77 without a driver or a device, 2 on bad arguments."""
+unmap.
+
+--handle-chunks K,... repeats the measure with handles of K chunks each (N a multiple of K:
+N/K handles, each cuMemCreate'd, mapped and unmapped in one call), one line per K:
+    vmm_cost_handle gran=BYTES chunks=N handle_chunks=K map_us=... access_us=... unmap_us=...
+the figures still per chunk of the granularity, so K=1 is the line above and a smaller figure
+at a larger K is what larger handles would save per byte. Exit 77 without a driver or a
+device, 2 on bad arguments."""
 import argparse
 import ctypes
 import statistics
@@ -22,9 +29,16 @@ ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 ap.add_argument("--chunks", type=int, default=256)
 ap.add_argument("--rounds", type=int, default=5)
 ap.add_argument("--device", type=int, default=0)
+ap.add_argument("--handle-chunks", default="")
 args = ap.parse_args()
 if args.chunks < 1 or args.rounds < 1 or args.device < 0:
     ap.error("--chunks and --rounds must be >= 1, --device >= 0")
+try:
+    ks = [int(k) for k in args.handle_chunks.split(",") if k]
+except ValueError:
+    ap.error("--handle-chunks takes numbers, comma-separated")
+if any(k < 1 or args.chunks % k for k in ks):
+    ap.error("--handle-chunks: each K must be >= 1 and divide --chunks")
 
 try:
     cu = ctypes.CDLL("libcuda.so.1")
@@ -84,16 +98,18 @@ cu.cuMemSetAccess.argtypes = [u64, ctypes.c_size_t, ctypes.POINTER(Access), ctyp
 cu.cuMemUnmap.argtypes = [u64, ctypes.c_size_t]
 cu.cuMemsetD8_v2.argtypes = [u64, ctypes.c_ubyte, ctypes.c_size_t]
 
-rows = []
-for r in range(args.rounds):
+def measure(k):
+    """One round's figures with handles of k chunks, per chunk of the granularity."""
+    hs = g * k
+    nh = args.chunks // k
     va = u64()
     t0 = time.perf_counter()
     ck("cuMemAddressReserve", cu.cuMemAddressReserve(ctypes.byref(va), size, g, 0, 0))
     t1 = time.perf_counter()
-    for i in range(args.chunks):
+    for i in range(nh):
         h = u64()
-        ck("cuMemCreate", cu.cuMemCreate(ctypes.byref(h), g, ctypes.byref(prop), 0))
-        ck("cuMemMap", cu.cuMemMap(va.value + i * g, g, 0, h.value, 0))
+        ck("cuMemCreate", cu.cuMemCreate(ctypes.byref(h), hs, ctypes.byref(prop), 0))
+        ck("cuMemMap", cu.cuMemMap(va.value + i * hs, hs, 0, h.value, 0))
         ck("cuMemRelease", cu.cuMemRelease(h.value))
     t2 = time.perf_counter()
     ck("cuMemSetAccess", cu.cuMemSetAccess(va.value, size, ctypes.byref(acc), 1))
@@ -101,15 +117,34 @@ for r in range(args.rounds):
     ck("cuMemsetD8", cu.cuMemsetD8_v2(va.value, 0x5A, size))  # the memory works
     ck("cuCtxSynchronize", cu.cuCtxSynchronize())
     t4 = time.perf_counter()
-    for i in range(args.chunks):
-        ck("cuMemUnmap", cu.cuMemUnmap(va.value + i * g, g))
+    for i in range(nh):
+        ck("cuMemUnmap", cu.cuMemUnmap(va.value + i * hs, hs))
     t5 = time.perf_counter()
     ck("cuMemAddressFree", cu.cuMemAddressFree(va.value, size))
     t6 = time.perf_counter()
-    row = {"map_us": (t2 - t1) * 1e6 / args.chunks, "access_us": (t3 - t2) * 1e6 / args.chunks,
-           "unmap_us": (t5 - t4) * 1e6 / args.chunks, "reserve_us": ((t1 - t0) + (t6 - t5)) * 1e6}
+    return {"map_us": (t2 - t1) * 1e6 / args.chunks, "access_us": (t3 - t2) * 1e6 / args.chunks,
+            "unmap_us": (t5 - t4) * 1e6 / args.chunks, "reserve_us": ((t1 - t0) + (t6 - t5)) * 1e6}
+
+
+def fmt(row):
+    return " ".join("%s=%.2f" % kv for kv in row.items())
+
+
+rows = []
+for r in range(args.rounds):
+    row = measure(1)
     rows.append(row)
-    print("round=%d gran=%d chunks=%d %s" % (r + 1, g, args.chunks,
-                                             " ".join("%s=%.2f" % kv for kv in row.items())), flush=True)
+    print("round=%d gran=%d chunks=%d %s" % (r + 1, g, args.chunks, fmt(row)), flush=True)
 med = {k: statistics.median(x[k] for x in rows) for k in rows[0]}
-print("vmm_cost gran=%d chunks=%d %s" % (g, args.chunks, " ".join("%s=%.2f" % kv for kv in med.items())))
+print("vmm_cost gran=%d chunks=%d %s" % (g, args.chunks, fmt(med)), flush=True)
+# the handle sizes interleaved: each round measures every size once
+per = {k: [] for k in ks}
+for r in range(args.rounds):
+    for k in ks:
+        per[k].append(measure(k))
+for k in ks:
+    med = {n: statistics.median(x[n] for x in per[k]) for n in per[k][0]}
+    lo = {n: min(x[n] for x in per[k]) for n in per[k][0]}
+    hi = {n: max(x[n] for x in per[k]) for n in per[k][0]}
+    print("vmm_cost_handle gran=%d chunks=%d handle_chunks=%d %s range %s" % (
+        g, args.chunks, k, fmt(med), " ".join("%s=%.2f-%.2f" % (n, lo[n], hi[n]) for n in med)))
