@@ -17,7 +17,9 @@ unmap.
 N/K handles, each cuMemCreate'd, mapped and unmapped in one call), one line per K:
     vmm_cost_handle gran=BYTES chunks=N handle_chunks=K map_us=... access_us=... unmap_us=...
 the figures still per chunk of the granularity, so K=1 is the line above and a smaller figure
-at a larger K is what larger handles would save per byte. Exit 77 without a driver or a
+at a larger K is what larger handles would save per byte. With it, one line more says whether
+one cuMemUnmap may cover several chunk mappings, and its cost per chunk:
+    vmm_cost_span gran=BYTES chunks=N unmap_us=... | refused: ... Exit 77 without a driver or a
 device, 2 on bad arguments."""
 import argparse
 import ctypes
@@ -98,8 +100,9 @@ cu.cuMemSetAccess.argtypes = [u64, ctypes.c_size_t, ctypes.POINTER(Access), ctyp
 cu.cuMemUnmap.argtypes = [u64, ctypes.c_size_t]
 cu.cuMemsetD8_v2.argtypes = [u64, ctypes.c_ubyte, ctypes.c_size_t]
 
-def measure(k):
-    """One round's figures with handles of k chunks, per chunk of the granularity."""
+def measure(k, span=False):
+    """One round's figures with handles of k chunks, per chunk of the granularity; span: the
+    whole range unmapped in one cuMemUnmap (None when the driver refuses it)."""
     hs = g * k
     nh = args.chunks // k
     va = u64()
@@ -117,7 +120,12 @@ def measure(k):
     ck("cuMemsetD8", cu.cuMemsetD8_v2(va.value, 0x5A, size))  # the memory works
     ck("cuCtxSynchronize", cu.cuCtxSynchronize())
     t4 = time.perf_counter()
-    for i in range(nh):
+    if span and cu.cuMemUnmap(va.value, size) != 0:
+        for i in range(nh):
+            ck("cuMemUnmap", cu.cuMemUnmap(va.value + i * hs, hs))
+        ck("cuMemAddressFree", cu.cuMemAddressFree(va.value, size))
+        return None
+    for i in range(0 if span else nh):
         ck("cuMemUnmap", cu.cuMemUnmap(va.value + i * hs, hs))
     t5 = time.perf_counter()
     ck("cuMemAddressFree", cu.cuMemAddressFree(va.value, size))
@@ -142,6 +150,13 @@ per = {k: [] for k in ks}
 for r in range(args.rounds):
     for k in ks:
         per[k].append(measure(k))
+spans = [measure(1, True) for _ in range(args.rounds)] if ks else []
+if spans and None in spans:
+    print("vmm_cost_span gran=%d chunks=%d refused: cuMemUnmap over several mappings" % (g, args.chunks))
+elif spans:
+    print("vmm_cost_span gran=%d chunks=%d unmap_us=%.2f (one cuMemUnmap over the %d chunk mappings, "
+          "per chunk, median of %d)" % (g, args.chunks, statistics.median(x["unmap_us"] for x in spans),
+                                       args.chunks, len(spans)))
 for k in ks:
     med = {n: statistics.median(x[n] for x in per[k]) for n in per[k][0]}
     lo = {n: min(x[n] for x in per[k]) for n in per[k][0]}
