@@ -16,7 +16,7 @@
 #   nocache    steps.sh, one round of the four models under PyTorch's caching off, gpupool
 #              preloaded, segments:auto and segments:vmm (nocache-gp, nocache-gpv): the ratio
 #              of peak reserved to PyTorch's peak allocated under cudaFree semantics
-#              (OUTDIR/steps, rounds 9)
+#              (OUTDIR/steps, rounds 9; NOCACHE_CONFIGS to change)
 # Prints the tables last: the steps table (bench/gpu/steps_table.py), the scattered lines, the
 # cost line. GPUPOOL_LIB names the library (else scripts/build-gpu-lib builds one).
 #
@@ -72,7 +72,7 @@ if has steps; then
 	echo "steps rc=$?"
 fi
 if has nocache; then
-	CONFIGS=nocache-gp,nocache-gpv ROUND0=9 bench/gpu/steps.sh "$O/steps" 1 resnet50 gpt2 bert llama >"$O/nocache.out" 2>&1
+	CONFIGS=${NOCACHE_CONFIGS:-nocache-gp,nocache-gpv} ROUND0=9 bench/gpu/steps.sh "$O/steps" 1 resnet50 gpt2 bert llama >"$O/nocache.out" 2>&1
 	echo "nocache rc=$?"
 fi
 echo
