@@ -53,8 +53,10 @@ static void usage(FILE *f)
 		"  --granularity SIZE        the modelled GPU's virtual-memory chunk, a power of\n"
 		"                            two from 4K to 1G (default 2M, an H100's); 0: no\n"
 		"                            virtual memory management (whole segments)\n"
-		"  --vmm-cost-us US          modelled host time of mapping or unmapping one\n"
-		"                            chunk (default 20)\n"
+		"  --vmm-cost-us US[,UNMAP]  modelled host time of mapping one chunk (its\n"
+		"                            access included) and of unmapping one: one figure\n"
+		"                            for both (default 20), or two; an H100 measured\n"
+		"                            38,29 (BENCHMARKS.md section 28)\n"
 		"  --limit-rows N            replay the first N rows only (the outputs below\n"
 		"                            show the pool as it was after row N)\n"
 		"  --torch-snapshot OUT      PyTorch's memory snapshot of the replay (what\n"
@@ -93,6 +95,21 @@ static unsigned long long num_arg(const char *opt, const char *v, unsigned long 
 	if (!v || errno || end == v || *end || v[0] == '-' || x < min || x > max)
 		bad_usage("%s needs a number from %llu to %llu, got '%s'", opt, min, max, v ? v : "");
 	return x;
+}
+
+/* --vmm-cost-us US[,UNMAP]: the map cost, and the unmap cost (the same when not given). */
+static void vmm_cost_arg(const char *v, struct gp_replay_opts *o)
+{
+	const char *comma = v ? strchr(v, ',') : NULL;
+	char map[32];
+	if (comma && (size_t)(comma - v) < sizeof map) {
+		memcpy(map, v, (size_t)(comma - v));
+		map[comma - v] = '\0';
+		o->vmm_cost_us = (unsigned)num_arg("--vmm-cost-us", map, 0, 1000000);
+		o->vmm_unmap_cost_us = (unsigned)num_arg("--vmm-cost-us (after the comma)", comma + 1, 0, 1000000);
+	} else {
+		o->vmm_cost_us = o->vmm_unmap_cost_us = (unsigned)num_arg("--vmm-cost-us", comma ? "" : v, 0, 1000000);
+	}
 }
 
 /* --granularity: 0, or a power of two from 4K to 1G, in the knobs' size syntax. */
@@ -277,7 +294,7 @@ int main(int argc, char **argv)
 		case O_SORT: o.sort_window = num_arg("--sort-window", optarg, 0, 1u << 20); break;
 		case O_LAT: o.fence_latency_us = (unsigned)num_arg("--fence-latency-us", optarg, 0, 10000000); break;
 		case O_GRAN: o.granularity = granularity_arg(optarg); break;
-		case O_VMMCOST: o.vmm_cost_us = (unsigned)num_arg("--vmm-cost-us", optarg, 0, 1000000); break;
+		case O_VMMCOST: vmm_cost_arg(optarg, &o); break;
 		case O_LIMIT: o.limit_rows = num_arg("--limit-rows", optarg, 0, ULLONG_MAX); break;
 		case O_SNAP: snap_path = optarg; break;
 		case O_SNAP_MAX:

@@ -297,17 +297,18 @@ static int chunk_unmap(struct gp_fake_backend *fb, int device, uintptr_t a)
 		return vmm_violation(fb);
 	if (fb->chunk_unmaps == fb->fail_unmap_at || !range_remove(&fb->mapped, &fb->nmapped, &fb->capmapped, a, a + g))
 		return -EIO;
-	wait_until(fb, __atomic_load_n(&fb->now_ns, __ATOMIC_RELAXED) + fb->vmm_cost_ns, &fb->vmm_ns);
+	wait_until(fb, __atomic_load_n(&fb->now_ns, __ATOMIC_RELAXED) + fb->vmm_unmap_cost_ns, &fb->vmm_ns);
 	fb->used[device] -= g;
 	fb->chunks_unmapped++;
 	return 0;
 }
 
-/* The host time of `chunks` chunk calls, at once (as many wait_until of one each). */
-static void wait_chunks(struct gp_fake_backend *fb, size_t chunks, uint64_t *bill)
+/* The host time of `chunks` chunk calls of `each` ns, at once (as many wait_until of one
+ * each). */
+static void wait_chunks(struct gp_fake_backend *fb, uint64_t each, size_t chunks, uint64_t *bill)
 {
 	uint64_t now = __atomic_load_n(&fb->now_ns, __ATOMIC_RELAXED), cost = 0;
-	if (__builtin_mul_overflow(fb->vmm_cost_ns, (uint64_t)chunks, &cost) || now + cost < now)
+	if (__builtin_mul_overflow(each, (uint64_t)chunks, &cost) || now + cost < now)
 		cost = UINT64_MAX - now;
 	wait_until(fb, now + cost, bill);
 }
@@ -334,7 +335,7 @@ static int fake_vmm_map(void *ctx, int device, uintptr_t addr, size_t size, size
 	    range_add(&fb->mapped, &fb->nmapped, &fb->capmapped, addr, addr + size, device)) {
 		fb->chunk_maps += chunks;
 		if (fb->vmm_cost_ns)
-			wait_chunks(fb, chunks, &fb->vmm_ns);
+			wait_chunks(fb, fb->vmm_cost_ns, chunks, &fb->vmm_ns);
 		fb->used[device] += size;
 		fb->chunks_mapped += chunks;
 		*mapped = size;
@@ -374,8 +375,8 @@ static int fake_vmm_unmap(void *ctx, int device, uintptr_t addr, size_t size, bo
 	if (m && m->device == device && none_fails(fb->chunk_unmaps, fb->fail_unmap_at, chunks) &&
 	    range_remove(&fb->mapped, &fb->nmapped, &fb->capmapped, addr, addr + size)) {
 		fb->chunk_unmaps += chunks;
-		if (fb->vmm_cost_ns)
-			wait_chunks(fb, chunks, &fb->vmm_ns);
+		if (fb->vmm_unmap_cost_ns)
+			wait_chunks(fb, fb->vmm_unmap_cost_ns, chunks, &fb->vmm_ns);
 		fb->used[device] -= size;
 		fb->chunks_unmapped += chunks;
 		*unmapped = size;

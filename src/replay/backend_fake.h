@@ -56,8 +56,9 @@ struct gp_fake_backend {
 	uint64_t fail_unmap_at;                   /* the Nth chunk unmap (chunk_unmaps) fails; 0: none */
 	uint64_t fail_reserve_at;                 /* the Nth reservation fails; 0: none */
 	bool fail_maps;                           /* every chunk map fails (out of memory) */
-	uint64_t vmm_cost_ns;                     /* modelled host time of mapping or unmapping one
-						   * chunk: the clock moves on by it (not while background) */
+	uint64_t vmm_cost_ns;                     /* modelled host time of mapping one chunk: the
+						   * clock moves on by it (not while background) */
+	uint64_t vmm_unmap_cost_ns;               /* ... and of unmapping one */
 	uint64_t vmm_ns;                          /* that time, billed */
 	struct gp_fake_range {
 		uintptr_t lo, hi;

@@ -89,6 +89,7 @@ void gp_replay_opts_default(struct gp_replay_opts *o)
 	gp_replay_opts_from_config(o, &c);
 	o->granularity = (size_t)2 << 20;
 	o->vmm_cost_us = 20;
+	o->vmm_unmap_cost_us = 20;
 }
 
 static uint64_t now_ns(void) { return gp_clock_ns(CLOCK_MONOTONIC); }
@@ -371,6 +372,7 @@ int gp_replay_file(const char *path, const struct gp_replay_opts *o, struct gp_r
 	gp_fake_backend_init(&s->fb, 0);
 	s->fb.granularity = o->granularity;
 	s->fb.vmm_cost_ns = (uint64_t)o->vmm_cost_us * 1000u;
+	s->fb.vmm_unmap_cost_ns = (uint64_t)o->vmm_unmap_cost_us * 1000u;
 	s->fb.latency_ns = (uint64_t)o->fence_latency_us * 1000u;
 	gp_fence_schedule_init(&s->sched, (uint64_t)o->fence_interval_us * 1000u);
 	s->thread_at = GP_FENCE_NEVER;

@@ -61,7 +61,8 @@ struct gp_replay_opts {
 	size_t granularity;            /* the modelled device's virtual-memory granularity (bytes, a
 					* power of two; 2 MiB, an H100's, by default); 0: a device
 					* without virtual memory management (whole segments) */
-	unsigned vmm_cost_us;          /* the modelled host time of mapping or unmapping one chunk (us) */
+	unsigned vmm_cost_us;          /* the modelled host time of mapping one chunk, access included (us) */
+	unsigned vmm_unmap_cost_us;    /* ... and of unmapping one (us) */
 	unsigned fence_latency_us;     /* how far the modelled device lags the program: a marker
 					* recorded at clock c is done at c + this, a device_sync at c
 					* returns then (us, 0) */

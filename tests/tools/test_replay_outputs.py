@@ -523,6 +523,19 @@ class Usage(Tmp):
             self.assertIn("GPUPOOL_CONF: " + conf[-1].split("=")[-1], lines[0])  # the knob, named
             self.assertIn("gpupool-replay: not replaying: a knob above is bad", lines[1])
 
+    def test_vmm_cost(self):
+        # one figure for a chunk's map and unmap, or two (map, unmap), each modelled apart:
+        # with release_threshold:0 every chunk mapped is unmapped again (15 of each)
+        t = os.path.join(TRACES, "async_streams.csv")
+        for cost, want in (("10", 0.3), ("10,0", 0.15), ("0,10", 0.15), ("38,29", 1.005), ("0", 0.0)):
+            with self.subTest(cost=cost):
+                d = json.loads(replay("--json", "--conf", "release_threshold:0", "--vmm-cost-us", cost, t).stdout)
+                self.assertEqual((d["chunks_mapped"], d["chunks_unmapped"]), (15, 15))
+                self.assertAlmostEqual(d["vmm_ms"], want, places=3)
+        for v in ("x", "38,", ",29", "1,2,3", "-1", "1000001", "5,1000001"):
+            with self.subTest(v=v):
+                self.bad("--vmm-cost-us", v, t, want="--vmm-cost-us")
+
     def test_outputs_that_cannot_be_written(self):
         t = os.path.join(TRACES, "simple_sync.csv")
         self.bad("--torch-snapshot", "/nonexistent/dir/s.pickle", t, want="cannot write /nonexistent/dir/s.pickle")
