@@ -72,7 +72,7 @@ static const struct gp_config_knob knobs[] = {
 	 "Larger requests get a segment of their own, rounded up to a multiple of this."},
 	{"max_split_size", GP_KNOB_SIZE_NONE, F(max_split_size), 20 * MIB, GP_CONFIG_SIZE_CAP, "none",
 	 "a size from 20M to 256T, or none",
-	 "Cached blocks larger than this are never split for a smaller request (limits fragmentation)."},
+	 "Cached blocks of whole segments larger than this are never split for a smaller request (limits fragmentation); a virtual-memory segment's free blocks are split as any, since their rest is never stranded."},
 	{"release_threshold", GP_KNOB_SIZE_NONE, F(release_threshold), 0, GP_CONFIG_SIZE_CAP, "none",
 	 "a size up to 256T, or none",
 	 "After a free, cached memory (whole free segments, then free chunks of virtual-memory segments) goes back to the driver while more than this is cached; none keeps everything."},

@@ -65,11 +65,15 @@ int gp_pool_device(const gp_pool *p) { return p->device; }
 const struct gp_backend *gp_pool_backend(const gp_pool *p) { return p->be; }
 
 /* PyTorch's rules: do not hand an oversize block (>= max_split_size) to a request below
- * max_split_size, and do not waste more than a large-segment rounding on oversize ones. */
+ * max_split_size, and do not waste more than a large-segment rounding on oversize ones. Not
+ * for a virtual-memory segment's blocks: split, their rest merges with its neighbours and its
+ * chunks go back when free, so nothing is stranded (should_split), while its free blocks
+ * merge into runs far larger than the knob, which would then serve nothing and make every
+ * request map new chunks. */
 static inline int fit_ok(const gp_pool *p, const struct gp_block *b, size_t rounded)
 {
 	size_t mss = p->prm.max_split_size;
-	if (mss == SIZE_MAX)
+	if (mss == SIZE_MAX || b->seg->vmm)
 		return 1;
 	if (rounded < mss && b->size >= mss)
 		return 0;

@@ -532,7 +532,13 @@ size_t gp_vmm_give_locked(gp_pool *p, size_t want)
  * clock, with up to GP_MOVE_CREDIT_NS of it saved up: a program whose every step would need
  * its free chunks moved (a layout that strands a large free block each step, GPT-2's logits)
  * grows once instead, as a pool without virtual memory would, while one whose shapes change
- * now and then (BERT's) gets its memory moved each time. */
+ * now and then (BERT's) gets its memory moved each time.
+ *
+ * A move is made only where the free chunks cover all of `over`, so that the peak holds. One
+ * that could not keep it would raise the peak anyway, by less, and give back chunks the
+ * program's next step maps again: where the credit then runs short, that step grows past the
+ * raised peak as well. On GPT-2 at the H100's chunk costs (BENCHMARKS.md section 29) moving
+ * half of such a shortfall cost 3.5% more peak than not moving at all. */
 #define GP_MOVE_SHARE 128
 #define GP_MOVE_CREDIT_NS (64ull * 1000 * 1000)
 
@@ -551,7 +557,7 @@ size_t gp_vmm_release_for_peak(gp_pool *p, size_t over)
 	}
 	/* each chunk given back now is mapped again where it is needed, now or later */
 	uint64_t chunks = gp_round_up(over, p->gran) / p->gran, per = p->map_ns + p->unmap_ns;
-	if (chunks * per > p->move_credit_ns)
+	if (chunks * per > p->move_credit_ns || releasable(p) < over)
 		return 0;
 	size_t cached = p->st->cached_bytes;
 	size_t r = gp_vmm_release_locked(p, cached > over ? cached - over : 0);

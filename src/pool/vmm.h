@@ -30,8 +30,9 @@ size_t gp_vmm_give_locked(gp_pool *p, size_t want);
 size_t gp_vmm_release_locked(gp_pool *p, size_t keep);
 
 /* Before the pool grows past its peak by `over` bytes: gives that many back from free chunks
- * elsewhere, where the time moving them takes fits the pool's credit for it (vmm.c); else
- * nothing, and the pool grows. Returns the bytes given back. */
+ * elsewhere, where the time moving them takes fits the pool's credit for it and the free
+ * chunks cover all of `over` (vmm.c); else nothing, and the pool grows. Returns the bytes
+ * given back. */
 size_t gp_vmm_release_for_peak(gp_pool *p, size_t over);
 
 /* The decay (pool.h gp_pool_decay) of whole segments (segment.c) and of chunks: a range of

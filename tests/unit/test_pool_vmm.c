@@ -397,6 +397,79 @@ static void test_oom_retry_moves_chunks(void **state)
 	fx_free(f);
 }
 
+/* Before growing past its peak, the pool moves free chunks to where the request needs them
+ * only where they cover all of the growth: the peak then holds. Where they cover part of it,
+ * nothing moves: the peak would rise anyway, and the chunks given back would be mapped again
+ * by the next step that needs them (vmm.c, gp_vmm_release_for_peak). */
+static void test_move_keeps_peak(void **state)
+{
+	(void)state;
+	struct fx *f = fx_new();
+	uintptr_t a = A(f, 10 * MiB, S1), b = A(f, 10 * MiB, S1), c = A(f, 10 * MiB, S1);
+	uintptr_t e = A(f, 2 * MiB, S1);
+	assert_int_equal(f->st.reserved_bytes_peak, 32 * MiB);
+	F(f, a, S1);
+	F(f, c, S1);
+	assert_int_equal(gp_pool_fence(f->p), 0);
+	/* 12 MiB fits neither free block; 20 MiB of free chunks cover the 12 it would grow by */
+	uintptr_t d = A(f, 12 * MiB, S1);
+	assert_int_equal(f->st.reserved_bytes, 32 * MiB);
+	assert_int_equal(f->st.reserved_bytes_peak, 32 * MiB);
+	assert_int_equal(f->st.released_bytes, 12 * MiB);
+	F(f, d, S1);
+	F(f, b, S1);
+	F(f, e, S1);
+	fx_free(f);
+
+	f = fx_new();
+	a = A(f, 10 * MiB, S1);
+	b = A(f, 10 * MiB, S1);
+	c = A(f, 10 * MiB, S1);
+	e = A(f, 2 * MiB, S1);
+	F(f, b, S1);
+	assert_int_equal(gp_pool_fence(f->p), 0);
+	/* 10 MiB of free chunks against 12: nothing moves, b's chunks stay mapped for the next
+	 * request of their size */
+	d = A(f, 12 * MiB, S1);
+	assert_int_equal(f->st.reserved_bytes, 44 * MiB);
+	assert_int_equal(f->st.released_bytes, 0);
+	assert_int_equal(mapped(f, b, 10 * MiB), 10 * MiB);
+	uintptr_t b2 = A(f, 10 * MiB, S1);
+	assert_int_equal(b2, b);
+	assert_int_equal(f->st.reserved_bytes, 44 * MiB);
+	F(f, a, S1);
+	F(f, b2, S1);
+	F(f, c, S1);
+	F(f, d, S1);
+	F(f, e, S1);
+	fx_free(f);
+}
+
+static void tune_mss(struct gp_pool_params *p) { p->max_split_size = 20 * MiB; }
+
+/* max_split_size keeps a whole segment's oversize block whole; a virtual-memory segment's
+ * free blocks merge into runs larger than the knob and are split as any: a request below it
+ * takes part of a 40 MiB free run, with no chunk mapped (before, it mapped new chunks for
+ * every such request, and GPT-2's replay reserved 25 times what it used). */
+static void test_max_split_size_splits_runs(void **state)
+{
+	(void)state;
+	struct fx *f = fx_make(0, G, tune_mss);
+	uintptr_t a = A(f, 20 * MiB, S1), b = A(f, 20 * MiB, S1), c = A(f, 2 * MiB, S1);
+	F(f, a, S1);
+	F(f, b, S1); /* one free run of 40 MiB */
+	size_t mapped_before = f->fb.chunks_mapped;
+	uintptr_t d = A(f, 4 * MiB, S1), e = A(f, 24 * MiB, S1);
+	assert_true(d >= a && d < c);
+	assert_true(e >= a && e < c);
+	assert_int_equal(f->fb.chunks_mapped, mapped_before);
+	assert_int_equal(f->st.reserved_bytes, 42 * MiB);
+	F(f, c, S1);
+	F(f, d, S1);
+	F(f, e, S1);
+	fx_free(f);
+}
+
 /* The walk shows a range as the mapped parts between its holes, each expandable. */
 struct walked {
 	size_t segs, bytes;
@@ -512,6 +585,8 @@ int main(void)
 		cmocka_unit_test(test_map_refused),
 		cmocka_unit_test(test_unmap_refused),
 		cmocka_unit_test(test_oom_retry_moves_chunks),
+		cmocka_unit_test(test_move_keeps_peak),
+		cmocka_unit_test(test_max_split_size_splits_runs),
 		cmocka_unit_test(test_walk),
 		cmocka_unit_test(test_randomized),
 	};
