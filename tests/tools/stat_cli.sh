@@ -161,7 +161,8 @@ if grep -q "pid $IPID .*reclaim" "$D/watchev"; then fail "watch: an event for an
 OPID=$!
 HELPERS="$HELPERS $OPID"
 wait_ready old
-"$STAT" --watch 0.3 --count 6 >"$D/watchnew" 2>/dev/null &
+# (12 frames: the new writer has 3 s to start and write its page, on a busy machine too)
+"$STAT" --watch 0.3 --count 12 >"$D/watchnew" 2>/dev/null &
 SPID=$!
 sleep 0.45
 "$WRITER" 500 reclaimed >"$D/new.out" 2>/dev/null &
