@@ -17,15 +17,21 @@
 #              preloaded, segments:auto and segments:vmm (nocache-gp, nocache-gpv): the ratio
 #              of peak reserved to PyTorch's peak allocated under cudaFree semantics
 #              (OUTDIR/steps, rounds 9; NOCACHE_CONFIGS to change)
+#   trace      GPT-2 as PyTorch's allocator (train.py --mode pluggable) with gpupool's trace
+#              on (OUTDIR/pluggable_gpt2_train.csv.gz and its exit report): the requests of
+#              the steps' pluggable run, for gpupool-replay --vmm-cost-us with the cost part's
+#              figures, whose peak should be the run's
 # Prints the tables last: the steps table (bench/gpu/steps_table.py), the scattered lines, the
 # cost line. GPUPOOL_LIB names the library (else scripts/build-gpu-lib builds one).
 #
 #   bench/gpu/vmm.sh OUTDIR [ROUNDS]
 #
-# Time on an H100 (estimated from the step times of ANCHORS.md, not measured): cost 10-20 s;
-# scattered 4 processes of 10-20 s; steps 3 rounds x 4 models x 2 configurations = 24
-# processes of 6-15 s (Python, torch and the model first, then 20 short steps, or bert's and
-# llama's longer ones) = 4-5 min; nocache 8 processes, 1.5 min. About 7-8 minutes in all.
+# Time on an H100 (the processes of section 28's run, BENCHMARKS.md): a steps process takes
+# resnet50 9-21 s, gpt2 14-19 s, bert 16-18 s, llama 56-71 s (6 steps; STEPS_llama=4
+# WARMUP_llama=1 about 40 s), so a round of the four models under two configurations is
+# about 4 minutes and three rounds 12; nocache 8 processes, about 3 minutes; cost and
+# trace under a minute each. More than one 10-minute call: split it with PARTS and ROUND0
+# (steps.sh), or start it in the background and collect it over several calls.
 set -u
 case "${1:-}" in
 -h | --help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -34,10 +40,10 @@ esac
 O=$1
 ROUNDS=${2:-3}
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "vmm.sh: ROUNDS must be a number from 1" >&2; exit 2; }
-PARTS=${PARTS:-cost,scattered,steps,nocache}
+PARTS=${PARTS:-cost,scattered,steps,nocache,trace}
 IFS=, read -ra PS <<<"$PARTS"
 for p in "${PS[@]}"; do
-	case $p in cost | scattered | steps | nocache) ;; *) echo "vmm.sh: unknown part '$p' (cost, scattered, steps, nocache)" >&2; exit 2 ;; esac
+	case $p in cost | scattered | steps | nocache | trace) ;; *) echo "vmm.sh: unknown part '$p' (cost, scattered, steps, nocache, trace)" >&2; exit 2 ;; esac
 done
 has() { [[ ",$PARTS," == *",$1,"* ]]; }
 mkdir -p "$O" || exit 2
@@ -74,6 +80,11 @@ fi
 if has nocache; then
 	CONFIGS=${NOCACHE_CONFIGS:-nocache-gp,nocache-gpv} ROUND0=9 bench/gpu/steps.sh "$O/steps" 1 resnet50 gpt2 bert llama >"$O/nocache.out" 2>&1
 	echo "nocache rc=$?"
+fi
+if has trace; then
+	GPUPOOL_CONF=trace:$O/pluggable_gpt2_train.csv.gz GPUPOOL_REPORT=$O/trace-gpt2.json timeout 300 \
+		python3 bench/gpu/train.py --model gpt2 --mode pluggable >"$O/trace-gpt2.log" 2>&1
+	echo "trace rc=$? $(grep -h '^model=' "$O/trace-gpt2.log")"
 fi
 echo
 [ -d "$O/steps" ] && python3 bench/gpu/steps_table.py "$O/steps"

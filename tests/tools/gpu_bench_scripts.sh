@@ -84,6 +84,8 @@ expect2 "vmm.sh without OUTDIR" "$g/vmm.sh"
 expect2 "vmm.sh bad ROUNDS" "$g/vmm.sh" "$tmp/o" 0
 expect2 "vmm.sh unknown part" env PARTS=cost,bogus "$g/vmm.sh" "$tmp/o"
 expect2 "vmm_cost.py --chunks 0" python3 "$g/vmm_cost.py" --chunks 0
+expect2 "vmm_cost.py --handle-chunks not dividing --chunks" python3 "$g/vmm_cost.py" --handle-chunks 3
+expect2 "vmm_cost.py --handle-chunks not a number" python3 "$g/vmm_cost.py" --handle-chunks 4,x
 expect2 "scattered.py --fraction 2" python3 "$g/scattered.py" --mode pluggable --fraction 2
 expect2 "scattered.py unknown mode" python3 "$g/scattered.py" --mode bogus
 
@@ -94,6 +96,14 @@ if [ -n "$fake" ] && [ -e "$fake/libcuda.so.1" ]; then
 		ok "vmm_cost.py on the fake driver"
 	else
 		bad "vmm_cost.py on the fake driver: $out"
+	fi
+	# handles of several chunks: a line per size, and one for an unmap over several mappings
+	out=$(LD_LIBRARY_PATH=$fake FAKECUDA_DEVICES=1 python3 "$g/vmm_cost.py" --chunks 8 --rounds 2 --handle-chunks 1,4,8 2>&1)
+	if [ $? = 0 ] && [ "$(grep -cE '^vmm_cost_handle gran=2097152 chunks=8 handle_chunks=(1|4|8) map_us=[0-9.]+ access_us=[0-9.]+ unmap_us=[0-9.]+' <<<"$out")" = 3 ] &&
+		grep -qE '^vmm_cost_span gran=2097152 chunks=8 (unmap_us=[0-9.]+|refused)' <<<"$out"; then
+		ok "vmm_cost.py --handle-chunks on the fake driver"
+	else
+		bad "vmm_cost.py --handle-chunks on the fake driver: $out"
 	fi
 fi
 
