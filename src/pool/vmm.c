@@ -456,17 +456,17 @@ static void pass_all(gp_pool *p, struct pass *ps)
 	}
 }
 
-/* Bytes of whole free segments and of whole chunks inside runs of free blocks: what a
- * release could give back now. */
-static size_t releasable(const gp_pool *p)
+/* Bytes of whole chunks inside runs of free blocks of the virtual-memory segments, and
+ * (`whole`) of whole free segments: what a release could give back now. */
+static size_t releasable_of(const gp_pool *p, bool whole)
 {
 	size_t n = 0, g = p->gran;
 	for (const struct gp_segment *s = p->segs; s; s = s->next) {
 		const struct gp_block *b = s->first;
 		if (!s->vmm) {
-			while (b && b->state == B_FREE)
+			while (whole && b && b->state == B_FREE)
 				b = b->next;
-			n += b ? 0 : s->size;
+			n += whole && !b ? s->size : 0;
 			continue;
 		}
 		while (b) {
@@ -484,24 +484,34 @@ static size_t releasable(const gp_pool *p)
 	return n;
 }
 
-size_t gp_vmm_release_locked(gp_pool *p, size_t keep)
+static size_t releasable(const gp_pool *p) { return releasable_of(p, true); }
+
+/* Gives back up to `want` bytes of free chunks: first those that need no wait for the device,
+ * then the rest. `before`: what the caller gave back already (whole segments), for the count
+ * of releases. Answers the bytes of chunks given back. */
+static size_t give_chunks(gp_pool *p, size_t want, size_t before)
 {
-	size_t released = gp_segment_release_locked(p, keep);
-	if (!p->gran || p->st->cached_bytes <= keep)
-		return released;
-	struct pass ps = {.want = p->st->cached_bytes - keep, .no_sync = true};
+	struct pass ps = {.want = want, .no_sync = true};
 	pass_all(p, &ps);
 	if (ps.want && !ps.rc) {
 		ps.no_sync = false;
 		pass_all(p, &ps);
 	}
 	if (ps.released) {
-		if (!released)
+		if (!before)
 			GP_COUNT(p->st, releases, 1);
 		gp_freelist_largest_recount(p);
 		GP_GAUGE_SET(p->st, releasable_bytes, releasable(p));
 	}
-	return released + ps.released;
+	return ps.released;
+}
+
+size_t gp_vmm_release_locked(gp_pool *p, size_t keep)
+{
+	size_t released = gp_segment_release_locked(p, keep);
+	if (!p->gran || p->st->cached_bytes <= keep)
+		return released;
+	return released + give_chunks(p, p->st->cached_bytes - keep, released);
 }
 
 size_t gp_vmm_give_locked(gp_pool *p, size_t want)
@@ -513,19 +523,7 @@ size_t gp_vmm_give_locked(gp_pool *p, size_t want)
 		more = room; /* never below the floor */
 	if (!p->gran || !more)
 		return released;
-	struct pass ps = {.want = more, .no_sync = true};
-	pass_all(p, &ps);
-	if (ps.want && !ps.rc) {
-		ps.no_sync = false;
-		pass_all(p, &ps);
-	}
-	if (ps.released) {
-		if (!released)
-			GP_COUNT(p->st, releases, 1);
-		gp_freelist_largest_recount(p);
-		GP_GAUGE_SET(p->st, releasable_bytes, releasable(p));
-	}
-	return released + ps.released;
+	return released + give_chunks(p, more, released);
 }
 
 /* Moving free chunks to where a request needs them takes at most 1/GP_MOVE_SHARE of the
@@ -537,8 +535,13 @@ size_t gp_vmm_give_locked(gp_pool *p, size_t want)
  * A move is made only where the free chunks cover all of `over`, so that the peak holds. One
  * that could not keep it would raise the peak anyway, by less, and give back chunks the
  * program's next step maps again: where the credit then runs short, that step grows past the
- * raised peak as well. On GPT-2 at the H100's chunk costs (BENCHMARKS.md section 29) moving
- * half of such a shortfall cost 3.5% more peak than not moving at all. */
+ * raised peak as well. On GPT-2 at the H100's chunk costs (BENCHMARKS.md section 29), moving
+ * half of such a shortfall made the peak 3.9% higher than never moving.
+ *
+ * Only chunks move. A whole free segment (segments:auto keeps one for a large cudaMalloc, so
+ * that IPC can export it) is the next such cudaMalloc's memory: given back here, it was taken
+ * again at once, above the peak (BERT's replay under segments:auto: 1.254 of what it asked
+ * for, against 1.170 with chunks only). */
 #define GP_MOVE_SHARE 128
 #define GP_MOVE_CREDIT_NS (64ull * 1000 * 1000)
 
@@ -557,10 +560,9 @@ size_t gp_vmm_release_for_peak(gp_pool *p, size_t over)
 	}
 	/* each chunk given back now is mapped again where it is needed, now or later */
 	uint64_t chunks = gp_round_up(over, p->gran) / p->gran, per = p->map_ns + p->unmap_ns;
-	if (chunks * per > p->move_credit_ns || releasable(p) < over)
+	if (chunks * per > p->move_credit_ns || releasable_of(p, false) < over)
 		return 0;
-	size_t cached = p->st->cached_bytes;
-	size_t r = gp_vmm_release_locked(p, cached > over ? cached - over : 0);
+	size_t r = give_chunks(p, over, 0);
 	uint64_t t1 = gp_pool_clock_ns(p), spent = (t1 > now ? t1 - now : 0) + r / p->gran * p->map_ns;
 	p->move_credit_ns -= spent < p->move_credit_ns ? spent : p->move_credit_ns;
 	p->move_credit_at = t1 > now ? t1 : now;

@@ -445,12 +445,46 @@ static void test_move_keeps_peak(void **state)
 	fx_free(f);
 }
 
+/* segments:auto: a move before growing past the peak gives back free chunks only, never the
+ * whole free segment a large cudaMalloc had, which the next such cudaMalloc takes again
+ * (given back, it was taken again at once, above the peak). */
+static void test_move_keeps_whole_segments(void **state)
+{
+	(void)state;
+	struct fx *f = fx_make(0, G, tune_auto);
+	uintptr_t big = A(f, 12 * MiB, GP_NO_STREAM);
+	F(f, big, GP_NO_STREAM);
+	assert_int_equal(gp_pool_fence(f->p), 0);
+	/* chunks beside it (none fits the free 12 MiB segment) */
+	uintptr_t a = A(f, 16 * MiB, S1), b = A(f, 16 * MiB, S1), c = A(f, 16 * MiB, S1);
+	uintptr_t e = A(f, 14 * MiB, S1);
+	assert_int_equal(f->st.reserved_bytes_peak, 74 * MiB);
+	F(f, a, S1);
+	F(f, c, S1);
+	assert_int_equal(gp_pool_fence(f->p), 0);
+	/* 24 MiB fits no free block: 32 MiB of free chunks cover the growth, and move */
+	uintptr_t d = A(f, 24 * MiB, S1);
+	assert_int_equal(f->st.reserved_bytes, 74 * MiB);
+	assert_int_equal(f->st.released_bytes, 24 * MiB);
+	/* the whole segment stayed: the next cudaMalloc of its size takes it, no new one */
+	uintptr_t big2 = A(f, 12 * MiB, GP_NO_STREAM);
+	assert_int_equal(big2, big);
+	assert_int_equal(f->fb.allocs, 1);
+	assert_int_equal(f->st.reserved_bytes_peak, 74 * MiB);
+	F(f, big2, GP_NO_STREAM);
+	F(f, b, S1);
+	F(f, d, S1);
+	F(f, e, S1);
+	assert_int_equal(gp_pool_fence(f->p), 0);
+	fx_free(f);
+}
+
 static void tune_mss(struct gp_pool_params *p) { p->max_split_size = 20 * MiB; }
 
 /* max_split_size keeps a whole segment's oversize block whole; a virtual-memory segment's
  * free blocks merge into runs larger than the knob and are split as any: a request below it
  * takes part of a 40 MiB free run, with no chunk mapped (before, it mapped new chunks for
- * every such request, and GPT-2's replay reserved 25 times what it used). */
+ * every such request, and GPT-2's replay reserved 23 times what it used). */
 static void test_max_split_size_splits_runs(void **state)
 {
 	(void)state;
@@ -586,6 +620,7 @@ int main(void)
 		cmocka_unit_test(test_unmap_refused),
 		cmocka_unit_test(test_oom_retry_moves_chunks),
 		cmocka_unit_test(test_move_keeps_peak),
+		cmocka_unit_test(test_move_keeps_whole_segments),
 		cmocka_unit_test(test_max_split_size_splits_runs),
 		cmocka_unit_test(test_walk),
 		cmocka_unit_test(test_randomized),
