@@ -13,25 +13,33 @@ case "${1:-}" in
 "") echo "usage: bench/replay_moves.sh BIN [BIN2]" >&2; exit 2 ;;
 esac
 here=$(cd "$(dirname "$0")/.." && pwd)
-bins="$1 ${2:-}"
-for b in $bins; do [ -x "$b" ] || { echo "replay_moves.sh: $b is not an executable" >&2; exit 2; }; done
-head="| trace | segments | cost (us) |"
-rule="| --- | --- | ---: |"
-set -- ${LABELS:-$bins}
-for b in $bins; do head="$head ${1:-$b}: reserved ÷ requested | chunks mapped/unmapped |"; rule="$rule ---: | ---: |"; [ $# -gt 0 ] && shift; done
+[ $# -le 2 ] || { echo "usage: bench/replay_moves.sh BIN [BIN2]" >&2; exit 2; }
+b1=$1 b2=${2:-}
+for b in "$b1" ${b2:+"$b2"}; do [ -x "$b" ] || { echo "replay_moves.sh: $b is not an executable" >&2; exit 2; }; done
+labels=${LABELS:-}
+l1=${labels%% *} l2=${labels#* }
+[ -n "$labels" ] || { l1=$b1 l2=$b2; }
+# one column pair per binary
+cols() {
+	"$1" --conf "segments:$2" --vmm-cost-us "$3" "$4" >"$tmp" || { echo "replay_moves.sh: $1 failed on $4 at $3" >&2; exit 1; }
+	printf ' %s | %s/%s |' "$(sed -n 's/^reserved_over_requested=//p' "$tmp")" \
+		"$(sed -n 's/^chunks_mapped=//p' "$tmp")" "$(sed -n 's/^chunks_unmapped=//p' "$tmp")"
+}
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
+head="| trace | segments | cost (us) | $l1: reserved ÷ requested | chunks mapped/unmapped |"
+rule="| --- | --- | ---: | ---: | ---: |"
+if [ -n "$b2" ]; then
+	head="$head $l2: reserved ÷ requested | chunks mapped/unmapped |"
+	rule="$rule ---: | ---: |"
+fi
 echo "$head"
 echo "$rule"
 for t in "$here"/bench/traces/*.csv.gz; do
 	for seg in auto vmm; do
 		for c in 0 20 38,29; do
-			line="| $(basename "$t" .csv.gz) | $seg | $c |"
-			for b in $bins; do
-				out=$("$b" --conf "segments:$seg" --vmm-cost-us "$c" "$t")
-				r=$(echo "$out" | sed -n 's/^reserved_over_requested=//p')
-				m=$(echo "$out" | sed -n 's/^chunks_mapped=//p')
-				u=$(echo "$out" | sed -n 's/^chunks_unmapped=//p')
-				line="$line $r | $m/$u |"
-			done
+			line="| $(basename "$t" .csv.gz) | $seg | $c |$(cols "$b1" "$seg" "$c" "$t")"
+			[ -z "$b2" ] || line="$line$(cols "$b2" "$seg" "$c" "$t")"
 			echo "$line"
 		done
 	done

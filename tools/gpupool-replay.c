@@ -100,16 +100,26 @@ static unsigned long long num_arg(const char *opt, const char *v, unsigned long 
 /* --vmm-cost-us US[,UNMAP]: the map cost, and the unmap cost (the same when not given). */
 static void vmm_cost_arg(const char *v, struct gp_replay_opts *o)
 {
-	const char *comma = v ? strchr(v, ',') : NULL;
-	char map[32];
-	if (comma && (size_t)(comma - v) < sizeof map) {
-		memcpy(map, v, (size_t)(comma - v));
-		map[comma - v] = '\0';
-		o->vmm_cost_us = (unsigned)num_arg("--vmm-cost-us", map, 0, 1000000);
-		o->vmm_unmap_cost_us = (unsigned)num_arg("--vmm-cost-us (after the comma)", comma + 1, 0, 1000000);
-	} else {
-		o->vmm_cost_us = o->vmm_unmap_cost_us = (unsigned)num_arg("--vmm-cost-us", comma ? "" : v, 0, 1000000);
+	unsigned long long m = 0, u = 0;
+	char *end = NULL;
+	errno = 0;
+	if (v && *v >= '0' && *v <= '9')
+		m = strtoull(v, &end, 10);
+	bool ok = end && !errno && m <= 1000000;
+	if (ok && *end == ',') {
+		const char *w = end + 1;
+		end = NULL;
+		if (*w >= '0' && *w <= '9')
+			u = strtoull(w, &end, 10);
+		ok = end && !errno && u <= 1000000 && !*end;
+	} else if (ok) {
+		u = m;
+		ok = !*end;
 	}
+	if (!ok)
+		bad_usage("--vmm-cost-us needs US or MAP,UNMAP, microseconds from 0 to 1000000, got '%s'", v ? v : "");
+	o->vmm_cost_us = (unsigned)m;
+	o->vmm_unmap_cost_us = (unsigned)u;
 }
 
 /* --granularity: 0, or a power of two from 4K to 1G, in the knobs' size syntax. */
