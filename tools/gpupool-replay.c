@@ -87,12 +87,25 @@ __attribute__((format(printf, 1, 2))) static _Noreturn void bad_usage(const char
 	exit(2);
 }
 
+/* A number from min to max at the start of v, into *x, with *end just after it; false when
+ * there is none there or it is out of range. */
+static bool num_at(const char *v, unsigned long long min, unsigned long long max, unsigned long long *x,
+		   const char **end)
+{
+	char *e;
+	if (!v || v[0] == '-')
+		return false;
+	errno = 0;
+	*x = strtoull(v, &e, 10);
+	*end = e;
+	return !errno && e != v && *x >= min && *x <= max;
+}
+
 static unsigned long long num_arg(const char *opt, const char *v, unsigned long long min, unsigned long long max)
 {
-	char *end;
-	errno = 0;
-	unsigned long long x = v ? strtoull(v, &end, 10) : 0;
-	if (!v || errno || end == v || *end || v[0] == '-' || x < min || x > max)
+	unsigned long long x = 0;
+	const char *end = NULL;
+	if (!num_at(v, min, max, &x, &end) || *end)
 		bad_usage("%s needs a number from %llu to %llu, got '%s'", opt, min, max, v ? v : "");
 	return x;
 }
@@ -101,20 +114,13 @@ static unsigned long long num_arg(const char *opt, const char *v, unsigned long 
 static void vmm_cost_arg(const char *v, struct gp_replay_opts *o)
 {
 	unsigned long long m = 0, u = 0;
-	char *end = NULL;
-	errno = 0;
-	if (v && *v >= '0' && *v <= '9')
-		m = strtoull(v, &end, 10);
-	bool ok = end && !errno && m <= 1000000;
+	const char *end = NULL;
+	bool ok = num_at(v, 0, 1000000, &m, &end);
 	if (ok && *end == ',') {
-		const char *w = end + 1;
-		end = NULL;
-		if (*w >= '0' && *w <= '9')
-			u = strtoull(w, &end, 10);
-		ok = end && !errno && u <= 1000000 && !*end;
+		ok = num_at(end + 1, 0, 1000000, &u, &end) && !*end;
 	} else if (ok) {
-		u = m;
 		ok = !*end;
+		u = m;
 	}
 	if (!ok)
 		bad_usage("--vmm-cost-us needs US or MAP,UNMAP, microseconds from 0 to 1000000, got '%s'", v ? v : "");

@@ -397,6 +397,30 @@ static void test_oom_retry_moves_chunks(void **state)
 	fx_free(f);
 }
 
+/* Three blocks of n bytes side by side on S1, then one of `last` (so that the third is not
+ * the range's end): x[0..3]. */
+static void row(struct fx *f, size_t n, size_t last, uintptr_t *x)
+{
+	for (int i = 0; i < 3; i++)
+		x[i] = A(f, n, S1);
+	x[3] = A(f, last, S1);
+}
+
+/* Frees x[i] on S1 and marks it freed (0). */
+static void free_of(struct fx *f, uintptr_t *x, int i)
+{
+	F(f, x[i], S1);
+	x[i] = 0;
+}
+
+/* Frees every block of x[0..n) not yet freed. */
+static void free_rest(struct fx *f, uintptr_t *x, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (x[i])
+			free_of(f, x, i);
+}
+
 /* Before growing past its peak, the pool moves free chunks to where the request needs them
  * only where they cover all of the growth: the peak then holds. Where they cover part of it,
  * nothing moves: the peak would rise anyway, and the chunks given back would be mapped again
@@ -405,43 +429,35 @@ static void test_move_keeps_peak(void **state)
 {
 	(void)state;
 	struct fx *f = fx_new();
-	uintptr_t a = A(f, 10 * MiB, S1), b = A(f, 10 * MiB, S1), c = A(f, 10 * MiB, S1);
-	uintptr_t e = A(f, 2 * MiB, S1);
+	uintptr_t x[5];
+	row(f, 10 * MiB, 2 * MiB, x);
 	assert_int_equal(f->st.reserved_bytes_peak, 32 * MiB);
-	F(f, a, S1);
-	F(f, c, S1);
+	free_of(f, x, 0);
+	free_of(f, x, 2);
 	assert_int_equal(gp_pool_fence(f->p), 0);
 	/* 12 MiB fits neither free block; 20 MiB of free chunks cover the 12 it would grow by */
-	uintptr_t d = A(f, 12 * MiB, S1);
+	x[4] = A(f, 12 * MiB, S1);
 	assert_int_equal(f->st.reserved_bytes, 32 * MiB);
 	assert_int_equal(f->st.reserved_bytes_peak, 32 * MiB);
 	assert_int_equal(f->st.released_bytes, 12 * MiB);
-	F(f, d, S1);
-	F(f, b, S1);
-	F(f, e, S1);
+	free_rest(f, x, 5);
 	fx_free(f);
 
 	f = fx_new();
-	a = A(f, 10 * MiB, S1);
-	b = A(f, 10 * MiB, S1);
-	c = A(f, 10 * MiB, S1);
-	e = A(f, 2 * MiB, S1);
-	F(f, b, S1);
+	row(f, 10 * MiB, 2 * MiB, x);
+	uintptr_t b = x[1];
+	free_of(f, x, 1);
 	assert_int_equal(gp_pool_fence(f->p), 0);
 	/* 10 MiB of free chunks against 12: nothing moves, b's chunks stay mapped for the next
 	 * request of their size */
-	d = A(f, 12 * MiB, S1);
+	x[4] = A(f, 12 * MiB, S1);
 	assert_int_equal(f->st.reserved_bytes, 44 * MiB);
 	assert_int_equal(f->st.released_bytes, 0);
 	assert_int_equal(mapped(f, b, 10 * MiB), 10 * MiB);
-	uintptr_t b2 = A(f, 10 * MiB, S1);
-	assert_int_equal(b2, b);
+	x[1] = A(f, 10 * MiB, S1);
+	assert_int_equal(x[1], b);
 	assert_int_equal(f->st.reserved_bytes, 44 * MiB);
-	F(f, a, S1);
-	F(f, b2, S1);
-	F(f, c, S1);
-	F(f, d, S1);
-	F(f, e, S1);
+	free_rest(f, x, 5);
 	fx_free(f);
 }
 
@@ -456,14 +472,14 @@ static void test_move_keeps_whole_segments(void **state)
 	F(f, big, GP_NO_STREAM);
 	assert_int_equal(gp_pool_fence(f->p), 0);
 	/* chunks beside it (none fits the free 12 MiB segment) */
-	uintptr_t a = A(f, 16 * MiB, S1), b = A(f, 16 * MiB, S1), c = A(f, 16 * MiB, S1);
-	uintptr_t e = A(f, 14 * MiB, S1);
+	uintptr_t x[5];
+	row(f, 16 * MiB, 14 * MiB, x);
 	assert_int_equal(f->st.reserved_bytes_peak, 74 * MiB);
-	F(f, a, S1);
-	F(f, c, S1);
+	free_of(f, x, 0);
+	free_of(f, x, 2);
 	assert_int_equal(gp_pool_fence(f->p), 0);
 	/* 24 MiB fits no free block: 32 MiB of free chunks cover the growth, and move */
-	uintptr_t d = A(f, 24 * MiB, S1);
+	x[4] = A(f, 24 * MiB, S1);
 	assert_int_equal(f->st.reserved_bytes, 74 * MiB);
 	assert_int_equal(f->st.released_bytes, 24 * MiB);
 	/* the whole segment stayed: the next cudaMalloc of its size takes it, no new one */
@@ -472,9 +488,7 @@ static void test_move_keeps_whole_segments(void **state)
 	assert_int_equal(f->fb.allocs, 1);
 	assert_int_equal(f->st.reserved_bytes_peak, 74 * MiB);
 	F(f, big2, GP_NO_STREAM);
-	F(f, b, S1);
-	F(f, d, S1);
-	F(f, e, S1);
+	free_rest(f, x, 5);
 	assert_int_equal(gp_pool_fence(f->p), 0);
 	fx_free(f);
 }
